@@ -1,0 +1,443 @@
+"""The `bringup` command line: the console by default, and headless subcommands for scripts.
+
+Exit codes: 0 success/ready, 1 failed, 2 usage or config error, refused, or timed out (`wait`), 130 interrupted.
+Every subcommand takes `--json`. Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from tui import __version__
+from tui.config import ConfigError, Settings, load
+from tui.lifecycle.presets import FlagValueError
+from tui.managers import ManagerError
+from tui.model import GpuSnapshot, Phase, Snapshot
+from tui.transport import TransportError
+
+SCENARIOS = ("dflash-graph-crash", "oom-on-fast-restart", "stale-health", "hang-loading", "crash-while-serving")
+
+EPILOG = """\
+exit codes: 0 ok/ready, 1 failed, 2 usage/config error, refused or timeout, 130 interrupted.
+config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
+always exists). Docs: README.md.
+"""
+
+
+class UsageError(Exception):
+    """Wrong input from the user: message to stderr, exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="config file (default: see below)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = argparse.ArgumentParser(
+        prog="bringup", description="Bring up and operate LLM inference servers (SGLang, vLLM): watch the "
+        "lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+    p.add_argument("--version", action="version", version=f"bringup {__version__}")
+    p.add_argument("--read-only", action="store_true", help="console without restart, start/stop or flag keys")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    def add(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description, parents=[common], epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    c0 = add("console", "the console (the default when no command is given)",
+             "Open the console on a deployment (the only one configured, or the one named).")
+    c0.add_argument("deployment", nargs="?")
+    c0.add_argument("--read-only", action="store_true", dest="console_read_only")
+
+    s = add("status", "phase, timeline, failure, GPUs, throughput and flags, once",
+            "Print one snapshot of a deployment: phase with its timeline, the failure (kind, excerpt, hint), "
+            "GPU memory, throughput and flags.")
+    s.add_argument("deployment", nargs="?")
+
+    w = add("wait", "follow until ready (0), failed (1) or timeout (2)",
+            "Follow a deployment until it is ready (exit 0), failed (exit 1, with the error excerpt and a hint) "
+            "or the timeout passes (exit 2), printing phase changes as they happen. A drop-in for a "
+            "`systemctl is-active` + `curl` polling loop: `bringup wait k26 --timeout 1800 && run-benchmarks`.")
+    w.add_argument("deployment", nargs="?")
+    w.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="seconds (default 1800)")
+
+    for name, what in (("start", "start"), ("stop", "stop")):
+        detail = ("waits for the previous run to release its GPU memory first" if name == "start"
+                  else "waits until it has exited")
+        c = add(name, f"{what} the deployment", f"{what.capitalize()} the deployment's server ({detail}).")
+        c.add_argument("deployment", nargs="?")
+        if name == "start":
+            c.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
+            c.add_argument("--timeout", type=float, default=None, metavar="S")
+
+    r = add("restart", "restart safely, optionally with new flags",
+            "Restart with the safe protocol: take the lock, write the flags, stop, wait until the old run's GPU "
+            "memory is released, start, and follow the new process until it is ready (a real generation) or "
+            "failed. Flags are named as the server's options without dashes.\n\n"
+            "  bringup restart k26 --set disable-cuda-graph\n"
+            "  bringup restart k26 --set speculative-algorithm=DFLASH --unset enable-metrics --yes")
+    r.add_argument("deployment", nargs="?")
+    r.add_argument("--set", action="append", default=[], metavar="NAME[=VALUE]", dest="sets")
+    r.add_argument("--unset", action="append", default=[], metavar="NAME", dest="unsets")
+    r.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    r.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
+    r.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds to wait for ready")
+    r.add_argument("--rollback", action="store_true", help="on failure, go back to the last flags that were ready")
+
+    f = add("flags", "the flags the preset knows, their values and keys",
+            "List the server flags bringup can toggle or set for this deployment, their current values and keys.")
+    f.add_argument("deployment", nargs="?")
+
+    rp = add("replay", "run the lifecycle reducer over a recorded log",
+             "Replay a recorded log (plain text, journald short format, or `journalctl -o json` lines; - for "
+             "stdin) through the same reducer as the console, and print the phase timeline, the final phase and "
+             "the failure.")
+    rp.add_argument("file", metavar="FILE|-")
+    rp.add_argument("--preset", choices=("sglang", "vllm", "auto"), default="auto")
+
+    d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
+            "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
+            "needed and stopping it on exit.")
+    d.add_argument("--scenario", choices=SCENARIOS, default="", help="a failure to watch (from real incidents)")
+    d.add_argument("--keep", action="store_true", help="leave the simulated server running on exit")
+    d.add_argument("--time-scale", type=float, default=1.0, metavar="F", help="speed of the simulated bring-up "
+                   "(0.2 = five times faster)")
+    d.add_argument("--headless", action="store_true", help="print phases instead of opening the console")
+    d.add_argument("--read-only", action="store_true", dest="demo_read_only")
+    return p
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def out(obj: Any, as_json: bool, text: str) -> None:
+    if as_json:
+        print(json.dumps(obj, indent=2, default=str))
+    else:
+        print(text)
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:6.1f}s"
+
+
+def gpus_dict(g: GpuSnapshot | None) -> Any:
+    if g is None:
+        return None
+    return {"error": g.error or None, "gpus": [
+        {"index": x.index, "name": x.name, "mem_used_mib": x.mem_used_mib, "mem_total_mib": x.mem_total_mib,
+         "util_pct": x.util_pct, "temp_c": x.temp_c, "power_w": x.power_w, "lost": x.lost} for x in g.gpus],
+        "processes": [{"pid": p.pid, "name": p.name, "gpu": p.gpu_index, "used_mib": p.used_mib}
+                      for p in g.processes]}
+
+
+def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float) -> dict[str, Any]:
+    tl = []
+    for i, t in enumerate(s.timeline):
+        end = s.timeline[i + 1].at if i + 1 < len(s.timeline) else now
+        tl.append({"phase": str(t.phase), "at": t.at, "seconds": round(max(0.0, end - t.at), 2), "line": t.line})
+    tp = s.throughput
+    return {
+        "deployment": s.deployment, "host": s.host, "phase": str(s.phase), "invocation": s.invocation or None,
+        "timeline": tl, "failure": s.failure.as_dict() if s.failure else None,
+        "stalled_for": s.stalled_for,
+        "unit": None if s.unit is None else {"active": s.unit.active, "sub": s.unit.sub, "main_pid": s.unit.main_pid,
+                                              "exit_status": s.unit.exit_status},
+        "gpus": gpus_dict(s.gpus),
+        "throughput": None if tp is None else {"tokens_per_s": tp.tokens_per_s, "source": tp.source,
+                                               "running": tp.running, "queued": tp.queued,
+                                               "accept_len": tp.accept_len, "accept_rate": tp.accept_rate},
+        "flags": flags, "argv": list(s.flags), "notes": list(s.notes),
+    }
+
+
+def render_status(d: dict[str, Any]) -> str:
+    lines = [f"{d['deployment']} on {d['host']}: {d['phase'].upper()}"
+             + (f"   (invocation {d['invocation'][:12]})" if d["invocation"] else "")]
+    for t in d["timeline"]:
+        lines.append(f"  {t['phase']:<14}{t['seconds']:8.1f}s  {t['line'][:90]}")
+    if d["stalled_for"]:
+        lines.append(f"  STALLED: no progress for {d['stalled_for']:.0f}s")
+    f = d["failure"]
+    if f:
+        lines.append(f"failed in {f['phase']}: {f['kind']}")
+        lines.extend("  | " + x for x in f["excerpt"].splitlines()[-25:])
+        lines.append(f"hint: {f['hint']}")
+    g = d["gpus"]
+    if g and g["gpus"]:
+        used = sum(x["mem_used_mib"] or 0 for x in g["gpus"]) / 1024
+        total = sum(x["mem_total_mib"] or 0 for x in g["gpus"]) / 1024
+        lines.append(f"GPUs: {len(g['gpus'])}, {used:.0f}/{total:.0f} GiB used")
+    elif g and g["error"]:
+        lines.append(f"GPUs: {g['error']}")
+    tp = d["throughput"]
+    if tp and tp["tokens_per_s"] is not None:
+        acc = f", accept length {tp['accept_len']:.2f}" if tp["accept_len"] else ""
+        lines.append(f"throughput: {tp['tokens_per_s']:.1f} tok/s ({tp['source']}){acc}")
+    if d["flags"]:
+        lines.append("flags: " + " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in d["flags"].items()))
+    lines.extend(f"note: {n}" for n in d["notes"])
+    return "\n".join(lines)
+
+
+def _ask(question: str) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("refusing to act without confirmation: no terminal to ask on; pass --yes")
+    try:
+        return input(question + " [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Watch
+    from tui.settle import settle
+
+    name, dep = settings.deployment(args.deployment)
+    w = Watch(settings, name, dep)
+    try:
+        await settle(w)
+        flags = await w.flag_values()
+        d = snapshot_dict(w.snapshot(time.time()), flags, time.time())
+    finally:
+        await w.close()
+    out(d, args.json, render_status(d))
+    return 1 if d["phase"] == "failed" else 0
+
+
+async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: str = "") -> int:
+    deadline = time.monotonic() + timeout
+    shown: tuple[Any, ...] = ()
+    t_first = None
+    while True:
+        s = w.state
+        fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
+        if fresh and s.timeline != shown:
+            for t in s.timeline[len(shown):] if s.timeline[: len(shown)] == shown else s.timeline:
+                t_first = t_first or t.at
+                if as_json:
+                    print(json.dumps({"phase": str(t.phase), "at": t.at, "line": t.line}), flush=True)
+                else:
+                    print(f"[{fmt_s(t.at - t_first)}] {t.phase!s:<14} {t.line[:100]}", flush=True)
+            shown = s.timeline
+        if fresh and s.phase == Phase.READY:
+            return 0
+        if fresh and s.phase == Phase.FAILED and s.failure is not None:
+            await w.settle_failure()
+            f = w.state.failure
+            if as_json:
+                print(json.dumps({"failure": f.as_dict()}), flush=True)
+            else:
+                print(f"\nFAILED in {f.phase}: {f.kind}", file=sys.stderr)
+                for x in f.excerpt[-40:]:
+                    print("  | " + x, file=sys.stderr)
+                print(f"hint: {f.hint}", file=sys.stderr)
+            return 1
+        left = deadline - time.monotonic()
+        if left <= 0:
+            print(f"timeout after {timeout:g} s; last phase: {s.phase}", file=sys.stderr)
+            return 2
+        await w.wait_changed(min(left, 0.5))
+
+
+async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Watch
+
+    name, dep = settings.deployment(args.deployment)
+    w = Watch(settings, name, dep)
+    await w.start()
+    try:
+        return await _follow_until(w, args.timeout, args.json)
+    finally:
+        await w.close()
+
+
+def _print_step(as_json: bool) -> Any:
+    def show(step: Any) -> None:
+        if as_json:
+            print(json.dumps({"step": step.name, "status": step.status, "detail": step.detail}), flush=True)
+        else:
+            mark = {"done": "ok ", "running": "...", "failed": "ERR", "skipped": " - "}.get(step.status, "   ")
+            print(f"  [{mark}] {step.name:<8} {step.detail}", flush=True)
+    return show
+
+
+async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bool) -> int:
+    from tui.engine import Watch
+    from tui.ops import restart as protocol
+    from tui.ops.flags import apply_changes, diff, parse_changes
+
+    if settings.read_only:
+        raise UsageError("read-only mode: restarts and flag changes are disabled (read_only in config)")
+    name, dep = settings.deployment(args.deployment)
+    w = Watch(settings, name, dep)
+    try:
+        if not w.manager.can_control:
+            raise UsageError(f"{name} is observe-only (manager = 'none'): bringup cannot start or restart it")
+        changes = parse_changes(getattr(args, "sets", []), getattr(args, "unsets", []), w.flag_specs)
+        old = await w.argv()
+        new = apply_changes(old, changes, w.flag_specs)
+        await w.start()
+        unit = await w.poll_unit()
+        if not restart and unit.running:
+            print(f"{name} is already running (pid {unit.main_pid})")
+            return 0
+        change_txt = diff(old, new, w.flag_specs)
+        if restart and not args.yes:
+            what = "; ".join(change_txt) or "no flag change"
+            if not _ask(f"Restart {name} on {w.host_name} ({w.manager.target}) with {what}?"):
+                print("cancelled; nothing changed")
+                return 2
+        if args.timeout:
+            w.dep = dep.model_copy(update={"ready_timeout_s": args.timeout})
+        print(f"{'restarting' if restart else 'starting'} {name} on {w.host_name}" +
+              (f": {'; '.join(change_txt)}" if change_txt else ""), file=sys.stderr if args.json else sys.stdout)
+        outcome = await protocol.run(w, new, _print_step(args.json), wait_ready=not args.no_wait,
+                                     stop_first=restart, purpose="restart" if restart else "start",
+                                     rollback=getattr(args, "rollback", False) or None)
+        if outcome.failure is not None and not args.json:
+            f = outcome.failure
+            print(f"\nFAILED in {f.phase}: {f.kind}", file=sys.stderr)
+            for x in f.excerpt[-40:]:
+                print("  | " + x, file=sys.stderr)
+            print(f"hint: {f.hint}", file=sys.stderr)
+        out({"ok": outcome.ok, "phase": str(outcome.phase), "message": outcome.message,
+             "invocation": outcome.invocation, "failure": outcome.failure.as_dict() if outcome.failure else None,
+             "rolled_back": outcome.rolled_back}, args.json, f"{name}: {outcome.message}")
+        if outcome.ok:
+            return 0
+        return 2 if "lock" in outcome.message or "timeout" in outcome.message or "within" in outcome.message else 1
+    finally:
+        await w.close()
+
+
+async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Watch
+
+    if settings.read_only:
+        raise UsageError("read-only mode: start/stop is disabled")
+    name, dep = settings.deployment(args.deployment)
+    w = Watch(settings, name, dep)
+    try:
+        unit = await w.poll_unit()
+        if not unit.running:
+            out({"ok": True, "phase": "stopped"}, args.json, f"{name} is not running")
+            return 0
+        t0 = time.monotonic()
+        w.action("stop")
+        await w.manager.stop()
+        out({"ok": True, "phase": "stopped"}, args.json, f"{name} stopped in {time.monotonic() - t0:.1f} s")
+        return 0
+    finally:
+        await w.close()
+
+
+async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Watch
+
+    name, dep = settings.deployment(args.deployment)
+    w = Watch(settings, name, dep)
+    try:
+        values = await w.flag_values()
+    finally:
+        await w.close()
+    rows: list[dict[str, Any]] = []
+    text = [f"{name} ({dep.preset})", f"  {'FLAG':<32}{'VALUE':<12}{'KEY':<5}HELP"]
+    for f in w.flag_specs:
+        value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values else None
+        rows.append({"name": f.name, "kind": f.kind, "value": value, "choices": list(f.choices), "key": f.key,
+                     "help": f.help})
+        shown = "on" if value is True else "-" if value is None else str(value)
+        kind = "|".join(f.choices) if f.choices else f.kind
+        text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
+    out(rows, args.json, "\n".join(text))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tui.lifecycle.replay import replay
+
+    try:
+        if args.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.file, "rb") as fh:
+                data = fh.read()
+    except OSError as e:
+        raise UsageError(f"{args.file}: {e.strerror or e}") from None
+    lines = data.decode("utf-8", "replace").splitlines()
+    r = replay(lines, args.preset)
+    d = r.as_dict()
+    if args.json:
+        print(json.dumps(d, indent=2))
+    else:
+        s = r.state
+        t0 = s.timeline[0].at if s.timeline else 0
+        print(f"preset: {r.preset}")
+        for phase, at, secs in s.seconds_in():
+            print(f"  {phase!s:<14} +{at - t0:8.1f}s  {secs:8.1f}s")
+        print(f"final: {s.phase}")
+        if s.failure:
+            f = s.failure
+            print(f"failure: {f.kind} in {f.phase}")
+            for x in f.excerpt[-40:]:
+                print("  | " + x)
+            print(f"hint: {f.hint}")
+    return 1 if r.state.phase == Phase.FAILED else 0
+
+
+async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.demo import run_demo
+
+    return await run_demo(settings, args)
+
+
+def run_console(settings: Settings, deployment: str | None, read_only: bool) -> int:
+    from tui.app import run_app
+
+    return run_app(settings, deployment, read_only=read_only)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "replay":
+            return cmd_replay(args)
+        ro = True if (args.read_only or getattr(args, "demo_read_only", False)
+                      or getattr(args, "console_read_only", False)) else None
+        settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
+                        time_scale=getattr(args, "time_scale", 1.0))
+        if args.cmd in (None, "console"):
+            return run_console(settings, getattr(args, "deployment", None), settings.read_only)
+        handlers = {"status": cmd_status, "wait": cmd_wait, "stop": cmd_stop, "flags": cmd_flags,
+                    "demo": cmd_demo}
+        if args.cmd in ("restart", "start"):
+            return asyncio.run(_protocol(settings, args, restart=args.cmd == "restart"))
+        return asyncio.run(handlers[args.cmd](settings, args))
+    except (ConfigError, UsageError, FlagValueError) as e:
+        print(f"bringup: {e}", file=sys.stderr)
+        return 2
+    except (ManagerError, TransportError) as e:
+        print(f"bringup: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # last resort: one line, not a traceback, unless asked for
+        if os.environ.get("BRINGUP_DEBUG"):
+            raise
+        print(f"bringup: internal error: {type(e).__name__}: {e} (BRINGUP_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 1

@@ -1,0 +1,1 @@
+"""Collectors: long-lived readers that turn a host's raw signals into typed, timestamped events."""

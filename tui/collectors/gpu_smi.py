@@ -1,0 +1,178 @@
+"""GPU samples from `nvidia-smi`: one long-running `--query-gpu ... -lms` stream per host, plus a slower
+`--query-compute-apps` query. Works the same locally and over SSH because it only needs the transport.
+
+Any bracketed value (`[N/A]`, `[Not Supported]`, `[GPU requires reset]`, `[Unknown Error]`, ...) is missing, not
+zero; rows that do not parse are skipped, so garbage from the tool can never crash the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from tui.model import GpuProcess, GpuSample, GpuSnapshot
+from tui.transport import Transport, TransportError
+
+QUERY_FIELDS = ("timestamp", "index", "uuid", "name", "memory.used", "memory.total", "utilization.gpu",
+                "utilization.memory", "temperature.gpu", "power.draw", "power.limit", "clocks.sm")
+APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
+DRIVER_ERRORS = ("NVIDIA-SMI has failed", "No devices were found", "Failed to initialize NVML",
+                 "Driver/library version mismatch", "couldn't communicate with the NVIDIA driver")
+
+
+def _num(v: str) -> float | None:
+    v = v.strip()
+    if not v or v.startswith("[") or v in ("N/A", "Not Supported"):
+        return None
+    for unit in (" MiB", " %", " W", " MHz", " C"):
+        if v.endswith(unit):
+            v = v[: -len(unit)]
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def driver_error(text: str) -> str:
+    """The first line of a driver failure message, or ''."""
+    for line in text.splitlines():
+        if any(e in line for e in DRIVER_ERRORS):
+            return line.strip()
+    return ""
+
+
+def parse_gpu_row(line: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[str, GpuSample] | None:
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) != len(fields):
+        return None
+    row = dict(zip(fields, parts, strict=True))
+    index = _num(row.get("index", ""))
+    if index is None or index < 0 or index != int(index):
+        return None
+    lost = any(row.get(f, "").startswith("[GPU") or row.get(f, "") == "[Unknown Error]"
+               for f in ("memory.used", "utilization.gpu", "name"))
+    sample = GpuSample(
+        index=int(index),
+        uuid=row.get("uuid", "") if not row.get("uuid", "").startswith("[") else "",
+        name=row.get("name", "") if not row.get("name", "").startswith("[") else "",
+        mem_used_mib=_num(row.get("memory.used", "")),
+        mem_total_mib=_num(row.get("memory.total", "")),
+        util_pct=_num(row.get("utilization.gpu", "")),
+        mem_util_pct=_num(row.get("utilization.memory", "")),
+        temp_c=_num(row.get("temperature.gpu", "")),
+        power_w=_num(row.get("power.draw", "")),
+        power_limit_w=_num(row.get("power.limit", "")),
+        sm_clock_mhz=_num(row.get("clocks.sm", "")),
+        lost=lost,
+        error=next((row[f] for f in ("memory.used", "name") if row.get(f, "").startswith("[GPU")), ""),
+    )
+    return row.get("timestamp", ""), sample
+
+
+def parse_gpu_csv(text: str, fields: Sequence[str] = QUERY_FIELDS) -> list[GpuSample]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        r = parse_gpu_row(line, fields)
+        if r is not None:
+            out.append(r[1])
+    return out
+
+
+def parse_apps_csv(text: str, uuid_to_index: dict[str, int] | None = None) -> list[GpuProcess]:
+    out = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 4 or line.startswith("#"):
+            continue
+        pid = _num(parts[0])
+        if pid is None or pid != int(pid):
+            continue
+        uuid = parts[3]
+        out.append(GpuProcess(pid=int(pid), name=parts[1], used_mib=_num(parts[2]), gpu_uuid=uuid,
+                              gpu_index=(uuid_to_index or {}).get(uuid)))
+    return out
+
+
+class SmiSource:
+    """Samples a host's GPUs through nvidia-smi; yields a GpuSnapshot per sample, or one with `error` set."""
+
+    def __init__(self, transport: Transport, command: Sequence[str], interval_ms: int = 500,
+                 apps_every_s: float = 2.0) -> None:
+        self.transport = transport
+        self.command = list(command)
+        self.interval_ms = interval_ms
+        self.apps_every_s = apps_every_s
+        self._apps: tuple[GpuProcess, ...] = ()
+        self._apps_at = 0.0
+
+    def _query(self) -> list[str]:
+        return [*self.command, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
+
+    async def processes(self, gpus: Sequence[GpuSample]) -> tuple[GpuProcess, ...]:
+        res = await self.transport.run(
+            [*self.command, "--query-compute-apps=" + ",".join(APP_FIELDS), "--format=csv,noheader,nounits"],
+            timeout=10)
+        if res.rc != 0:
+            return ()
+        return tuple(parse_apps_csv(res.text, {g.uuid: g.index for g in gpus if g.uuid}))
+
+    async def once(self) -> GpuSnapshot:
+        now = time.time()
+        try:
+            res = await self.transport.run(self._query(), timeout=15)
+        except TransportError as e:
+            return GpuSnapshot(at=now, error=f"nvidia-smi: {e}")
+        err = driver_error(res.text + "\n" + res.error_text)
+        if res.rc != 0 or err:
+            return GpuSnapshot(at=now, error=err or f"nvidia-smi failed (exit {res.rc}): {res.error_text[:200]}")
+        gpus = parse_gpu_csv(res.text)
+        return GpuSnapshot(at=now, gpus=tuple(gpus), processes=await self.processes(gpus))
+
+    async def stream(self) -> AsyncIterator[GpuSnapshot]:
+        """One long-lived `-lms` stream; restarted with backoff if it dies."""
+        backoff = 1.0
+        count = 0
+        while True:
+            group: list[GpuSample] = []
+            stamp = None
+            errors: list[str] = []
+            try:
+                async for line in self.transport.stream([*self._query(), "-lms", str(self.interval_ms)]):
+                    parsed = parse_gpu_row(line)
+                    if parsed is None:
+                        err = driver_error(line)
+                        if err:
+                            errors.append(err)
+                        continue
+                    ts, sample = parsed
+                    backoff = 1.0
+                    if group and (ts != stamp or sample.index <= group[-1].index):
+                        count = count or len(group)  # learnt from the first complete sample
+                        yield await self._snapshot(group)
+                        group = []
+                    stamp = ts
+                    group.append(sample)
+                    if count and len(group) >= count:
+                        yield await self._snapshot(group)
+                        group = []
+                if group:
+                    yield await self._snapshot(group)
+            except TransportError as e:
+                errors.append(str(e))
+            msg = errors[0] if errors else "nvidia-smi stream ended; restarting"
+            yield GpuSnapshot(at=time.time(), error=msg)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    async def _snapshot(self, gpus: list[GpuSample]) -> GpuSnapshot:
+        now = time.time()
+        if now - self._apps_at >= self.apps_every_s:
+            self._apps_at = now
+            with contextlib.suppress(TransportError):
+                self._apps = await self.processes(gpus)
+        return GpuSnapshot(at=now, gpus=tuple(gpus), processes=self._apps)

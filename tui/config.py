@@ -1,0 +1,256 @@
+"""Configuration: pydantic-settings models, file discovery and one-line error messages.
+
+Sources, strongest first: command-line overrides, `BRINGUP_...` environment variables (nested with `__`, e.g.
+`BRINGUP_UI__REFRESH_HZ=4`), then the TOML file found by `discover()`. A deployment named `demo` (the embedded
+simulated SGLang server) always exists so that `bringup demo` works with no config at all.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from tui.lifecycle.presets import PRESET_NAMES, FlagSpec
+
+DEMO = "demo"
+_TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
+DEMO_PORT = int(os.environ.get("BRINGUP_DEMO_PORT", "30999"))
+
+
+class ConfigError(Exception):
+    """A config problem, phrased for the user: names the file, the key and what is wrong."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostConfig(Strict):
+    """Where servers run. `ssh` is an SSH destination or an alias from ~/.ssh/config; empty means this machine."""
+
+    ssh: str = ""
+    sudo: bool = False
+    #: how to read GPUs: auto (NVML locally, else nvidia-smi), nvml, nvidia-smi, none
+    gpu_source: Literal["auto", "nvml", "nvidia-smi", "none"] = "auto"
+    nvidia_smi: list[str] = Field(default_factory=lambda: ["nvidia-smi"])
+    #: where the process manager keeps pid files, logs and flag history (default: bringup's state dir)
+    state_dir: str = ""
+
+    @property
+    def is_local(self) -> bool:
+        return not self.ssh
+
+
+class FlagConfig(Strict):
+    """A server option the preset does not know, declared by the user."""
+
+    name: str
+    kind: Literal["bool", "int", "float", "str", "choice"] = "bool"
+    help: str = ""
+    choices: list[str] = Field(default_factory=list)
+    key: str = ""
+
+    def spec(self) -> FlagSpec:
+        return FlagSpec(self.name.lstrip("-"), self.kind, self.help, tuple(self.choices), key=self.key)
+
+
+class DeploymentConfig(Strict):
+    host: str = "local"
+    manager: Literal["systemd", "process", "none"] = "process"
+    unit: str = ""
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    preset: str = "sglang"
+    endpoint: str = "http://127.0.0.1:30000"
+    gpus: list[int] = Field(default_factory=list)
+    #: flags shown first in the flags panel (default: every flag the preset knows)
+    flags: list[str] = Field(default_factory=list)
+    extra_flags: list[FlagConfig] = Field(default_factory=list)
+    #: seconds to wait for the old run's GPU memory to be released before giving up a restart
+    release_timeout_s: float = 600.0
+    #: memory (MiB per GPU) above the pre-start baseline still counted as released
+    release_tolerance_mib: float = 1024.0
+    stop_timeout_s: float = 120.0
+    ready_timeout_s: float = 1800.0
+    #: roll back to the last flags that reached ready when a restart fails
+    auto_rollback: bool = False
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        if v not in PRESET_NAMES:
+            raise ValueError(f"unknown preset {v!r}; known presets: {', '.join(PRESET_NAMES)}")
+        return v
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must start with http:// or https://, got {v!r}")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _manager_needs(self) -> DeploymentConfig:
+        if self.manager == "systemd" and not self.unit:
+            raise ValueError("manager = 'systemd' needs unit = 'NAME.service'")
+        if self.manager == "process" and not self.command:
+            raise ValueError("manager = 'process' needs command = ['program', 'arg', ...]")
+        return self
+
+
+class ProbeConfig(Strict):
+    interval_s: float = Field(1.0, gt=0)
+    timeout_s: float = Field(5.0, gt=0)
+    generation_tokens: int = Field(4, ge=1, le=64)
+    stall_after_s: float = Field(60.0, gt=0)
+
+
+class UIConfig(Strict):
+    refresh_hz: float = Field(2.0, gt=0, le=30)
+    theme: str = "textual-dark"
+    #: action name -> key, e.g. {restart = "R"}; merged over the defaults
+    keys: dict[str, str] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BRINGUP_", env_nested_delimiter="__", extra="forbid")
+
+    read_only: bool = False
+    state_dir: str = ""
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    deployments: dict[str, DeploymentConfig] = Field(default_factory=dict)
+    probe: ProbeConfig = Field(default_factory=ProbeConfig)  # type: ignore[arg-type]
+    ui: UIConfig = Field(default_factory=UIConfig)  # type: ignore[arg-type]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if _TOML_PATH is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH))
+        return tuple(sources)
+
+    # ------------------------------------------------------------------ helpers
+
+    def state_path(self) -> Path:
+        if self.state_dir:
+            return Path(self.state_dir).expanduser()
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "bringup"
+
+    def host(self, name: str) -> HostConfig:
+        if name in self.hosts:
+            return self.hosts[name]
+        if name == "local":
+            return HostConfig()
+        raise ConfigError(f"unknown host {name!r} (define [hosts.{name}] in the config)")
+
+    def deployment(self, name: str | None) -> tuple[str, DeploymentConfig]:
+        if name is None:
+            real = [n for n in self.deployments if n != DEMO]
+            name = real[0] if len(real) == 1 else DEMO if not real else ""
+            if not name:
+                raise ConfigError("several deployments are configured; name one: " + ", ".join(real))
+        try:
+            return name, self.deployments[name]
+        except KeyError:
+            known = ", ".join(self.deployments) or "none"
+            close = [n for n in self.deployments if n.startswith(name[:3])] if name else []
+            extra = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown deployment {name!r}{extra}; configured: {known}") from None
+
+
+def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0,
+                    port: int = DEMO_PORT) -> tuple[HostConfig, DeploymentConfig]:
+    """The built-in demo: the simulated SGLang server as a `process` deployment on this machine."""
+    sim_state = str(state_dir / "demo" / "sim-gpus")
+    cmd = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",
+           "--ep-size", "8", "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--sim-load", "4",
+           "--sim-state-dir", sim_state, "--time-scale", f"{time_scale:g}"]
+    if scenario:
+        cmd += ["--scenario", scenario]
+    host = HostConfig(gpu_source="nvidia-smi",
+                      nvidia_smi=[sys.executable, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", sim_state])
+    dep = DeploymentConfig(host="demo-host", manager="process", command=cmd, preset="sglang",
+                           endpoint=f"http://127.0.0.1:{port}", gpus=list(range(8)),
+                           release_timeout_s=120.0, release_tolerance_mib=512.0, stop_timeout_s=30.0)
+    return host, dep
+
+
+def discover(explicit: str | None) -> Path | None:
+    """The config file to use: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml."""
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"{p}: config file not found (from --config)")
+        return p
+    env = os.environ.get("BRINGUP_CONFIG")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"{p}: config file not found (from $BRINGUP_CONFIG)")
+        return p
+    cwd = Path("config.toml")
+    if cwd.is_file():
+        return cwd
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bringup" / "config.toml"
+    return xdg if xdg.is_file() else None
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str = "",
+         time_scale: float = 1.0) -> Settings:
+    """Load and validate the config; every problem becomes a ConfigError with one line per issue."""
+    path = discover(explicit)
+    where = str(path) if path else "environment"
+    if path is not None:
+        try:
+            tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read: {e}") from None
+    global _TOML_PATH
+    _TOML_PATH = path
+    try:
+        settings = Settings() if read_only is None else Settings(read_only=read_only)
+    except ValidationError as e:
+        msgs = []
+        for err in e.errors():
+            key = _loc(err["loc"]) or "(top level)"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            msgs.append(f"{where}: {key}: {msg}")
+        raise ConfigError("\n".join(msgs)) from None
+    finally:
+        _TOML_PATH = None
+    host, dep = demo_deployment(settings.state_path(), scenario=scenario, time_scale=time_scale)
+    settings.hosts.setdefault("demo-host", host)
+    if DEMO not in settings.deployments:
+        settings.deployments[DEMO] = dep
+    for name, d in settings.deployments.items():
+        if d.host != "local" and d.host not in settings.hosts:
+            raise ConfigError(f"{where}: deployments.{name}.host: unknown host {d.host!r}; "
+                              f"add [hosts.{d.host}] with ssh = \"...\"")
+    return settings

@@ -1,0 +1,54 @@
+"""`bringup demo`: the console on the built-in simulated SGLang deployment.
+
+The demo is an ordinary `process` deployment (see config.demo_deployment); nothing in the engine knows it is
+simulated. Starting it goes through the same protocol as any start, so even the demo waits for GPU memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tui.config import DEMO, Settings
+from tui.engine import Watch
+from tui.ops import restart as protocol
+
+
+async def prepare(w: Watch) -> None:
+    """Make sure the demo server runs the configured command (scenario, time scale); start it if needed."""
+    wanted = list(w.dep.command)
+    unit = await w.poll_unit()
+    current = list(unit.argv) if unit.running else None
+    if current == wanted:
+        return
+    await w.manager.write_argv(wanted)
+    await w.manager.save_argv("ready", wanted)
+
+    def quiet(step: protocol.Step) -> None:
+        if step.status == "failed":
+            print(f"bringup demo: {step.name}: {step.detail}", file=sys.stderr)
+
+    await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
+
+
+async def stop_demo(w: Watch) -> None:
+    w.action("stop")
+    await w.manager.stop()
+
+
+async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
+    if not args.headless:
+        from tui.app import run_app
+
+        return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
+    from tui.cli import _follow_until
+
+    w = Watch(settings, DEMO, settings.deployments[DEMO])
+    try:
+        await prepare(w)
+        await w.start()
+        return await _follow_until(w, 600, args.json)
+    finally:
+        if not args.keep:
+            await stop_demo(w)
+        await w.close()

@@ -1,0 +1,424 @@
+"""The engine for one deployment: collectors feed events to the lifecycle reducer; front ends read snapshots.
+
+One `Watch` per deployment owns one long-lived collector per stream (unit state, the current invocation's log,
+GPUs, probes, metrics) on the running event loop, and never spawns a process per refresh tick except where a
+source has no streaming form (the nvidia-smi compute-apps query, every few seconds). The CLI and the console use
+exactly this class, so `bringup wait` and the console cannot disagree about a phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
+from tui.collectors.gpu_smi import SmiSource
+from tui.collectors.metrics import MetricsRates, from_log_line
+from tui.collectors.probes import Prober
+from tui.config import DeploymentConfig, HostConfig, Settings
+from tui.lifecycle.lines import clean
+from tui.lifecycle.presets import FlagSpec, Preset, get_preset
+from tui.lifecycle.reducer import LifecycleState, MemoryObserved, initial, reduce
+from tui.managers import Manager, ManagerError
+from tui.managers.none import NoManager
+from tui.managers.process import ProcessManager
+from tui.model import (
+    ActionTaken,
+    Event,
+    GpuSnapshot,
+    LogLine,
+    Phase,
+    Snapshot,
+    ThroughputSample,
+    UnitObserved,
+    UnitState,
+)
+from tui.ops.flags import current_values
+from tui.transport import Transport, TransportError
+from tui.transport.local import LocalTransport
+
+LOG_BUFFER = 50_000
+HISTORY = 600  # samples kept per series: 5 minutes at 2 Hz, fixed memory
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """What changed, for a front end to re-render: kind is phase | logs | gpus | throughput | collector."""
+
+    kind: str
+    payload: Any = None
+
+
+@dataclass
+class GpuHistory:
+    mem: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    util: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+
+def make_transport(host: HostConfig) -> Transport:
+    if host.is_local:
+        return LocalTransport()
+    raise ManagerError(f"SSH hosts are not supported yet ({host.ssh}); run bringup on the host itself")
+
+
+class Watch:
+    def __init__(self, settings: Settings, name: str, dep: DeploymentConfig, *,
+                 transport: Transport | None = None) -> None:
+        self.settings = settings
+        self.name = name
+        self.dep = dep
+        self.host = settings.host(dep.host)
+        self.host_name = dep.host if dep.host != "demo-host" else "local"
+        self.preset: Preset = get_preset(dep.preset)
+        self.flag_specs: list[FlagSpec] = [*self.preset.flags, *(f.spec() for f in dep.extra_flags)]
+        self.transport = transport or make_transport(self.host)
+        self.manager: Manager = self._make_manager()
+        self.prober = Prober(dep.endpoint, timeout=settings.probe.timeout_s,
+                             tokens=settings.probe.generation_tokens, health_path=self.preset.health_path,
+                             models_path=self.preset.models_path)
+        self.state: LifecycleState = initial(logs_available=dep.manager != "none",
+                                             stall_after=settings.probe.stall_after_s)
+        self.gpus: GpuSnapshot | None = None
+        self.gpu_history: dict[int, GpuHistory] = {}
+        self.throughput: ThroughputSample | None = None
+        self.tps_history: deque[float] = deque(maxlen=HISTORY)
+        self.logs: deque[LogLine] = deque(maxlen=LOG_BUFFER)
+        self.collector_errors: dict[str, str] = {}
+        self.metrics_state = "unknown"  # unknown | on | off
+        self.baseline_mib: dict[int, float] = {}
+        self._listeners: list[Callable[[Update], None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._unit_poke = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._metrics = MetricsRates()
+        self._gpu_source: SmiSource | NvmlSource | None = None
+        self._gpu_error = ""
+        self.paused = False
+
+    # ------------------------------------------------------------------ construction
+
+    def _make_manager(self) -> Manager:
+        if self.dep.manager == "process":
+            root = self.host.state_dir or str(self.settings.state_path())
+            run_dir = str(Path(root).expanduser() / "deployments" / self.name)
+            return ProcessManager(self.transport, run_dir, self.dep.command, self.dep.env,
+                                  stop_timeout=self.dep.stop_timeout_s)
+        if self.dep.manager == "none":
+            return NoManager()
+        raise ManagerError(f"deployment {self.name}: the systemd manager is not available yet")
+
+    def subscribe(self, fn: Callable[[Update], None]) -> None:
+        self._listeners.append(fn)
+
+    def _emit(self, kind: str, payload: Any = None) -> None:
+        self._changed.set()
+        for fn in list(self._listeners):
+            fn(Update(kind, payload))
+
+    def feed(self, ev: Event | MemoryObserved) -> None:
+        """Apply one event to the reducer; tell listeners when the phase picture changed."""
+        before = self.state
+        self.state = reduce(self.state, ev, self.preset)
+        if (self.state.phase != before.phase or self.state.timeline != before.timeline
+                or self.state.failure != before.failure or self.state.invocation != before.invocation):
+            self._emit("phase", self.state)
+
+    # ------------------------------------------------------------------ lifecycle of the watch
+
+    async def start(self) -> None:
+        for name, coro in (("unit", self._unit_loop()), ("logs", self._log_loop()), ("probe", self._probe_loop()),
+                           ("gpus", self._gpu_loop()), ("metrics", self._metrics_loop())):
+            self._tasks.append(asyncio.create_task(self._guard(name, coro), name=f"bringup-{name}"))
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        await self.prober.close()
+        if isinstance(self._gpu_source, NvmlSource):
+            self._gpu_source.close()
+        await self.transport.close()
+
+    async def _guard(self, name: str, coro: Any) -> None:
+        """A collector that fails reports its error and is restarted; it never takes the engine down."""
+        backoff = 1.0
+        while True:
+            try:
+                await coro
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a collector must never kill the watch
+                self.collector_errors[name] = f"{type(e).__name__}: {e}"
+                self._emit("collector", (name, self.collector_errors[name]))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+                coro = getattr(self, f"_{name}_loop")()
+
+    # ------------------------------------------------------------------ collectors
+
+    async def poll_unit(self) -> UnitState:
+        unit = await self.manager.state()
+        self.feed(UnitObserved(time.time(), unit))
+        return unit
+
+    def poke_unit(self) -> None:
+        self._unit_poke.set()
+
+    async def _unit_loop(self) -> None:
+        if not self.manager.can_control:
+            return
+        while True:
+            try:
+                await self.poll_unit()
+                self.collector_errors.pop("unit", None)
+            except (TransportError, ManagerError, OSError) as e:
+                self.collector_errors["unit"] = str(e)
+                self._emit("collector", ("unit", str(e)))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await self._unit_poke.wait()
+            self._unit_poke.clear()
+
+    async def _log_loop(self) -> None:
+        """Follows the current invocation's log; moves to the next one when the invocation changes."""
+        following = ""
+        task: asyncio.Task[None] | None = None
+        try:
+            while True:
+                unit = self.state.unit
+                if unit is not None and unit.invocation and unit.invocation != following:
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
+                    following = unit.invocation
+                    task = asyncio.create_task(self._follow(unit))
+                await asyncio.sleep(0.2)
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _follow(self, unit: UnitState) -> None:
+        batch: list[LogLine] = []
+        last_flush = time.monotonic()
+        stream = self.manager.follow(unit)
+        try:
+            async for line in stream:
+                self.feed(line)
+                self.logs.append(line)
+                batch.append(line)
+                tp = from_log_line(self.preset, line.text, line.at) if "throughput" in line.text or \
+                    "acceptance" in line.text else None
+                if tp is not None and self.metrics_state != "on":
+                    self._set_throughput(tp, merge=True)
+                now = time.monotonic()
+                if now - last_flush >= 0.05 or len(batch) >= 500:
+                    self._emit("logs", batch)
+                    batch, last_flush = [], now
+                    await asyncio.sleep(0)
+            if batch:
+                self._emit("logs", batch)
+        finally:
+            if batch:
+                self._emit("logs", batch)
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+
+    def _set_throughput(self, tp: ThroughputSample, merge: bool = False) -> None:
+        if merge and self.throughput is not None and tp.tokens_per_s is None:
+            tp = replace(self.throughput, accept_len=tp.accept_len or self.throughput.accept_len, at=tp.at)
+        self.throughput = tp
+        if tp.tokens_per_s is not None:
+            self.tps_history.append(tp.tokens_per_s)
+        self._emit("throughput", tp)
+
+    async def _probe_loop(self) -> None:
+        interval = self.settings.probe.interval_s
+        last_gen = 0.0
+        while True:
+            s = self.state
+            unit_running = s.unit is None or s.unit.running or self.dep.manager == "none"
+            if self.paused or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
+                await asyncio.sleep(interval)
+                continue
+            if s.phase == Phase.READY:
+                r = await self.prober.health()
+                self.feed(r)
+                self._emit("probe", r)
+                if time.time() - last_gen > 30:
+                    g = await self.prober.generate()
+                    last_gen = time.time()
+                    self.feed(g)
+                    self._emit("probe", g)
+                await asyncio.sleep(interval * 2)
+                continue
+            if s.ready_line_at is not None or not s.logs_available or s.phase == Phase.WARMUP:
+                h = await self.prober.health()
+                self.feed(h)
+                self._emit("probe", h)
+                if s.ready_line_at is not None or not s.logs_available:
+                    g = await self.prober.generate()
+                    last_gen = time.time()
+                    self.feed(g)
+                    self._emit("probe", g)
+                    if g.ok:
+                        continue
+            else:
+                c = await self.prober.connect()
+                self.feed(c)
+                self._emit("probe", c)
+            await asyncio.sleep(interval / 2 if s.ready_line_at is not None else interval)
+
+    def _gpu_source_for_host(self) -> SmiSource | NvmlSource | None:
+        src = self.host.gpu_source
+        if src == "none":
+            self._gpu_error = "GPU telemetry off for this host"
+            return None
+        if src in ("auto", "nvml") and self.host.is_local:
+            try:
+                return NvmlSource()
+            except NvmlUnavailable as e:
+                self._gpu_error = str(e)
+                if src == "nvml":
+                    return None
+        return SmiSource(self.transport, self.host.nvidia_smi)
+
+    async def _gpu_loop(self) -> None:
+        self._gpu_source = self._gpu_source_for_host()
+        src = self._gpu_source
+        if src is None:
+            self._gpu_snapshot(GpuSnapshot(at=time.time(), error=self._gpu_error))
+            return
+        if isinstance(src, NvmlSource):
+            while True:
+                snap = await asyncio.to_thread(src.sample)
+                self._gpu_snapshot(snap)
+                await asyncio.sleep(0.5)
+        else:
+            async for snap in src.stream():
+                if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
+                    snap = replace(snap, error=(self._gpu_error + "; " if self._gpu_error else "")
+                                   + "nvidia-smi not found")
+                self._gpu_snapshot(snap)
+
+    def _gpu_snapshot(self, snap: GpuSnapshot) -> None:
+        if snap.error and self.gpus is not None and self.gpus.gpus and snap.at - self.gpus.at < 5:
+            self.collector_errors["gpus"] = snap.error
+            return
+        self.gpus = snap
+        for g in snap.gpus:
+            h = self.gpu_history.setdefault(g.index, GpuHistory())
+            if g.mem_used_mib is not None:
+                h.mem.append(g.mem_used_mib)
+            if g.util_pct is not None:
+                h.util.append(g.util_pct)
+        used = self.deployment_memory_mib(snap)
+        if used is not None:
+            self.feed(MemoryObserved(snap.at, used))
+        self._emit("gpus", snap)
+
+    def deployment_gpus(self, snap: GpuSnapshot | None = None) -> list[int]:
+        snap = snap or self.gpus
+        if self.dep.gpus:
+            return list(self.dep.gpus)
+        return [g.index for g in snap.gpus] if snap else []
+
+    def deployment_memory_mib(self, snap: GpuSnapshot) -> float | None:
+        idx = set(self.deployment_gpus(snap))
+        vals = [g.mem_used_mib for g in snap.gpus if g.index in idx and g.mem_used_mib is not None]
+        return sum(vals) if vals else None
+
+    async def fresh_gpus(self, max_age: float = 0.7) -> GpuSnapshot | None:
+        """A GPU snapshot no older than `max_age` seconds (from the stream, or a one-shot query)."""
+        if self.gpus is not None and time.time() - self.gpus.at <= max_age and self.gpus.gpus:
+            return self.gpus
+        if self._gpu_source is None:
+            self._gpu_source = self._gpu_source_for_host()
+        src = self._gpu_source
+        if src is None:
+            return None
+        snap = await asyncio.to_thread(src.sample) if isinstance(src, NvmlSource) else await src.once()
+        return snap
+
+    async def _metrics_loop(self) -> None:
+        while True:
+            if self.state.phase != Phase.READY or self.paused:
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                async with asyncio.timeout(self.settings.probe.timeout_s):
+                    r = await self.prober.client.get("/metrics")
+            except (httpx.HTTPError, TimeoutError):
+                await asyncio.sleep(2.0)
+                continue
+            if r.status_code == 200:
+                tp = self._metrics.sample(r.text, time.time())
+                if tp is not None and (tp.tokens_per_s is not None or tp.running is not None):
+                    self.metrics_state = "on"
+                    self._set_throughput(tp)
+            else:
+                self.metrics_state = "off"
+            await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------------ actions and views
+
+    def action(self, name: str) -> None:
+        self.feed(ActionTaken(time.time(), name))
+        self.poke_unit()
+
+    async def argv(self) -> list[str]:
+        return await self.manager.read_argv()
+
+    async def flag_values(self) -> dict[str, str | None]:
+        return current_values(await self.argv(), self.flag_specs)
+
+    def snapshot(self, now: float | None = None) -> Snapshot:
+        s = self.state
+        if now is not None and now > s.now:
+            s = replace(s, now=now)
+        unit = s.unit
+        notes = [f"{k}: {v}" for k, v in self.collector_errors.items()]
+        if self.metrics_state == "off":
+            how = "--enable-metrics" if self.preset.name == "sglang" else "stats enabled"
+            notes.append(f"no metrics: start the server with {how} for tokens/s from /metrics")
+        return Snapshot(
+            deployment=self.name, host=self.host_name, phase=s.phase, invocation=s.invocation,
+            timeline=s.timeline, failure=s.failure, stalled_for=s.stalled_for, unit=unit, gpus=self.gpus,
+            throughput=self.throughput, flags=unit.argv if unit else (), notes=tuple(notes))
+
+    async def settle_failure(self, timeout: float = 2.0) -> None:
+        """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole."""
+        deadline = time.monotonic() + timeout
+        while self.state.failure_open and time.monotonic() < deadline:
+            unit = self.state.unit
+            if unit is not None and not unit.running and time.monotonic() > deadline - timeout / 2:
+                break
+            await self.wait_changed(0.2)
+
+    async def wait_changed(self, timeout: float) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
+
+
+def error_line(text: str) -> bool:
+    """Is this log line worth the errors view (errors, warnings, tracebacks)?"""
+    c = clean(text)
+    return c.level in ("ERROR", "CRITICAL", "WARNING") or not c.prefixed or any(
+        w in c.text for w in ("Error", "error", "Exception", "Traceback", "WARNING", "Killed", "failed", "sigquit",
+                              "SIGQUIT", "died", "crashed"))

@@ -1,0 +1,1 @@
+"""Lifecycle: presets, line cleaning, the pure reducer and replay."""

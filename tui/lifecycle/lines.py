@@ -1,0 +1,144 @@
+"""Turning raw server output into clean message text.
+
+Servers' lines reach us wrapped in other programs' prefixes (journald, docker compose, SGLang's rank tags, vLLM's
+process tags) and split by tqdm's carriage returns. Each wrapper is a regex anchored at the start of the line,
+applied in the order they nest; nothing here can fail on arbitrary input (a hypothesis test feeds it garbage).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+# CSI / OSC / other escape sequences, and C0 controls except tab. Stripped so that escape codes in log text can
+# neither move the cursor of the user's terminal nor defeat the anchored prefix regexes below.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+_JOURNAL_SHORT = re.compile(
+    r"^(?P<mon>[^\W\d_]{3,4}\.?) +(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)? "
+    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: "
+)
+_JOURNAL_ISO = re.compile(
+    r"^(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?) "
+    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: "
+)
+_COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\| ")
+_SGLANG = re.compile(
+    r"^\[(?:(?P<date>\d{4}-\d{2}-\d{2}) )?(?P<time>\d{2}:\d{2}:\d{2})(?P<ms>\.\d{3})?"
+    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+)
+_VLLM = re.compile(
+    r"^(?:\((?P<proc>[^)]*?)(?: pid=\d+)?\)\s*)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? \[?(?P<src>[^\]\s]+):(?P<ln>\d+)\]? "
+)
+_VLLM_PROC_ONLY = re.compile(r"^\((?P<proc>[A-Za-z_][\w]*(?: pid=\d+)?)\)\s+")
+_UVICORN_LEVEL = re.compile(r"^(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+
+#: A log line longer than this is cut: a single megabyte-long line must not stall the console or the reducer.
+MAX_LINE = 16_384
+
+
+@dataclass(frozen=True, slots=True)
+class CleanLine:
+    """A server message with its wrappers removed.
+
+    `prefixed` says whether the server's own logger prefix was present: tracebacks and tqdm bars have none, which
+    is how a traceback's lines are told apart from the next ordinary log line.
+    """
+
+    text: str
+    prefixed: bool
+    #: the line with only outer wrappers (journald, docker compose) removed: what an excerpt shows
+    body: str = ""
+    level: str = ""
+    ranks: str = ""
+    ts: float | None = None
+
+
+def sanitize(raw: str) -> str:
+    """Remove escape sequences and control characters, and cut absurdly long lines."""
+    if len(raw) > MAX_LINE:
+        raw = raw[:MAX_LINE] + " …[cut]"
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    return _CONTROL.sub("", raw)
+
+
+def split_output(chunk: str) -> list[str]:
+    """Split raw output on newlines and tqdm's carriage returns, dropping empty pieces."""
+    return [p for p in re.split(r"\r\n|\r|\n", chunk) if p.strip()]
+
+
+def _epoch(dt: datetime) -> float:
+    return dt.timestamp()
+
+
+def clean(raw: str, ref_year: int = 2026) -> CleanLine:
+    """Strip every known wrapper from one line. `ref_year` dates timestamps that carry no year (journald, vLLM)."""
+    text = sanitize(raw)
+    ts: float | None = None
+    m = _JOURNAL_SHORT.match(text)
+    if m:
+        month = _MONTHS.get(m["mon"][:3])
+        if month is not None:
+            try:
+                ts = _epoch(datetime.strptime(
+                    f"{ref_year}-{month:02d}-{int(m['day']):02d} {m['time']}", "%Y-%m-%d %H:%M:%S"))
+            except ValueError:
+                ts = None
+        text = text[m.end():]
+    else:
+        m = _JOURNAL_ISO.match(text)
+        if m:
+            try:
+                ts = datetime.fromisoformat(m["iso"].replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                ts = None
+            text = text[m.end():]
+    m = _COMPOSE.match(text)
+    if m and not _SGLANG.match(text):
+        text = text[m.end():]
+    body = text
+    m = _SGLANG.match(text)
+    if m:
+        if ts is None:
+            ts = _sglang_ts(m, ref_year)
+        rest = text[m.end():]
+        lv = _UVICORN_LEVEL.match(rest)
+        return CleanLine(text=rest, prefixed=True, body=body, level=lv["lvl"] if lv else "", ranks=m["ranks"].strip(),
+                         ts=ts)
+    m = _VLLM.match(text)
+    if m:
+        if ts is None:
+            ts = _vllm_ts(m["ts"], ref_year)
+        return CleanLine(text=text[m.end():], prefixed=True, body=body, level=m["lvl"], ranks=m["proc"] or "", ts=ts)
+    proc = ""
+    m = _VLLM_PROC_ONLY.match(text)
+    if m:
+        proc = m["proc"]
+        text = text[m.end():]
+    lv = _UVICORN_LEVEL.match(text)
+    if lv:
+        return CleanLine(text=text, prefixed=True, body=body, level=lv["lvl"], ranks=proc, ts=ts)
+    return CleanLine(text=text, prefixed=False, body=body, ranks=proc, ts=ts)
+
+
+def _sglang_ts(m: re.Match[str], ref_year: int) -> float | None:
+    date = m["date"] or f"{ref_year}-01-01"
+    try:
+        t = datetime.strptime(f"{date} {m['time']}", "%Y-%m-%d %H:%M:%S").timestamp()
+    except ValueError:
+        return None
+    return t + (float(m["ms"]) if m["ms"] else 0.0)
+
+
+def _vllm_ts(s: str, ref_year: int) -> float | None:
+    try:
+        return datetime.strptime(f"{ref_year}-{s}", "%Y-%m-%d %H:%M:%S").timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,67 @@
+"""Failure wording shared by SGLang and vLLM: both run on PyTorch, NCCL and uvicorn, so OOM and NCCL text
+is the same; each preset adds its own on top. Order matters: the first classifier that matches wins."""
+
+from __future__ import annotations
+
+import re
+
+from tui.lifecycle.presets import Classifier, rx
+from tui.model import FailureKind
+
+OOM = rx(
+    r"CUDA out of memory",
+    r"OutOfMemoryError",
+    r"CUDA error: out of memory",
+    r"Not enough memory\. Please try to increase --mem-fraction-static",
+    r"leave no GPU memory for the KV cache",
+    r"No available memory for the cache blocks",
+    r"is less than desired GPU memory utilization",
+    r"KV cache is needed, which is larger than the available KV cache memory",
+    r"CUBLAS_STATUS_ALLOC_FAILED",
+)
+NCCL = rx(
+    r"NCCL error",
+    r"\bnccl\w*Error\b",
+    r"WorkNCCL\(",
+    r"DistBackendError",
+    r"ProcessGroupNCCL",
+    r"Watchdog caught collective operation timeout",
+    r"NCCL WARN",
+    r"unhandled system error",
+)
+PORT = rx(
+    r"[Aa]ddress already in use",
+    r"\[Errno 98\]",
+    r"[Pp]ort \d+ is (?:already )?in use",
+    r"port \d+ is not available",
+)
+CUDA_GRAPH = rx(
+    r"Capture cuda graph failed",
+    r"cuda_graph_runner",
+    r"cudaErrorStreamCaptureInvalidated",
+    r"operation failed due to a previous error during capture",
+    r"graphs\.py.*capture_end",
+    r"CUDA ?[Gg]raph",
+    r"cudagraph",
+)
+
+COMMON_CLASSIFIERS: tuple[Classifier, ...] = (
+    Classifier(FailureKind.OOM, OOM),
+    Classifier(FailureKind.NCCL, NCCL),
+    Classifier(FailureKind.PORT_IN_USE, PORT),
+)
+
+LOADING_FRAMES = rx(
+    r"in (?:load_model|load_weights|init_torch_distributed|init_memory_pool|initialize_model_parallel|init_device"
+    r"|determine_available_memory|profile_run|initialize_kv_cache|_init_executor|init_worker|_wait_for_scheduler_ready)\b",
+    r"Free memory on device",
+    r"No available memory for the cache blocks",
+    r"in (?:raise_if_cache_size_invalid|initialize_cache)\b",
+    r"Not enough memory\. Please try to increase --mem-fraction-static",
+    r"scheduler died during initialization",
+)
+GRAPH_FRAMES = rx(r"cuda_graph_runner\.py.*in (?:__init__|capture)", r"Capture cuda graph failed",
+                  r"in capture_model\b", r"graphs\.py.*capture_end")
+WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error")
+
+__all__ = ["COMMON_CLASSIFIERS", "CUDA_GRAPH", "NCCL", "OOM", "PORT", "re"]

@@ -1,0 +1,140 @@
+"""vLLM 0.6 to 0.33: wordings from the 0.33.0 wheel and real logs in public issues."""
+
+from __future__ import annotations
+
+import re
+
+from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
+from tui.lifecycle.presets.common import COMMON_CLASSIFIERS, CUDA_GRAPH, GRAPH_FRAMES, LOADING_FRAMES
+from tui.model import FailureKind, Phase
+
+MARKERS = (
+    Marker(Phase.STARTING, rx(
+        r"vLLM (?:API )?server version",
+        r"^non-default args:",
+        r"^args: Namespace\(",
+        r"Initializing a V\d engine",
+        r"Initializing an LLM engine",
+    )),
+    Marker(Phase.LOADING, rx(
+        r"Starting to load model",
+        r"Loading safetensors checkpoint shards",
+        r"Loading weights took",
+        r"Model loading took",
+        r"Loading model weights took",
+        r"Available KV cache memory",
+        r"GPU KV cache size",
+        r"# GPU blocks:",
+    )),
+    Marker(Phase.GRAPH_CAPTURE, rx(
+        r"Dynamo bytecode transform time",
+        r"Compiling a graph for",
+        r"torch\.compile takes",
+        r"Capturing CUDA graph",
+        r"Capturing the model for CUDA graphs",
+        r"Capturing cudagraphs",
+        r"Graph capturing finished",
+    )),
+    Marker(Phase.WARMUP, rx(
+        r"init engine \(profile, create kv cache, warmup model\) took",
+        r"Starting vLLM (?:API )?server",
+        r"Supported tasks:",
+        r"Available routes are",
+        r"Started server process",
+        r"Waiting for application startup",
+    )),
+)
+
+READY = rx(r"Application startup complete")
+
+FATAL = rx(
+    r"EngineCore failed to start",
+    r"Engine core initialization failed",
+    r"WorkerProc failed to start",
+    r"WorkerProc hit an exception",
+    r"EngineCore encountered a fatal error",
+    r"Engine core process \S+ died unexpectedly",
+    r"Process \S+ \(PID: \d+\) died with exit code",
+    r"EngineDeadError",
+    r"CUDA out of memory",
+    r"OutOfMemoryError",
+    r"No available memory for the cache blocks",
+    r"is less than desired GPU memory utilization",
+    r"KV cache is needed, which is larger than the available KV cache memory",
+    r"[Aa]ddress already in use",
+    r"Watchdog caught collective operation timeout",
+    r"terminate called after throwing an instance of",
+    r"NCCL error",
+)
+
+CLASSIFIERS = (
+    *COMMON_CLASSIFIERS,
+    Classifier(FailureKind.CUDA_GRAPH, CUDA_GRAPH),
+    Classifier(FailureKind.SCHEDULER_DIED, rx(
+        r"Engine core process \S+ died unexpectedly",
+        r"Process \S+ \(PID: \d+\) died with exit code",
+        r"WorkerProc hit an exception",
+        r"EngineDeadError",
+    )),
+)
+
+FLAGS = (
+    FlagSpec("enforce-eager", "bool", "no CUDA graphs and no torch.compile (slower, faster start)", key="g"),
+    FlagSpec("gpu-memory-utilization", "float", "fraction of GPU memory vLLM may use",
+             minimum=0.05, maximum=0.99),
+    FlagSpec("tensor-parallel-size", "int", "tensor parallel size", aliases=("tp",), minimum=1, maximum=64),
+    FlagSpec("data-parallel-size", "int", "data parallel size", aliases=("dp",), minimum=1, maximum=64),
+    FlagSpec("enable-expert-parallel", "bool", "expert parallelism for MoE"),
+    FlagSpec("max-model-len", "int", "context length", minimum=16),
+    FlagSpec("max-num-seqs", "int", "maximum concurrent sequences", minimum=1),
+    FlagSpec("max-cudagraph-capture-size", "int", "largest batch captured in a CUDA graph", minimum=1),
+    FlagSpec("disable-log-stats", "bool", "turn off throughput logging and vllm:* stats"),
+)
+
+
+def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
+    if kind == FailureKind.CUDA_GRAPH:
+        return ("CUDA graph capture/compile failed: lower --max-cudagraph-capture-size, or restart with "
+                "--set enforce-eager (no CUDA graphs, no torch.compile).")
+    if kind == FailureKind.OOM:
+        if phase in (Phase.STARTING, Phase.LOADING):
+            return ("Not enough GPU memory: memory may still be held by a previous run (`bringup restart` waits "
+                    "for release), or lower --gpu-memory-utilization / --max-model-len, or raise "
+                    "--tensor-parallel-size.")
+        return "CUDA out of memory: lower --gpu-memory-utilization or --max-num-seqs, or --set enforce-eager."
+    if kind == FailureKind.NCCL:
+        return ("NCCL failed: one rank probably died first (find the earliest traceback); rerun with "
+                "NCCL_DEBUG=INFO.")
+    if kind == FailureKind.PORT_IN_USE:
+        return "The port is taken: another server (or the previous run) is listening on it (`ss -ltnp`)."
+    if kind == FailureKind.SCHEDULER_DIED:
+        return ("An engine process died: exit code -9 usually means the OS OOM killer (check `dmesg`); "
+                "otherwise the first traceback is the cause.")
+    if kind == FailureKind.WARMUP:
+        return "The API server failed while starting: read the excerpt."
+    if kind == FailureKind.EXIT:
+        return "The server exited without a recognised error: read the last lines of its log."
+    return "The engine reported a fatal error: read the excerpt; the root cause is usually the first traceback."
+
+
+THROUGHPUT_LINE = re.compile(r"Avg generation throughput: (?P<tps>[\d.]+) tokens/s")
+
+VLLM = Preset(
+    name="vllm",
+    markers=MARKERS,
+    ready=READY,
+    fatal=FATAL,
+    classifiers=CLASSIFIERS,
+    hint=hint,
+    flags=FLAGS,
+    graph_off_flag="enforce-eager",
+    speculative_flag="speculative-config",
+    health_path="/health",
+    models_path="/v1/models",
+    metrics_prefixes=("vllm:",),
+    default_port=8000,
+    throughput_line=THROUGHPUT_LINE,
+    serving=rx(r"Avg generation throughput: (?:[1-9]\d*|0\.\d*[1-9])",
+               r'"POST /v1/(?:chat/)?completions HTTP/1\.1" 200'),
+    phase_hints=(Marker(Phase.GRAPH_CAPTURE, GRAPH_FRAMES), Marker(Phase.LOADING, LOADING_FRAMES)),
+)

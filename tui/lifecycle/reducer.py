@@ -1,0 +1,294 @@
+"""The lifecycle reducer: `state = reduce(state, event, preset)`, a pure function.
+
+It is the single place that decides the phase, so the console, `bringup wait` and `bringup replay` of a recorded
+log cannot disagree. No I/O, no clock: every timestamp comes from an event. The rules it enforces come from the
+seeds' failures:
+
+* ready needs the current invocation's own readiness line AND a generation probe that succeeded after it: a
+  `/v1/models` answer (which an old process can still give after a restart) is never enough;
+* failed is declared on the first fatal line of the current invocation, or when the unit exits unasked;
+* lines and probe results from an older invocation are ignored;
+* a stall (no log line and no GPU memory change for `stall_after` seconds while starting up) is a warning that
+  separates "still loading" from "hung", not a phase.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from tui.lifecycle.lines import CleanLine, clean
+from tui.lifecycle.presets import Preset
+from tui.model import (
+    PROGRESS_ORDER,
+    ActionTaken,
+    Event,
+    Failure,
+    FailureKind,
+    LogLine,
+    Phase,
+    ProbeResult,
+    Tick,
+    Transition,
+    UnitObserved,
+    UnitState,
+)
+from tui.ops.flags import current_values
+
+MAX_EXCERPT = 300
+_RANK = {p: i for i, p in enumerate(PROGRESS_ORDER)}
+_STARTUP = (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP)
+_TB_CONT = re.compile(
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause|File \"|\^|~|$)"
+)
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryObserved:
+    """Total GPU memory used on the deployment's GPUs: a change counts as progress for stall detection."""
+
+    at: float
+    used_mib: float
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleState:
+    phase: Phase = Phase.STOPPED
+    invocation: str = ""
+    invocation_started: float | None = None
+    timeline: tuple[Transition, ...] = ()
+    failure: Failure | None = None
+    unit: UnitState | None = None
+    now: float = 0.0
+    last_progress: float | None = None
+    ready_line_at: float | None = None
+    generation_ok_at: float | None = None
+    generation_failed_since_ready_line: bool = False
+    stop_requested: bool = False
+    flags: tuple[tuple[str, str | None], ...] = ()
+    # error grouping: the block being read now, and the last finished block with the line number it ended at
+    block: tuple[str, ...] = ()
+    last_block: tuple[str, ...] = ()
+    last_block_end: int = -1
+    line_no: int = 0
+    failure_open: bool = False  # still appending the failure's traceback
+    last_used_mib: float | None = None
+    # configuration, fixed for a session
+    require_probe: bool = True
+    logs_available: bool = True
+    stall_after: float = 60.0
+
+    @property
+    def stalled_for(self) -> float | None:
+        if self.phase not in _STARTUP or self.last_progress is None:
+            return None
+        idle = self.now - self.last_progress
+        return idle if idle >= self.stall_after else None
+
+    def flag_dict(self) -> dict[str, str | None]:
+        return dict(self.flags)
+
+    def seconds_in(self) -> list[tuple[Phase, float, float]]:
+        """(phase, entered at, seconds spent) for the current invocation, the last one running until `now`."""
+        out = []
+        for i, t in enumerate(self.timeline):
+            end = self.timeline[i + 1].at if i + 1 < len(self.timeline) else self.now
+            out.append((t.phase, t.at, max(0.0, end - t.at)))
+        return out
+
+
+def initial(*, require_probe: bool = True, logs_available: bool = True, stall_after: float = 60.0,
+            flags: dict[str, str | None] | None = None) -> LifecycleState:
+    return LifecycleState(require_probe=require_probe, logs_available=logs_available, stall_after=stall_after,
+                          flags=tuple((flags or {}).items()))
+
+
+def _enter(s: LifecycleState, phase: Phase, at: float, line: str = "") -> LifecycleState:
+    if s.phase == phase:
+        return s
+    return replace(s, phase=phase, timeline=(*s.timeline, Transition(phase, at, line[:300])))
+
+
+def _new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "") -> LifecycleState:
+    s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, ready_line_at=None,
+                generation_failed_since_ready_line=False,
+                generation_ok_at=None, stop_requested=False, block=(), last_block=(), last_block_end=-1,
+                failure_open=False, last_progress=at, phase=Phase.STOPPED)
+    return _enter(s, Phase.STARTING, at, line)
+
+
+def _fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...], kind: FailureKind | None,
+          open_: bool) -> LifecycleState:
+    phase: Phase = s.phase if s.phase not in (Phase.FAILED, Phase.STOPPED, Phase.STOPPING) else Phase.STARTING
+    phase = preset.infer_phase("\n".join(excerpt), phase)
+    if kind is None:
+        kind = preset.classify("\n".join(excerpt), phase)
+    f = Failure(phase=phase, kind=kind, excerpt=excerpt[-MAX_EXCERPT:], hint=preset.hint(kind, phase,
+                s.flag_dict()), at=at)
+    s = replace(s, failure=f, failure_open=open_)
+    return _enter(s, Phase.FAILED, at, excerpt[-1] if excerpt else "")
+
+
+def _extend_failure(s: LifecycleState, preset: Preset, text: str) -> LifecycleState:
+    assert s.failure is not None
+    excerpt = (*s.failure.excerpt, text)[-MAX_EXCERPT:]
+    joined = "\n".join(excerpt)
+    phase = s.failure.phase
+    if s.timeline and len(s.timeline) >= 2 and s.timeline[-2].phase == Phase.STARTING:
+        phase = preset.infer_phase(joined, Phase.STARTING)
+    kind = preset.classify(joined, phase)
+    f = replace(s.failure, excerpt=excerpt, kind=kind, phase=phase, hint=preset.hint(kind, phase, s.flag_dict()))
+    return replace(s, failure=f)
+
+
+def _is_block_line(c: CleanLine, preset: Preset) -> bool:
+    t = c.text
+    if c.level in ("ERROR", "CRITICAL"):
+        return True
+    if not c.prefixed and (_TB_CONT.match(t) or _EXC_LINE.match(t)):
+        return True
+    return bool(preset.fatal.search(t))
+
+
+def _on_line(s: LifecycleState, ev: LogLine, preset: Preset) -> LifecycleState:
+    if ev.invocation and s.invocation and ev.invocation != s.invocation:
+        if s.invocation_started is not None and ev.at < s.invocation_started:
+            return s  # a late line of an older run
+        s = _new_invocation(s, ev.invocation, ev.at)
+    c = clean(ev.text)
+    text = c.text
+    shown = c.body
+    if not text.strip():
+        return s
+    line_no = s.line_no + 1
+    s = replace(s, line_no=line_no, last_progress=ev.at)
+    if s.phase in (Phase.STOPPED,) and not s.stop_requested:
+        # output without a unit event: an unmanaged server, or a replayed log starting from its first line
+        s = _new_invocation(s, ev.invocation or s.invocation, ev.at, text)
+
+    # group tracebacks and error lines into blocks
+    in_block = _is_block_line(c, preset) or (
+        bool(s.block) and not c.prefixed and bool(text.strip()))
+    if in_block:
+        block = (*s.block, shown)[-MAX_EXCERPT:]
+        s = replace(s, block=block)
+    elif s.block:
+        s = replace(s, last_block=s.block, last_block_end=line_no - 1, block=())
+
+    if s.phase == Phase.FAILED:
+        if s.failure_open:
+            s = _extend_failure(s, preset, shown) if in_block else replace(s, failure_open=False)
+        return s
+    if s.phase == Phase.STOPPING:
+        return s
+
+    if preset.fatal.search(text):
+        excerpt = s.block or (shown,)
+        if s.last_block and s.last_block_end >= line_no - len(s.block) - 3:
+            excerpt = (*s.last_block, *excerpt)
+        return _fail(s, preset, ev.at, excerpt, None, open_=True)
+
+    if preset.ready.search(text) or (preset.serving is not None and preset.serving.search(text)):
+        if s.ready_line_at is not None:
+            return s
+        s = replace(s, ready_line_at=ev.at, generation_failed_since_ready_line=False)
+        if not s.require_probe:
+            return _enter(s, Phase.READY, ev.at, text)
+        if s.generation_ok_at is not None and s.generation_ok_at >= ev.at:
+            return _enter(s, Phase.READY, ev.at, text)
+        return _enter(s, Phase.WARMUP, ev.at, text) if _RANK.get(s.phase, 0) < _RANK[Phase.WARMUP] else s
+
+    for m in preset.markers:
+        if m.pattern.search(text):
+            if s.phase in _RANK and _RANK[m.phase] > _RANK[s.phase]:
+                s = _enter(s, m.phase, ev.at, text)
+            break
+    return s
+
+
+def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleState:
+    u = ev.unit
+    prev = s.unit
+    s = replace(s, unit=u)
+    if u.argv and (prev is None or prev.argv != u.argv):
+        s = replace(s, flags=tuple(current_values(u.argv, preset.flags).items()))
+    if u.running:
+        if u.invocation and u.invocation != s.invocation:
+            return _new_invocation(s, u.invocation, u.started_at or ev.at)
+        if not s.invocation and s.phase in (Phase.STOPPED, Phase.STOPPING):
+            return _new_invocation(s, u.invocation, u.started_at or ev.at)
+        if u.active == "deactivating" and s.phase not in (Phase.FAILED,):
+            return _enter(s, Phase.STOPPING, ev.at)
+        return s
+    if u.active == "deactivating":
+        return s if s.phase == Phase.FAILED else _enter(s, Phase.STOPPING, ev.at)
+    # the unit is not running
+    if s.phase == Phase.FAILED:
+        return s
+    if s.stop_requested or s.phase == Phase.STOPPING:
+        return _enter(replace(s, stop_requested=False), Phase.STOPPED, ev.at)
+    if s.phase in (*_STARTUP, Phase.READY) and (prev is None or prev.running or s.invocation):
+        status = "" if u.exit_status is None else f" (status {u.exit_status})"
+        excerpt = s.block or s.last_block or ()
+        lines = (*excerpt, f"process exited{status}: unit {u.active}/{u.sub}".rstrip("/"))
+        kind = preset.classify("\n".join(excerpt), s.phase) if excerpt else FailureKind.EXIT
+        if kind == FailureKind.UNKNOWN:
+            kind = FailureKind.EXIT
+        return _fail(s, preset, ev.at, lines, kind, open_=False)
+    if u.active == "failed" and s.phase == Phase.STOPPED and not s.timeline:
+        # first look at a unit that had already failed before we started watching
+        lines = (f"unit is {u.active}/{u.sub}" + ("" if u.exit_status is None else f", status {u.exit_status}"),)
+        return _fail(replace(s, invocation=u.invocation), preset, ev.at, lines, FailureKind.EXIT, open_=False)
+    return _enter(s, Phase.STOPPED, ev.at)
+
+
+def _on_probe(s: LifecycleState, ev: ProbeResult) -> LifecycleState:
+    if ev.kind != "generate":
+        return s
+    if not ev.ok:
+        return replace(s, generation_failed_since_ready_line=True) if s.ready_line_at is not None else s
+    if s.invocation_started is not None and ev.at < s.invocation_started:
+        return s
+    if s.phase in (Phase.FAILED, Phase.STOPPING, Phase.STOPPED) and s.unit is not None:
+        return s
+    s = replace(s, generation_ok_at=ev.at)
+    if s.phase == Phase.READY:
+        return s
+    evidence = s.ready_line_at is not None or not s.logs_available
+    if evidence and (s.unit is None or s.unit.running):
+        if s.phase == Phase.STOPPED:
+            s = _new_invocation(s, s.invocation, ev.at)
+        # the phase began when the server said so, if the very first generation after that succeeded
+        at = ev.at
+        if s.ready_line_at is not None and not s.generation_failed_since_ready_line:
+            at = max(s.ready_line_at, s.timeline[-1].at if s.timeline else s.ready_line_at)
+        return _enter(s, Phase.READY, at, "ready line + generation probe succeeded")
+    return s
+
+
+def reduce(s: LifecycleState, ev: Event | MemoryObserved, preset: Preset) -> LifecycleState:
+    if ev.at > s.now:
+        s = replace(s, now=ev.at)
+    if isinstance(ev, LogLine):
+        return _on_line(s, ev, preset)
+    if isinstance(ev, UnitObserved):
+        return _on_unit(s, ev, preset)
+    if isinstance(ev, ProbeResult):
+        return _on_probe(s, ev)
+    if isinstance(ev, ActionTaken):
+        if ev.action == "stop":
+            s = replace(s, stop_requested=True)
+            return s if s.phase in (Phase.STOPPED,) else _enter(s, Phase.STOPPING, ev.at)
+        if ev.action in ("start", "restart"):
+            return replace(s, stop_requested=ev.action == "restart")
+        return s
+    if isinstance(ev, MemoryObserved):
+        if s.last_used_mib is None or abs(ev.used_mib - s.last_used_mib) >= 256:
+            return replace(s, last_used_mib=ev.used_mib,
+                           last_progress=ev.at if s.last_used_mib is not None else s.last_progress)
+        return s
+    if isinstance(ev, Tick):
+        return s
+    return s

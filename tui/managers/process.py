@@ -1,0 +1,222 @@
+"""The `process` manager: bringup starts the server itself under a detached supervisor (see supervisor.py).
+
+State lives in a run directory on the server's host: `current.json` (invocation, pids, argv, exit status),
+`logs/<invocation>.log` (timestamped output), `argv*.json` (flags: next, previous, last ready) and `restart.lock`.
+All access goes through the transport, so the same code can later drive a remote host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import getpass
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tui.managers import LockHeld, LockInfo, ManagerError
+from tui.model import LogLine, UnitState
+from tui.transport import Transport, TransportError
+
+_SUPERVISOR = (Path(__file__).with_name("supervisor.py")).read_text(encoding="utf-8")
+
+
+def parse_log_line(raw: str, invocation: str) -> LogLine | None:
+    """`<epoch> <text>` as the supervisor writes it."""
+    ts, sep, text = raw.partition(" ")
+    try:
+        at = float(ts)
+    except ValueError:
+        return None
+    return LogLine(at=at, text=text if sep else "", invocation=invocation)
+
+
+class ProcessManager:
+    kind = "process"
+    can_control = True
+
+    def __init__(self, transport: Transport, run_dir: str, command: Sequence[str], env: dict[str, str],
+                 *, stop_timeout: float = 60.0, python: str | None = None) -> None:
+        self.transport = transport
+        self.run_dir = run_dir
+        self.command = list(command)
+        self.env = dict(env)
+        self.stop_timeout = stop_timeout
+        self.python = python or (sys.executable if transport.name == "local" else "python3")
+        self.target = f"process {Path(self.command[0]).name if self.command else '?'}"
+
+    def _p(self, name: str) -> str:
+        return f"{self.run_dir}/{name}"
+
+    async def _read_json(self, name: str) -> Any:
+        data = await self.transport.read_file(self._p(name))
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return None
+
+    async def _alive(self, pid: int) -> bool:
+        if pid <= 0:
+            return False
+        stat = await self.transport.read_file(f"/proc/{pid}/stat")
+        if stat is None:
+            return False
+        # field 3 (after the parenthesised command name) is the state; Z = zombie, X = dead
+        state = stat.rsplit(b")", 1)[-1].split()[0:1]
+        return state not in ([b"Z"], [b"X"])
+
+    async def state(self) -> UnitState:
+        rec = await self._read_json("current.json")
+        if not isinstance(rec, dict) or not rec.get("invocation"):
+            return UnitState(active="inactive", sub="dead")
+        inv = str(rec["invocation"])
+        argv = tuple(str(a) for a in rec.get("argv") or ())
+        started = rec.get("started_at")
+        if rec.get("exited_at") is None:
+            pid = int(rec.get("pid") or 0)
+            if await self._alive(pid) or (pid == 0 and await self._alive(int(rec.get("supervisor_pid") or 0))):
+                return UnitState(active="active", sub="running", main_pid=pid, invocation=inv, started_at=started,
+                                 argv=argv)
+            return UnitState(active="failed", sub="lost", invocation=inv, started_at=started, argv=argv)
+        status = rec.get("exit_status")
+        stop = await self._read_json("stop.json")
+        asked = isinstance(stop, dict) and stop.get("invocation") == inv
+        ok = asked or status == 0
+        return UnitState(active="inactive" if ok else "failed", sub="dead" if ok else "exited",
+                         invocation=inv, exit_status=status, started_at=started, exited_at=rec.get("exited_at"),
+                         argv=argv)
+
+    async def start(self, argv: Sequence[str]) -> None:
+        cur = await self.state()
+        if cur.running:
+            raise ManagerError(f"already running (pid {cur.main_pid}); stop it first")
+        inv = uuid.uuid4().hex
+        res = await self.transport.run(
+            [self.python, "-c", _SUPERVISOR, self.run_dir, inv, json.dumps(list(argv)), json.dumps(self.env),
+             str(self.stop_timeout)], timeout=20)
+        if res.rc != 0:
+            raise ManagerError(f"could not start the supervisor: {res.error_text or res.rc}")
+        for _ in range(100):  # the supervisor writes its record a few ms after detaching
+            rec = await self._read_json("current.json")
+            if isinstance(rec, dict) and rec.get("invocation") == inv:
+                return
+            await asyncio.sleep(0.05)
+        raise ManagerError("the supervisor did not report the server's start within 5 s")
+
+    async def stop(self) -> None:
+        rec = await self._read_json("current.json")
+        cur = await self.state()
+        if not cur.running or not isinstance(rec, dict):
+            return
+        await self.transport.write_file(self._p("stop.json"),
+                                        json.dumps({"invocation": cur.invocation, "at": time.time()}).encode())
+        sup = int(rec.get("supervisor_pid") or 0)
+        if sup > 0:
+            await self.transport.run(["kill", "-TERM", str(sup)], timeout=5)
+        deadline = time.monotonic() + self.stop_timeout + 5
+        while time.monotonic() < deadline:
+            if not (await self.state()).running:
+                return
+            await asyncio.sleep(0.2)
+        if cur.main_pid > 0:
+            await self.transport.run(["kill", "-KILL", f"-{cur.main_pid}"], timeout=5)
+        raise ManagerError(f"the server did not stop within {self.stop_timeout:g} s; killed it")
+
+    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+        """Whole log of the invocation, then new lines while it runs (tail -F ends when we stop reading)."""
+        rec = await self._read_json("current.json")
+        if not isinstance(rec, dict) or rec.get("invocation") != unit.invocation:
+            return
+        log = str(rec["log"])
+        stream = self.transport.stream(["tail", "-n", "+1", "-F", log])
+        try:
+            async for raw in stream:
+                line = parse_log_line(raw, unit.invocation)
+                if line is not None:
+                    yield line
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def read_log(self, invocation: str) -> list[LogLine]:
+        data = await self.transport.read_file(f"{self.run_dir}/logs/{invocation}.log")
+        if data is None:
+            return []
+        out = []
+        for raw in data.decode("utf-8", "replace").splitlines():
+            line = parse_log_line(raw, invocation)
+            if line is not None:
+                out.append(line)
+        return out
+
+    async def read_argv(self) -> list[str]:
+        saved = await self._read_json("argv.json")
+        if isinstance(saved, list) and all(isinstance(a, str) for a in saved) and saved:
+            return saved
+        return list(self.command)
+
+    async def write_argv(self, argv: Sequence[str]) -> None:
+        await self.save_argv("previous", await self.read_argv())
+        await self.transport.write_file(self._p("argv.json"), json.dumps(list(argv)).encode())
+
+    async def read_saved_argv(self, which: str) -> list[str] | None:
+        saved = await self._read_json(f"argv.{which}.json")
+        return saved if isinstance(saved, list) else None
+
+    async def save_argv(self, which: str, argv: Sequence[str]) -> None:
+        await self.transport.write_file(self._p(f"argv.{which}.json"), json.dumps(list(argv)).encode())
+
+    def lock(self, purpose: str) -> FileLock:
+        if self.transport.name != "local":
+            raise TransportError("the process manager's lock is only implemented for local hosts")
+        return FileLock(self._p("restart.lock"), purpose)
+
+
+class FileLock:
+    """flock(2) on a file on this host; the holder's identity is written into the file for the refusal message.
+
+    The kernel releases it when the holder exits, even on SIGKILL, so a crashed bringup never leaves it stuck.
+    """
+
+    def __init__(self, path: str, purpose: str) -> None:
+        self.path = path
+        self.purpose = purpose
+        self._fd: int | None = None
+
+    async def __aenter__(self) -> LockInfo:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            except ValueError:
+                holder = {}
+            os.close(fd)
+            since = holder.get("since")
+            age = f", since {time.strftime('%H:%M:%S', time.localtime(since))}" if since else ""
+            raise LockHeld(f"another bringup is already restarting this deployment: {holder.get('who', '?')} "
+                           f"(pid {holder.get('pid', '?')}{age}, {holder.get('purpose', '?')})") from None
+        info = LockInfo(who=f"{getpass.getuser()}@{socket.gethostname()}", pid=os.getpid(), since=time.time(),
+                        purpose=self.purpose)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info.__dict__ if hasattr(info, "__dict__") else {
+            "who": info.who, "pid": info.pid, "since": info.since, "purpose": info.purpose}).encode(), 0)
+        self._fd = fd
+        return info
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None

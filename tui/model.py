@@ -1,0 +1,213 @@
+"""Plain data shared by the engine, the CLI and the console.
+
+Everything here is a frozen dataclass or an enum with no I/O, so it can cross thread and process boundaries,
+be rendered by widgets, and be serialised to JSON by the CLI without any of them knowing where it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    """The public lifecycle vocabulary: UI, `--json` output and docs use exactly these names."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    LOADING = "loading"
+    GRAPH_CAPTURE = "graph-capture"
+    WARMUP = "warmup"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPING = "stopping"
+
+
+#: Order of the start-up phases; a live invocation only ever moves forward along it.
+PROGRESS_ORDER: tuple[Phase, ...] = (
+    Phase.STARTING,
+    Phase.LOADING,
+    Phase.GRAPH_CAPTURE,
+    Phase.WARMUP,
+    Phase.READY,
+)
+
+
+class FailureKind(StrEnum):
+    OOM = "oom"
+    CUDA_GRAPH = "cuda-graph"
+    NCCL = "nccl"
+    WARMUP = "warmup"
+    SCHEDULER_DIED = "scheduler-died"
+    PORT_IN_USE = "port-in-use"
+    EXIT = "exit"
+    UNKNOWN = "unknown"
+
+
+# ---------------------------------------------------------------- observations (events)
+
+
+@dataclass(frozen=True, slots=True)
+class UnitState:
+    """What the service manager says about the unit (systemd `show`, or bringup's own process record)."""
+
+    active: str  # active | activating | deactivating | inactive | failed | unknown
+    sub: str = ""
+    main_pid: int = 0
+    invocation: str = ""
+    exit_status: int | None = None
+    n_restarts: int = 0
+    started_at: float | None = None  # wall clock, seconds
+    exited_at: float | None = None
+    argv: tuple[str, ...] = ()
+
+    @property
+    def running(self) -> bool:
+        return self.active in ("active", "activating", "reloading")
+
+
+@dataclass(frozen=True, slots=True)
+class UnitObserved:
+    at: float
+    unit: UnitState
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of server output, already split on newlines and carriage returns."""
+
+    at: float
+    text: str
+    invocation: str = ""
+    cursor: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """An HTTP check of the endpoint. `kind` is connect | health | models | generate."""
+
+    at: float
+    kind: str
+    ok: bool
+    status: int | None = None
+    detail: str = ""
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionTaken:
+    """The operator (or the restart protocol) asked the manager to do something: start | stop | restart."""
+
+    at: float
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passing with nothing else to say; lets the pure reducer notice a stall."""
+
+    at: float
+
+
+Event = UnitObserved | LogLine | ProbeResult | ActionTaken | Tick
+
+
+# ---------------------------------------------------------------- lifecycle results
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    phase: Phase
+    at: float
+    line: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    phase: Phase
+    kind: FailureKind
+    excerpt: tuple[str, ...]
+    hint: str
+    at: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "phase": str(self.phase),
+            "kind": str(self.kind),
+            "excerpt": "\n".join(self.excerpt),
+            "hint": self.hint,
+        }
+
+
+# ---------------------------------------------------------------- GPUs
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    name: str
+    used_mib: float | None
+    gpu_uuid: str = ""
+    gpu_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU at one moment. Any value the source could not give is None, never 0."""
+
+    index: int
+    uuid: str = ""
+    name: str = ""
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    lost: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    at: float
+    gpus: tuple[GpuSample, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    error: str = ""
+
+    def by_index(self) -> dict[int, GpuSample]:
+        return {g.index: g for g in self.gpus}
+
+
+# ---------------------------------------------------------------- throughput
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputSample:
+    at: float
+    tokens_per_s: float | None
+    source: str  # metrics | log
+    running: int | None = None
+    queued: int | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a front end shows about one deployment at one moment."""
+
+    deployment: str
+    host: str
+    phase: Phase
+    invocation: str
+    timeline: tuple[Transition, ...]
+    failure: Failure | None
+    stalled_for: float | None
+    unit: UnitState | None
+    gpus: GpuSnapshot | None
+    throughput: ThroughputSample | None
+    flags: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,1 @@
+"""Operations on a deployment: flag editing and the safe restart protocol."""

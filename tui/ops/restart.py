@@ -1,0 +1,221 @@
+"""The safe restart protocol, for any manager: lock, write flags, stop, wait for the GPU memory of the old run
+to be released, start, and follow the new invocation until the reducer says ready or failed.
+
+Each step reports its progress through `on_step`, so the console and the CLI show the same thing. There is no
+fixed sleep anywhere: seed 004's `sleep 8` was not enough for a 548 GB model, and every config of a sweep died
+of CUDA OOM because the old process still held its memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tui.engine import Watch
+from tui.managers import LockHeld, ManagerError
+from tui.model import Failure, GpuSnapshot, Phase
+from tui.ops.flags import diff
+from tui.transport import TransportError
+
+GIB = 1024.0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str  # lock | flags | stop | release | start | follow | rollback
+    status: str  # running | done | failed | skipped
+    detail: str = ""
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    ok: bool
+    phase: Phase
+    message: str
+    failure: Failure | None = None
+    invocation: str = ""
+    steps: tuple[Step, ...] = ()
+    rolled_back: bool = False
+
+
+class RestartError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseStatus:
+    released: bool
+    held_mib: dict[int, float]
+    holders: tuple[int, ...]
+
+    def describe(self) -> str:
+        total = sum(self.held_mib.values()) / GIB
+        gpus = ",".join(str(i) for i, v in sorted(self.held_mib.items()) if v > 0)
+        who = f" by PID {', '.join(str(p) for p in self.holders)}" if self.holders else ""
+        return f"{total:.1f} GiB still held on GPU {gpus}{who}" if gpus else "released"
+
+
+def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],
+                   baseline: dict[int, float], tolerance_mib: float) -> ReleaseStatus:
+    """Is the old run's memory gone? Its processes must have left the GPUs and each GPU's memory must be back
+    to the baseline measured before that run started (or, without one, to what other processes hold)."""
+    by_index = snap.by_index()
+    held: dict[int, float] = {}
+    holders: set[int] = set()
+    for i in gpus:
+        g = by_index.get(i)
+        if g is None or g.mem_used_mib is None:
+            continue
+        procs = [p for p in snap.processes if p.gpu_index == i]
+        old = [p for p in procs if p.pid in old_pids]
+        holders.update(p.pid for p in old)
+        base = baseline.get(i)
+        if base is None:
+            base = sum(p.used_mib or 0.0 for p in procs if p.pid not in old_pids)
+        extra = g.mem_used_mib - base
+        held[i] = extra if extra > tolerance_mib or old else 0.0
+    released = not holders and all(v <= 0 for v in held.values())
+    return ReleaseStatus(released, held, tuple(sorted(holders)))
+
+
+async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[Step], None],
+                           timeout: float, baseline: dict[int, float] | None = None) -> None:
+    gpus = watch.deployment_gpus()
+    deadline = time.monotonic() + timeout
+    shown = ""
+    t0 = time.monotonic()
+    while True:
+        snap = await watch.fresh_gpus(max_age=0.3)
+        if snap is None or snap.error or not snap.gpus:
+            why = snap.error if snap is not None and snap.error else "no GPU telemetry"
+            on_step(Step("release", "skipped", f"cannot verify GPU memory release: {why}"))
+            return
+        st = release_status(snap, gpus or [g.index for g in snap.gpus], old_pids,
+                            baseline if baseline is not None else watch.baseline_mib,
+                            watch.dep.release_tolerance_mib)
+        if st.released:
+            on_step(Step("release", "done", f"GPU memory released after {time.monotonic() - t0:.1f} s"))
+            return
+        desc = f"waiting for GPU memory: {st.describe()}"
+        if desc != shown:
+            on_step(Step("release", "running", desc))
+            shown = desc
+        if time.monotonic() > deadline:
+            on_step(Step("release", "failed", f"not released after {timeout:g} s: {st.describe()}"))
+            raise RestartError(f"GPU memory was not released within {timeout:g} s ({st.describe()}); "
+                               "not starting, to avoid a CUDA OOM")
+        await asyncio.sleep(0.2)
+
+
+async def follow_new(watch: Watch, old_invocation: str, timeout: float,
+                     on_step: Callable[[Step], None]) -> tuple[Phase, Failure | None]:
+    """Follow the new invocation only, until the reducer says ready or failed."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        s = watch.state
+        if s.invocation and s.invocation != old_invocation:
+            if s.phase != last:
+                on_step(Step("follow", "running", str(s.phase)))
+                last = s.phase
+            if s.phase == Phase.READY:
+                return s.phase, None
+            if s.phase == Phase.FAILED:
+                await watch.settle_failure()
+                return s.phase, watch.state.failure
+            if s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running:
+                return Phase.FAILED, s.failure
+        await watch.wait_changed(0.5)
+    raise RestartError(f"not ready within {timeout:g} s (last phase: {watch.state.phase})")
+
+
+def _old_pids(watch: Watch) -> set[int]:
+    pids: set[int] = set()
+    unit = watch.state.unit
+    if unit is not None and unit.main_pid:
+        pids.add(unit.main_pid)
+    snap = watch.gpus
+    if snap is not None and unit is not None and unit.running:
+        gpus = set(watch.deployment_gpus())
+        pids.update(p.pid for p in snap.processes if p.gpu_index in gpus)
+    return pids
+
+
+async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[Step], None], *,
+              wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
+              rollback: bool | None = None) -> Outcome:
+    """Restart (or start) the deployment with `new_argv` (None: keep the current flags)."""
+    steps: list[Step] = []
+
+    def step(s: Step) -> None:
+        steps.append(s)
+        on_step(s)
+
+    mgr = watch.manager
+    if not mgr.can_control:
+        raise RestartError(f"{watch.name} is observe-only: bringup cannot restart it")
+    try:
+        lock = mgr.lock(f"{purpose} {watch.name}")
+        async with lock as info:
+            step(Step("lock", "done", f"lock held by {info.who} (pid {info.pid})"))
+            old_argv = await mgr.read_argv()
+            argv = list(new_argv) if new_argv is not None else old_argv
+            changes = diff(old_argv, argv, watch.flag_specs)
+            if changes:
+                await mgr.write_argv(argv)
+                step(Step("flags", "done", "flags written: " + "; ".join(changes)))
+            else:
+                step(Step("flags", "skipped", "flags unchanged"))
+            unit = await watch.poll_unit()
+            old_inv = unit.invocation
+            if unit.running and stop_first:
+                pids = _old_pids(watch)
+                step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
+                watch.action("stop")
+                t0 = time.monotonic()
+                await mgr.stop()
+                await watch.poll_unit()
+                step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
+            else:
+                pids = {unit.main_pid} if unit.main_pid else set()
+                step(Step("stop", "skipped", "was not running"))
+            await wait_for_release(watch, pids, step, watch.dep.release_timeout_s)
+            snap = await watch.fresh_gpus(max_age=0.5)
+            if snap is not None and snap.gpus:
+                watch.baseline_mib = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
+            step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
+            watch.action("start")
+            await mgr.start(argv)
+            unit = await watch.poll_unit()
+            step(Step("start", "done", f"started: pid {unit.main_pid}, invocation {unit.invocation[:12]}"))
+    except LockHeld as e:
+        step(Step("lock", "failed", str(e)))
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps))
+    except (ManagerError, TransportError, RestartError) as e:
+        step(Step("start", "failed", str(e)))
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps))
+    if not wait_ready:
+        return Outcome(True, watch.state.phase, "started", invocation=unit.invocation, steps=tuple(steps))
+    try:
+        phase, failure = await follow_new(watch, old_inv, watch.dep.ready_timeout_s, step)
+    except RestartError as e:
+        step(Step("follow", "failed", str(e)))
+        return Outcome(False, watch.state.phase, str(e), invocation=unit.invocation, steps=tuple(steps))
+    if phase == Phase.READY:
+        await mgr.save_argv("ready", argv)
+        step(Step("follow", "done", "ready: a generation from the new process succeeded"))
+        return Outcome(True, phase, "ready", invocation=unit.invocation, steps=tuple(steps))
+    msg = f"failed in {failure.phase}: {failure.kind}" if failure else "failed"
+    step(Step("follow", "failed", msg))
+    do_rollback = watch.dep.auto_rollback if rollback is None else rollback
+    if do_rollback:
+        good = await mgr.read_saved_argv("ready")
+        if good is not None and list(good) != list(argv):
+            step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
+            out = await run(watch, good, on_step, wait_ready=True, purpose="rollback", rollback=False)
+            return Outcome(False, out.phase, f"{msg}; rolled back: {out.message}", failure=failure,
+                           invocation=out.invocation, steps=(*steps, *out.steps), rolled_back=True)
+    return Outcome(False, phase, msg, failure=failure, invocation=unit.invocation, steps=tuple(steps))

@@ -1,0 +1,1 @@
+"""The reference server: a simulated SGLang deployment, its GPUs and an nvidia-smi stand-in."""

@@ -1,0 +1,799 @@
+"""The reference server: a simulated SGLang 0.5.x deployment (``python -m sglang.launch_server`` look-alike).
+
+It lets the console be built and tested without GPUs: a real process with a real HTTP server that
+prints SGLang's startup and serving lines with realistic timing, holds simulated GPU memory (gpus.py) that is
+released only some time after it exits, and reproduces the seeds' failures (DFLASH + CUDA graphs crash, OOM
+on a fast restart, a stale process answering /v1/models, a hang, a crash while serving). A test instrument,
+not the product. Stdlib only, Python 3.9+: the directory is copied alone to remote test hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    from . import gpus
+except ImportError:
+    import gpus  # type: ignore[no-redef]
+
+VERSION = "0.5.23-sim"
+SCENARIOS = ("dflash-graph-crash", "oom-on-fast-restart", "stale-health", "hang-loading",
+             "crash-while-serving")
+SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
+CAP_GIB = gpus.CAPACITY_MIB / 1024  # 139.81: what torch calls the total capacity of an H200
+SP = "/usr/local/lib/python3.12/dist-packages"
+KV_BYTES_PER_TOKEN = 70272  # MLA: (512 + 64) * 2 bytes * 61 layers
+CONTEXT_LEN = 262144
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "engineers", "wait"]
+TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SIGQUIT_CHILD = "Received sigquit from a child process. It usually means the child failed."
+# traceback frames: path under site-packages | line | function | code
+TB_INIT = """sglang/srt/managers/scheduler.py|3315|run_scheduler_process|scheduler = Scheduler(
+sglang/srt/managers/scheduler.py|412|__init__|self.init_model_worker()
+sglang/srt/managers/scheduler.py|631|init_model_worker|self.tp_worker = TpModelWorker(
+sglang/srt/managers/tp_worker.py|246|__init__|self._init_model_runner()
+sglang/srt/managers/tp_worker.py|327|_init_model_runner|self._model_runner = ModelRunner(
+sglang/srt/model_executor/model_runner.py|402|__init__|self.initialize(min_per_gpu_memory)
+"""
+TB_LOAD = TB_INIT + """sglang/srt/model_executor/model_runner.py|489|initialize|self.load_model()
+sglang/srt/model_executor/model_runner.py|1012|load_model|self.model = get_model(
+sglang/srt/model_loader/loader.py|681|load_model|self.load_weights_and_postprocess(
+sglang/srt/model_loader/loader.py|689|load_weights_and_postprocess|model.load_weights(weights)
+sglang/srt/models/deepseek_v2.py|3620|load_weights|weight_loader(param, loaded_weight)
+sglang/srt/layers/moe/fused_moe_triton/layer.py|733|weight_loader|loaded_weight = loaded_weight.cuda()
+"""
+TB_KV = TB_INIT + "sglang/srt/model_executor/model_runner.py|520|initialize|self.init_memory_pool(min_mem)\n"
+TB_REPLAY = """sglang/srt/managers/scheduler.py|3331|run_scheduler_process|scheduler.event_loop_overlap()
+torch/utils/_contextlib.py|120|decorate_context|return func(*args, **kwargs)
+sglang/srt/managers/scheduler.py|1162|event_loop_overlap|batch_result = self.run_batch(batch)
+sglang/srt/managers/scheduler.py|2508|run_batch|batch_result = self.model_worker.forward_batch_generation(
+sglang/srt/speculative/dflash_worker_v2.py|715|forward_batch_generation|verify_output = self.verify(batch)
+sglang/srt/speculative/dflash_worker_v2.py|1507|verify|out = self.target_worker.forward_batch_generation(
+sglang/srt/managers/tp_worker.py|442|forward_batch_generation|logits_output = self.model_runner.forward(
+sglang/srt/model_executor/model_runner.py|2410|forward|output = self._forward_raw(
+sglang/srt/model_executor/model_runner.py|2467|_forward_raw|ret = self.graph_runner.replay(
+sglang/srt/model_executor/cuda_graph_runner.py|1021|replay|self.graphs[self.bs].replay()
+torch/cuda/graphs.py|88|replay|super().replay()
+"""
+ILLEGAL_ACCESS = """torch.AcceleratorError: CUDA error: an illegal memory access was encountered
+Search for `cudaErrorIllegalAddress' in \
+https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below \
+might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+"""
+
+
+class _Stop(BaseException):
+    """Raised in the main thread by the SIGTERM/SIGINT handler to unwind whatever phase is running."""
+
+
+def traceback_text(frames: str, final: str) -> str:
+    """A Python traceback in the real layout, so the console's multi-line error capture is exercised."""
+    out = ["Traceback (most recent call last):"]
+    for fr in frames.strip().splitlines():
+        path, line, func, code = fr.split("|", 3)
+        out += [f'  File "{SP}/{path}", line {line}, in {func}', f"    {code}"]
+    return "\n".join([*out, final])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """SGLang's flags (those the console toggles), the sim's ``--sim-*``/``--scenario``; resolves defaults."""
+    p = argparse.ArgumentParser(prog="sglang.launch_server", description=__doc__.splitlines()[0])
+    a = p.add_argument
+    a("--model-path", default="moonshotai/Kimi-K2.6")
+    a("--served-model-name")
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=30000)
+    a("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=8)
+    a("--ep-size", "--ep", dest="ep_size", type=int, default=1)
+    a("--mem-fraction-static", type=float)
+    a("--disable-cuda-graph", action="store_true")
+    a("--cuda-graph-backend-decode", choices=("full", "breakable", "disabled"), default="full")
+    a("--cuda-graph-max-bs", type=int, default=256)
+    a("--speculative-algorithm", type=str.upper, choices=SPEC_ALGOS)
+    a("--speculative-draft-model-path")
+    for flag in ("num-draft-tokens", "dflash-block-size", "num-steps", "eagle-topk"):
+        a(f"--speculative-{flag}", type=int)
+    a("--enable-metrics", action="store_true")
+    a("--decode-log-interval", type=int, default=40)
+    a("--skip-server-warmup", action="store_true")
+    a("--watchdog-timeout", type=float, default=300.0)
+    a("--trust-remote-code", action="store_true")
+    a("--time-scale", type=float, default=1.0, help="multiplies every simulated duration")
+    a("--scenario", choices=SCENARIOS)
+    a("--sim-state-dir", default=gpus.default_state_dir())
+    a("--sim-gpus", type=int, default=gpus.default_gpu_count())
+    a("--sim-gpu-ids", help="comma-separated GPUs this server uses (default: the first tp-size)")
+    a("--sim-release-delay", type=float, help="seconds from exit to memory release (default 2, 12 with "
+      "oom-on-fast-restart), times --time-scale")
+    a("--sim-load", type=int, default=0, help="background concurrent simulated requests")
+    a("--sim-seed", type=int)
+    ns = p.parse_args(argv)
+    ns.served_model_name = ns.served_model_name or ns.model_path
+    if ns.scenario == "dflash-graph-crash" and not ns.speculative_algorithm:
+        ns.speculative_algorithm = "DFLASH"
+        ns.speculative_dflash_block_size = ns.speculative_dflash_block_size or 8
+        ns.speculative_draft_model_path = (ns.speculative_draft_model_path
+                                           or "SubSir/Kimi-K2.6-DFlash-tmp-long")
+    if ns.speculative_algorithm == "NEXTN":
+        ns.speculative_algorithm = "EAGLE"  # SGLang rewrites the alias the same way
+    algo = ns.speculative_algorithm
+    if algo and algo != "NGRAM" and not ns.speculative_draft_model_path:
+        ns.speculative_draft_model_path = f"{ns.model_path}-{algo.lower()}-draft"
+    if algo == "DFLASH":
+        ns.speculative_num_draft_tokens = (ns.speculative_dflash_block_size
+                                           or ns.speculative_num_draft_tokens or 8)
+    elif algo == "NGRAM":
+        ns.speculative_num_draft_tokens = ns.speculative_num_draft_tokens or 8
+    elif algo:
+        ns.speculative_num_steps = ns.speculative_num_steps or 3
+        ns.speculative_eagle_topk = ns.speculative_eagle_topk or 1
+        ns.speculative_num_draft_tokens = (ns.speculative_num_draft_tokens
+                                           or ns.speculative_num_steps * ns.speculative_eagle_topk + 1)
+    ns.mem_fraction_static = ns.mem_fraction_static or 0.907
+    if ns.sim_release_delay is None:
+        ns.sim_release_delay = 12.0 if ns.scenario == "oom-on-fast-restart" else 2.0
+    ns.gpu_ids = [int(x) for x in ns.sim_gpu_ids.split(",")] if ns.sim_gpu_ids else list(range(ns.tp_size))
+    if len(ns.gpu_ids) != ns.tp_size or max(ns.gpu_ids) >= ns.sim_gpus or min(ns.gpu_ids) < 0:
+        p.error(f"need {ns.tp_size} GPU ids in 0..{ns.sim_gpus - 1}, got {ns.gpu_ids}")
+    if ns.ep_size < 1 or ns.tp_size % ns.ep_size:
+        p.error("--ep-size must divide --tp-size")
+    ns.graphs = not ns.disable_cuda_graph and ns.cuda_graph_backend_decode != "disabled"
+    return ns
+
+
+class Log:
+    """SGLang's ``[date time(.ms)( TPr)( EPr)] msg`` lines on stdout, flushed per line; bars on stderr."""
+
+    def __init__(self, tp: int, ep: int) -> None:
+        self.tp, self.ep = tp, ep
+        self.ms = os.environ.get("SGLANG_LOG_MS") == "1"
+        self.lock = threading.RLock()
+        self.quiet = False
+
+    def line(self, msg: str, rank: int | None = None) -> None:
+        t = time.time()
+        ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        ts += f".{int(t * 1000) % 1000:03d}" if self.ms else ""
+        if rank is not None:
+            ts += f" TP{rank}" if self.tp > 1 else ""
+            ts += f" EP{rank // (self.tp // self.ep)}" if self.ep > 1 else ""
+        with self.lock:
+            if not self.quiet:
+                sys.stdout.write(f"[{ts}] {msg}\n")
+                sys.stdout.flush()
+
+    def ranks(self, msg: str) -> None:
+        for r in range(self.tp):
+            self.line(msg, r)
+
+    def bar(self, desc: str, n: int, total: int, t0: float, shards: bool) -> None:
+        """A tqdm redraw: ``\\r`` before each update and ``\\n`` after the last, as tqdm does on a TTY."""
+        el = time.time() - t0
+        rate = n / el if el > 0 and n else 0.0
+
+        def mmss(s: float) -> str:
+            return f"{int(s) // 60:02d}:{int(s) % 60:02d}"
+
+        tail = f"{n}/{total} [{mmss(el)}<" + (f"{mmss((total - n) / rate)}, {rate:5.2f}it/s]" if rate
+                                               else "?, ?it/s]")
+        pct = 100 * n // total
+        bar = f" Completed | {tail}" if shards else f"|{'█' * (pct // 10):10s}| {tail}"
+        with self.lock:
+            if not self.quiet:
+                sys.stderr.write(f"\r{desc}: {pct:3d}%{bar}" + ("\n" if n >= total else ""))
+                sys.stderr.flush()
+
+
+class Req:
+    """One generation in the simulated scheduler (an HTTP request or a background ``--sim-load`` one)."""
+
+    def __init__(self, prompt: int, max_new: int) -> None:
+        self.prompt, self.max_new, self.generated, self.acc = prompt, max_new, 0, 0.0
+        self.created = time.time()
+        self.ready_at = 0.0
+        self.first_token_at: float | None = None
+        self.done = threading.Event()
+
+
+class Sim:
+    """The simulated deployment: bring-up (main thread), scheduler loop, HTTP server and GPU holder."""
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a, self.scale, self.pid = a, a.time_scale, os.getpid()
+        self.log = Log(a.tp_size, a.ep_size)
+        self.rng = random.Random(a.sim_seed)
+        self.algo: str | None = a.speculative_algorithm
+        self.state = "starting"  # starting -> warmup -> ready -> stopping | stale
+        self.used_gib = self.others_gib = 0.0
+        self.dying = self.stop_requested = False
+        self.httpd: ThreadingHTTPServer | None = None
+        self.is_kimi = "kimi" in a.model_path.lower()
+        self.weights_gib = 72.24 if self.is_kimi else 15.11
+        self.draft_gib = {None: 0.0, "NGRAM": 0.0, "DFLASH": 0.81}.get(self.algo, 1.32)
+        self.graph_gib = (1.44 + (0.35 if self.draft_gib else 0.0)) if a.graphs else 0.0
+        self.kv_gib = CAP_GIB * a.mem_fraction_static - (0.53 + self.weights_gib + self.draft_gib)
+        self.max_tokens = 0
+        self.max_running = min(256, a.cuda_graph_max_bs) if a.graphs else 256
+        self.cond = threading.Condition()  # guards everything below
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.background: list[Req] = []
+        self.c = {"decode": 0, "prefill": 0, "gen": 0, "prompt": 0, "reqs": 0}
+        self.ttft = [0] * (len(TTFT_BUCKETS) + 1)
+        self.ttft_sum = self.gen_throughput = self.accept_len = self.accept_rate = 0.0
+        self.noise = 1.0
+        self.replayed, self.jit_pending = False, True
+        gpus.prune(a.sim_state_dir)
+        self.holder = gpus.Holder(a.sim_state_dir, a.gpu_ids, a.sim_release_delay * self.scale)
+        atexit.register(self.holder.mark_exited)
+
+    def sglang_args(self) -> dict[str, Any]:
+        """The resolved SGLang arguments (what ServerArgs would hold), without the sim's own."""
+        return {k: v for k, v in vars(self.a).items()
+                if not k.startswith("sim_") and k not in ("time_scale", "scenario", "gpu_ids", "graphs")}
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds * self.scale)
+
+    def avail(self) -> float:
+        return CAP_GIB - self.others_gib - self.used_gib
+
+    def set_mem(self, used_gib: float, util: int) -> None:
+        self.used_gib = used_gib
+        self.holder.update({g: int(used_gib * 1024) for g in self.a.gpu_ids}, util)
+
+    def others(self) -> dict[int, list[dict[str, Any]]]:
+        """Processes of other holders on each of our GPUs (memory still held, alive or being released)."""
+        _, procs = gpus.read_state(self.a.sim_state_dir, None, max(self.a.gpu_ids) + 1, exclude_pid=self.pid)
+        return {g: [p for p in procs if p["gpu"] == g] for g in self.a.gpu_ids}
+
+    def die(self, rank: int | None, exc: str | None, parent: str) -> None:
+        """SGLang's fatal path: the scheduler traceback, the parent's SIGQUIT line, a tree kill by SIGKILL."""
+        with self.log.lock:
+            if self.dying:
+                return
+            self.dying, self.log.quiet = True, False
+            if exc:
+                self.log.line(f"Scheduler hit an exception: {exc}", rank)
+            self.log.line(parent)
+            self.log.line(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, "
+                          f"pid={self.pid}")
+            sys.stderr.flush()
+        self.holder.mark_exited()
+        os.kill(self.pid, signal.SIGKILL)
+
+    # ---- bring-up ------------------------------------------------------------------------------------
+    def load(self, what: str, gib: float, shards: int, seconds: float) -> float:
+        """Weights with a shard bar and a gradual memory ramp; may OOM, or (hang-loading) stop forever."""
+        t0, base, free0 = time.time(), self.used_gib, self.avail()
+        for n in range(shards + 1):
+            if what == "target" and self.a.scenario == "hang-loading" and n >= shards * 0.4:
+                while True:  # a hung read/collective: no output, no memory change, until killed
+                    time.sleep(3600)
+            if gib * n / shards > free0 - 0.5:
+                self.oom(base + gib * (n - 1) / shards, free0 - gib * (n - 1) / shards)
+            self.set_mem(base + gib * n / shards, self.rng.randint(5, 20))
+            if what == "target":
+                self.log.bar("Loading safetensors checkpoint shards", n, shards, t0, True)
+            if n < shards:
+                self.sleep(seconds / shards)
+        return time.time() - t0
+
+    def oom(self, own_gib: float, free_gib: float) -> None:
+        """The CUDA OOM of a start while another process (often our predecessor) still holds the GPU."""
+        others = self.others()
+        rank, gpu = max(enumerate(self.a.gpu_ids),
+                        key=lambda rg: sum(p["used_memory"] for p in others[rg[1]]))
+        procs = "".join(f"Process {p['pid']} has {p['used_memory'] / 1024:.2f} GiB memory in use. "
+                        for p in others[gpu])
+        final = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU {gpu} has a "
+                 f"total capacity of {CAP_GIB:.2f} GiB of which {max(0.0, free_gib):.2f} GiB is free. {procs}"
+                 f"Including non-PyTorch memory, this process has {own_gib:.2f} GiB memory in use. Of the "
+                 f"allocated memory {max(0.0, own_gib - 0.53):.2f} GiB is allocated by PyTorch, and 0.02 GiB "
+                 "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+                 "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+                 "documentation for Memory Management  "
+                 "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+        self.die(rank, traceback_text(TB_LOAD, final), SIGQUIT_CHILD)
+
+    def capture(self, role: str, gib: float, seconds: float) -> None:
+        a, L = self.a, self.log
+        kind = "verify" if role == "target" and self.algo else "decode"
+        per_req = a.speculative_num_draft_tokens if kind == "verify" else (
+            (a.speculative_eagle_topk or 1) if role == "draft" else 1)
+        bss = [b for b in [1, 2, 4, 8, *range(16, 257, 8)] if b <= a.cuda_graph_max_bs]
+        L.ranks(f"Capture {role} {kind} CUDA graph begin. backend={a.cuda_graph_backend_decode}, "
+                f"num_tokens_per_req={per_req}, avail mem={self.avail():.2f} GB")
+        t0, base = time.time(), self.used_gib
+        for i, bs in enumerate(reversed(bss)):
+            self.set_mem(base + gib * (i + 1) / len(bss), self.rng.randint(30, 50))
+            L.bar(f"Capturing batches (bs={bs} avail_mem={self.avail():.2f} GB)", i + 1, len(bss), t0, False)
+            self.sleep(seconds / len(bss))
+        L.ranks(f"Capture {role} {kind} CUDA graph end. bs={bss}, elapsed={time.time() - t0:.2f} s, "
+                f"mem usage={gib:.2f} GB, avail mem={self.avail():.2f} GB.")
+
+    def bringup(self) -> None:
+        """The startup timeline of servers.md §2: at --time-scale 1, ~27 s with graphs, ~19 s without."""
+        a, L = self.a, self.log
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.sglang_args().items())
+        L.line(f"server_args=ServerArgs({shown})")
+        self.sleep(1.0)
+        L.ranks("Init torch distributed begin.")
+        self.sleep(1.5)
+        self.set_mem(0.53, 2)
+        L.ranks(f"Init torch distributed ends. mem usage={self.used_gib:.2f} GB")
+        self.sleep(0.5)
+        self.others_gib = max(sum(p["used_memory"] for p in ps) for ps in self.others().values()) / 1024
+        quant = "quant=compressed-tensors, " if self.is_kimi else "dtype=torch.bfloat16, "
+        loads = [("target", self.weights_gib, 64, 12.0,
+                  "KimiK25ForConditionalGeneration" if self.is_kimi else "LlamaForCausalLM")]
+        if self.draft_gib:
+            loads.append(("draft", self.draft_gib, 2, 1.5, {"DFLASH": "DFlashDraftModel", "EAGLE3":
+                          "LlamaForCausalLMEagle3"}.get(self.algo or "", "DeepseekV3ForCausalLMNextN")))
+        for what, gib, shards, secs, klass in loads:
+            L.ranks(f"Load weight begin. avail mem={self.avail():.2f} GB")
+            el = self.load(what, gib, shards, secs)
+            for r in range(a.tp_size):
+                L.line(f"Load weight end. elapsed={el * (1 + 0.004 * r):.2f} s, type={klass}, {quant}"
+                       f"avail mem={self.avail():.2f} GB, mem usage={gib:.2f} GB.", r)
+            if what == "draft" and self.algo == "DFLASH":
+                L.ranks(f"Initialized DFLASH draft runner. attention_backend=flashinfer, "
+                        f"model={a.speculative_draft_model_path}, "
+                        f"block_size={a.speculative_num_draft_tokens}, draft_window_size=None, "
+                        "compact_cache=False")
+        self.sleep(1.0)
+        kv = min(self.kv_gib, self.avail() - 0.15 - self.graph_gib - 1.0)
+        if kv < 1.0:
+            final = ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                     f"Current value: mem_fraction_static={a.mem_fraction_static}")
+            self.die(0, traceback_text(TB_KV, final), SIGQUIT_CHILD)
+        self.max_tokens = int(kv * 2**30 / KV_BYTES_PER_TOKEN)
+        self.set_mem(self.used_gib + kv + 0.15, 10)
+        L.ranks(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {self.max_tokens}, "
+                f"KV size: {kv:.2f} GB")
+        L.ranks(f"Memory pool end. avail mem={self.avail():.2f} GB")
+        if a.graphs:
+            self.capture("target", 1.44, 6.0 if self.draft_gib else 8.0)
+            if self.draft_gib:
+                self.capture("draft", 0.35, 2.0)
+        if self.algo == "DFLASH":
+            L.ranks("DFLASH draft runner ready. mask_token=<|mask|>, mask_token_id=163838")
+        self.set_mem(self.used_gib, 0)
+        L.line(f"max_total_num_tokens={self.max_tokens}, chunked_prefill_size=8192, "
+               f"max_prefill_tokens=16384, max_running_requests={self.max_running}, "
+               f"context_len={CONTEXT_LEN}, "
+               f"available_gpu_mem={self.avail():.2f} GB", 0)
+
+    def serve(self) -> int:
+        """Bind only now (connection refused before), warm up with real requests to ourselves, then serve."""
+        a, L = self.a, self.log
+        try:
+            httpd = ThreadingHTTPServer((a.host, a.port), type("BoundHandler", (Handler,), {"sim": self}))
+        except OSError as e:
+            L.line(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address "
+                   f"('{a.host}', {a.port}): {(e.strerror or '').lower()}")
+            self.holder.mark_exited()
+            return 1
+        threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+        self.httpd = httpd
+        threading.Thread(target=self.scheduler_loop, daemon=True).start()
+        for m in (f"Started server process [{self.pid}]", "Waiting for application startup.",
+                  "Application startup complete.",
+                  f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)"):
+            L.line(f"INFO:     {m}")
+        if not a.skip_server_warmup:
+            self.state = "warmup"
+            host = "127.0.0.1" if a.host in ("0.0.0.0", "", "::") else a.host
+            base = f"http://{f'[{host}]' if ':' in host else host}:{a.port}"
+            self.sleep(1.0)
+            try:
+                urllib.request.urlopen(base + "/model_info", timeout=600).read()
+                body = json.dumps({"text": "The capital city of France is",
+                                   "sampling_params": {"temperature": 0, "max_new_tokens": 8}}).encode()
+                req = urllib.request.Request(base + "/generate", body, {"Content-Type": "application/json"})
+                urllib.request.urlopen(req, timeout=600).read()
+            except OSError as e:
+                self.die(None, None, f"Initialization failed. warmup error: {e!r}")
+        self.state = "ready"
+        L.line("The server is fired up and ready to roll!")
+        with self.cond:
+            self.background = [self.submit_locked(self.rng.randint(200, 1200), self.rng.randint(150, 500))
+                               for _ in range(a.sim_load)]
+        crash_at = time.time() + 10 * self.scale if a.scenario == "crash-while-serving" else None
+        while True:
+            time.sleep(0.05)
+            if crash_at and time.time() >= crash_at:
+                L.line(f"Subprocess scheduler_3 (pid={self.pid + 4}) crashed with exit code -9. "
+                       "Triggering SIGQUIT for cleanup...")
+                self.die(None, None,
+                         "SIGQUIT received. signum=3, frame=None. It usually means one child failed.")
+
+    def stop(self, signum: int) -> int:
+        """SIGTERM/SIGINT: stop accepting, exit 0 within ~0.5 s; stale-health lingers answering /v1/models."""
+        t0 = time.time()
+        if self.httpd:
+            name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+            self.log.line(f"{name} received. signum={signum} frame=None. "
+                          "Draining requests and shutting down...")
+            if self.a.scenario == "stale-health":
+                self.state, self.log.quiet = "stale", True
+                self.sleep(8.0)
+            else:
+                self.state = "stopping"
+                self.httpd.shutdown()
+                self.httpd.server_close()
+                for m in ("Shutting down", "Waiting for application shutdown.",
+                          "Application shutdown complete.", f"Finished server process [{self.pid}]"):
+                    self.log.line(f"INFO:     {m}")
+        time.sleep(max(0.0, 0.5 * self.scale - (time.time() - t0)))
+        self.holder.mark_exited()
+        return 0
+
+    def run(self) -> int:
+        def on_signal(signum: int, frame: Any) -> None:
+            if not self.stop_requested and not self.dying:
+                self.stop_requested = True
+                raise _Stop(signum)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        try:
+            self.bringup()
+            return self.serve()
+        except _Stop as e:
+            return self.stop(int(e.args[0]))
+
+    # ---- scheduler -----------------------------------------------------------------------------------
+    def submit_locked(self, prompt: int, max_new: int) -> Req:
+        r = Req(prompt, max_new)
+        self.waiting.append(r)
+        self.cond.notify_all()
+        return r
+
+    def submit(self, prompt: int, max_new: int) -> Req:
+        with self.cond:
+            return self.submit_locked(prompt, max_new)
+
+    def new_window(self) -> None:
+        """Noise and accept length are drawn per log window, so the printed numbers move like real ones."""
+        if self.algo:
+            mean = {"DFLASH": 3.2, "NGRAM": 1.9}.get(self.algo, 2.6)
+            self.accept_len = max(1.0, self.rng.gauss(mean, 0.12))
+            drafts = max(1, self.a.speculative_num_draft_tokens - 1)
+            self.accept_rate = min(1.0, (self.accept_len - 1) / drafts)
+        self.noise = max(0.8, self.rng.gauss(1.0, 0.03))
+
+    def step(self, now: float, dt: float) -> tuple[int, int, bool]:
+        """Admit and prefill, then decode ``dt`` s at the speed model; returns (tokens, decoding, crash)."""
+        new: list[Req] = []
+        while self.waiting and len(self.running) < self.max_running:
+            r = self.waiting.pop(0)
+            r.ready_at = now + 0.02 + r.prompt / 20000 + (1.8 * self.scale if self.jit_pending else 0.0)
+            self.jit_pending = False
+            new.append(r)
+        if new:
+            toks = sum(r.prompt for r in new)
+            self.c["prefill"] += toks
+            self.c["prompt"] += toks
+            used = sum(r.prompt + r.generated for r in self.running + new)
+            self.log.line(f"Prefill batch, #new-seq: {len(new)}, #new-token: {toks}, #cached-token: 0, token "
+                          f"usage: {used / max(1, self.max_tokens):.2f}, #running-req: {len(self.running)}, "
+                          f"#queue-req: {len(self.waiting)}, #pending-token: 0, cuda graph: False, "
+                          f"input throughput (token/s): {toks / max(0.05, dt):.2f}", 0)
+            self.running += new
+        decoding = [r for r in self.running if now >= r.ready_at]
+        if decoding and not self.replayed and self.algo == "DFLASH" and self.a.graphs:
+            return 0, len(decoding), True
+        self.replayed = self.replayed or bool(decoding)
+        n, total = len(decoding), 0
+        per_stream = (65.0 if self.a.graphs else 38.0) * (self.accept_len * 0.75 if self.algo else 1.0)
+        for r in decoding:
+            r.acc += per_stream * max(0.2, 1 - 0.03 * (n - 1)) * self.noise * dt
+            k = min(int(r.acc), r.max_new - r.generated)
+            r.acc -= k
+            r.generated += k
+            total += k
+            if k and r.first_token_at is None:
+                r.first_token_at = now
+                ttft = now - r.created
+                self.ttft_sum += ttft
+                self.ttft[next((i for i, b in enumerate(TTFT_BUCKETS) if ttft <= b), -1)] += 1
+            if r.generated >= r.max_new:
+                self.running.remove(r)
+                self.c["gen"] += r.generated
+                self.c["reqs"] += 1
+                r.done.set()
+                if r in self.background and self.state == "ready":
+                    self.background.remove(r)
+                    self.background.append(self.submit_locked(self.rng.randint(200, 1200),
+                                                               self.rng.randint(150, 500)))
+        self.c["decode"] += total
+        self.cond.notify_all()
+        return total, n, False
+
+    def scheduler_loop(self) -> None:
+        """50 ms steps; a decode line per window of real time (--decode-log-interval 40 steps ~ 1 s).
+
+        The printed gen throughput is the number of tokens this loop produced in the window divided by its
+        length, the same value /metrics and /server_info report, so clients can check they agree.
+        """
+        interval = max(0.05, self.a.decode_log_interval / 40.0)
+        prev = w_start = time.time()
+        w_tokens, last_active, last_beat, n_run = 0, 0.0, 0.0, 0
+        self.new_window()
+        while True:
+            time.sleep(0.05)
+            now = time.time()
+            dt, prev = now - prev, now
+            if self.state in ("stale", "stopping"):
+                continue
+            with self.cond:
+                tokens, n_dec, crash = self.step(now, dt)
+                w_tokens += tokens
+                n_run = len(self.running)
+                last_active = now if n_run else last_active
+                if not n_dec and not w_tokens:
+                    w_start = now
+                elif now - w_start >= interval:
+                    self.gen_throughput = w_tokens / (now - w_start)
+                    if n_dec:
+                        tok = sum(r.prompt + r.generated for r in self.running)
+                        spec = (f"accept len: {self.accept_len:.2f}, accept rate: {self.accept_rate:.2f}, "
+                                if self.algo else "")
+                        self.log.line(f"Decode batch, #running-req: {n_run}, #token: {tok}, token usage: "
+                                      f"{tok / max(1, self.max_tokens):.2f}, {spec}cuda graph: "
+                                      f"{self.a.graphs}, gen throughput (token/s): "
+                                      f"{self.gen_throughput:.2f}, #queue-req: {len(self.waiting)}", 0)
+                    w_start, w_tokens = now, 0
+                    self.new_window()
+                if now - last_active > 30:
+                    self.gen_throughput = 0.0  # 0.5.23 zeroes the gauge after 30 s idle
+            if crash:  # seed 000: DFLASH verify under CUDA graphs faults at the first replay
+                self.die(0, traceback_text(TB_REPLAY, ILLEGAL_ACCESS), SIGQUIT_CHILD)
+            if now - last_beat >= 1.0:  # util follows load; the holder file's mtime stays fresh
+                last_beat = now
+                util = min(95, 60 + int(35 * min(1.0, n_run / 16)) + self.rng.randint(-2, 2)) if n_run else 0
+                self.holder.update(util=util)
+
+    # ---- HTTP payloads -------------------------------------------------------------------------------
+    def model_info(self) -> dict[str, Any]:
+        return {"model_path": self.a.model_path, "tokenizer_path": self.a.model_path,
+                "served_model_name": self.a.served_model_name, "is_generation": True,
+                "preferred_sampling_params": None, "weight_version": "default",
+                "has_image_understanding": False, "model_type": "kimi_k25" if self.is_kimi else "llama",
+                "architectures": ["KimiK25ForConditionalGeneration" if self.is_kimi else "LlamaForCausalLM"]}
+
+    def server_info(self) -> dict[str, Any]:
+        info = self.sglang_args()
+        state: dict[str, Any] = {"last_gen_throughput": round(self.gen_throughput, 2)}
+        if self.algo:
+            state["avg_spec_accept_length"] = round(self.accept_len, 2)
+        return {**info, "version": VERSION, "startup_time": self.holder.data["started"],
+                "max_total_num_tokens": self.max_tokens, "internal_states": [state]}
+
+    def metrics(self) -> str:
+        tok = f'model_name="{self.a.served_model_name}",engine_type="unified"'
+        sch = f'{tok},tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        out: list[str] = []
+
+        def m(name: str, kind: str, help_: str, samples: list[tuple[str, str, float]]) -> None:
+            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
+            out.extend(f"{name}{suffix}{{{labels}}} {float(v)}" for suffix, labels, v in samples)
+
+        with self.cond:
+            used = sum(r.prompt + r.generated for r in self.running)
+            m("sglang:gen_throughput", "gauge", "The generation throughput (token/s).",
+              [("", sch, round(self.gen_throughput, 2))])
+            m("sglang:num_running_reqs", "gauge", "The number of running requests.",
+              [("", sch, len(self.running))])
+            m("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
+              [("", sch, len(self.waiting))])
+            m("sglang:token_usage", "gauge", "The token usage.",
+              [("", sch, round(used / max(1, self.max_tokens), 4))])
+            if self.algo:
+                for key, val in (("length", self.accept_len), ("rate", self.accept_rate)):
+                    m(f"sglang:spec_accept_{key}", "gauge", f"The average acceptance {key} of speculative "
+                      "decoding.", [("", sch, round(val, 3))])
+            m("sglang:realtime_tokens_total", "counter", "Total tokens processed, updated every step.",
+              [("", f'{sch},mode="prefill_compute"', self.c["prefill"]),
+               ("", f'{sch},mode="decode"', self.c["decode"])])
+            for key, name, what in (("prompt", "prompt_tokens", "prefill tokens"),
+                                    ("gen", "generation_tokens", "generation tokens"),
+                                    ("reqs", "num_requests", "requests")):
+                m(f"sglang:{name}_total", "counter", f"Number of {what} processed.", [("", tok, self.c[key])])
+            cum, buckets = 0, []
+            for i, b in enumerate([*TTFT_BUCKETS, "+Inf"]):
+                cum += self.ttft[i]
+                buckets.append(("_bucket", f'{tok},le="{b}"', cum))
+            m("sglang:time_to_first_token_seconds", "histogram", "Histogram of time to first token (s).",
+              [*buckets, ("_count", tok, cum), ("_sum", tok, self.ttft_sum)])
+        return "\n".join(out) + "\n"
+
+
+def _text(start: int, end: int) -> str:
+    return "".join(WORDS[i % len(WORDS)] + " " for i in range(start, end))
+
+
+def _err(msg: str, code: int = 400) -> dict[str, Any]:
+    return {"object": "error", "message": msg, "type": "BadRequestError", "param": None, "code": code}
+
+
+class Handler(BaseHTTPRequestHandler):
+    """SGLang's HTTP surface; uvicorn-style access lines replace http.server's own logging."""
+
+    protocol_version = "HTTP/1.1"
+    sim: Sim
+
+    def version_string(self) -> str:
+        return "uvicorn"
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        c = int(code) if str(code).isdigit() else 0
+        host, port = self.client_address[:2]
+        phrase = HTTPStatus(c).phrase if c else ""
+        self.sim.log.line(f'INFO:     {host}:{port} - "{self.requestline}" {c} {phrase}')
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def send(self, code: int, body: Any, ctype: str = "application/json") -> None:
+        if not isinstance(body, bytes):
+            body = (body if isinstance(body, str) else json.dumps(body)).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self.route("GET")
+
+    def do_POST(self) -> None:
+        self.route("POST")
+
+    def route(self, method: str) -> None:
+        sim, path = self.sim, urlsplit(self.path).path
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = {"/health_generate": "/health", "/get_model_info": "/model_info",
+                "/get_server_info": "/server_info"}.get(path, path)
+        gets = ("/health", "/ready", "/v1/models", "/model_info", "/server_info", "/metrics")
+        posts = ("/generate", "/v1/completions", "/v1/chat/completions")
+        name = sim.a.served_model_name
+        if sim.state == "stopping":
+            self.close_connection = True
+            self.send(503, {"detail": "Server is shutting down"})
+        elif path == "/flush_cache":
+            self.send(200, "Cache flushed.\nPlease check backend logs for more details. (When there are "
+                      "running or waiting requests, the operation will not be performed.)\n", "text/plain")
+        elif method == "GET" and path == "/health":
+            self.send(200 if sim.state in ("ready", "stale") else 503, b"", "text/plain")
+        elif method == "GET" and path == "/ready":
+            ok = sim.state == "ready"
+            self.send(200 if ok else 503, {"status": "ready" if ok else "starting"})
+        elif method == "GET" and path == "/v1/models":
+            self.send(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": int(sim.holder.data["started"]),
+                 "owned_by": "sglang", "root": name, "max_model_len": CONTEXT_LEN}]})
+        elif method == "GET" and path in ("/model_info", "/server_info"):
+            self.send(200, sim.model_info() if path == "/model_info" else sim.server_info())
+        elif method == "GET" and path == "/metrics" and sim.a.enable_metrics:
+            self.send(200, sim.metrics(), "text/plain; version=0.0.4; charset=utf-8")
+        elif method == "POST" and path in posts and sim.state == "stale":
+            self.send(503, _err("The server is shutting down.", 503))
+        elif method == "POST" and path in posts:
+            try:
+                req = json.loads(body or b"{}")
+                if not isinstance(req, dict):
+                    raise ValueError("the body must be a JSON object")
+                self.generate(path, req)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                self.send(400, _err(f"Invalid request: {e!r}"))
+        elif path in gets + posts and path != "/metrics":
+            self.send(405, {"detail": "Method Not Allowed"})
+        else:
+            self.send(404, {"detail": "Not Found"})
+
+    def generate(self, path: str, req: dict[str, Any]) -> None:
+        """Native /generate and the OpenAI routes; ``stream`` sends SSE chunks as tokens appear."""
+        sim = self.sim
+        kind = {"/generate": "native", "/v1/completions": "cmpl"}.get(path, "chat")
+        if kind == "native":
+            text = req.get("text") or ""
+            max_new = (req.get("sampling_params") or {}).get("max_new_tokens", 128)
+        elif kind == "cmpl":
+            text, max_new = req.get("prompt") or "", req.get("max_tokens") or 16
+        else:
+            text = " ".join(str(m.get("content", "")) for m in list(req["messages"]))
+            max_new = req.get("max_completion_tokens") or req.get("max_tokens") or 128
+        max_new, prompt = int(max_new), max(1, len(str(text)) // 4)
+        if max_new < 0:
+            raise ValueError("max_new_tokens must be >= 0")
+        r = sim.submit(prompt, max_new)
+        rid, created = os.urandom(16).hex(), int(time.time())
+        obj = {"chat": "chat.completion", "cmpl": "text_completion"}.get(kind, "")
+
+        def payload(delta: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
+            """A whole response (``delta`` None), or one stream chunk; the final one carries usage."""
+            if kind == "native":
+                return {"text": _text(0, r.generated), "meta_info": {
+                    "id": rid, "finish_reason": {"type": finish, "length": max_new} if finish else None,
+                    "prompt_tokens": prompt, "completion_tokens": r.generated, "cached_tokens": 0}}
+            c: dict[str, Any] = {"index": 0}
+            if kind == "cmpl":
+                c.update(text=_text(0, r.generated) if delta is None else delta, logprobs=None)
+            elif delta is None:
+                c["message"] = {"role": "assistant", "content": _text(0, r.generated),
+                                "reasoning_content": None, "tool_calls": None}
+            else:
+                c["delta"] = {"content": delta} if delta else {}
+                if first:
+                    c["delta"] = {"role": "assistant", "content": ""}
+            c.update(finish_reason=finish, matched_stop=None)
+            out = {"id": rid, "object": obj + (".chunk" if kind == "chat" and delta is not None else ""),
+                   "created": created, "model": sim.a.served_model_name, "choices": [c]}
+            if finish:
+                out["usage"] = {"prompt_tokens": prompt, "completion_tokens": r.generated,
+                                "total_tokens": prompt + r.generated}
+            return out
+
+        if not req.get("stream"):
+            r.done.wait()
+            return self.send(200, payload(None, "length"))
+        self.send_response(200)
+        for k, v in (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+                     ("Transfer-Encoding", "chunked")):
+            self.send_header(k, v)
+        self.end_headers()
+
+        def emit(data: Any) -> None:
+            raw = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
+            self.wfile.flush()
+
+        try:
+            sent = 0
+            if kind == "chat":
+                emit(payload("", None, first=True))
+            while True:
+                with sim.cond:
+                    while r.generated == sent and not r.done.is_set():
+                        sim.cond.wait(0.5)
+                    now_gen, done = r.generated, r.done.is_set()
+                if now_gen > sent and not (done and kind == "native"):
+                    emit(payload(_text(sent, now_gen), None))
+                sent = now_gen
+                if done:
+                    emit(payload("", "length"))
+                    emit("[DONE]")
+                    break
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``python3 server.py`` and ``python3 -m tui.sim``; returns the exit status."""
+    return Sim(parse_args(argv)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

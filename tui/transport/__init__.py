@@ -1,0 +1,48 @@
+"""Transports run commands where a deployment lives: this machine (`local`) or an SSH host.
+
+Everything above this layer speaks argv lists, never shell strings, so user text cannot become a command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class TransportError(Exception):
+    """A command could not be run or did not finish; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def error_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace").strip()
+
+
+class Transport(Protocol):
+    name: str
+
+    async def run(self, argv: Sequence[str], *, timeout: float = 30.0, input: bytes | None = None,
+                  env: Mapping[str, str] | None = None) -> CommandResult: ...
+
+    def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+        """Lines of a long-running command's stdout (split on \\n and \\r); closing the iterator kills it."""
+        ...
+
+    async def read_file(self, path: str) -> bytes | None: ...
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Write atomically (temp file + rename), creating parent directories."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,103 @@
+"""Commands on this machine, each in its own process group so a cancelled stream leaves no orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+
+from tui.transport import CommandResult, TransportError
+from tui.transport.lines import LineSplitter
+
+
+def _killpg(proc: asyncio.subprocess.Process, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
+    """TERM the whole group, then KILL it if it has not gone within `grace` seconds."""
+    if proc.returncode is None:
+        _killpg(proc, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except TimeoutError:
+            _killpg(proc, signal.SIGKILL)
+            await proc.wait()
+    else:
+        _killpg(proc, signal.SIGKILL)  # children that outlived their parent in the same group
+
+
+class LocalTransport:
+    name = "local"
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
+        return None if env is None else {**os.environ, **env}
+
+    async def run(self, argv: Sequence[str], *, timeout: float = 30.0, input: bytes | None = None,
+                  env: Mapping[str, str] | None = None) -> CommandResult:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                env=self._env(env))
+        except OSError as e:
+            raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+        except TimeoutError:
+            await _reap(proc, 0.5)
+            raise TransportError(f"{argv[0]!r} did not finish within {timeout:g} s") from None
+        except BaseException:
+            await asyncio.shield(_reap(proc, 0.5))
+            raise
+        return CommandResult(proc.returncode if proc.returncode is not None else -1, out, err)
+
+    async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL, start_new_session=True, env=self._env(env))
+        except OSError as e:
+            raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+        assert proc.stdout is not None
+        splitter = LineSplitter()
+        try:
+            while True:
+                data = await proc.stdout.read(65536)
+                if not data:
+                    for line in splitter.flush():
+                        yield line
+                    break
+                for line in splitter.feed(data):
+                    yield line
+            await proc.wait()
+        finally:
+            await asyncio.shield(_reap(proc, 1.0))
+
+    async def read_file(self, path: str) -> bytes | None:
+        try:
+            return await asyncio.to_thread(Path(path).read_bytes)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise TransportError(f"cannot read {path}: {e.strerror or e}") from None
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        def _write() -> None:
+            p = Path(path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, p)
+
+        try:
+            await asyncio.to_thread(_write)
+        except OSError as e:
+            raise TransportError(f"cannot write {path}: {e.strerror or e}") from None
+
+    async def close(self) -> None:
+        return None
