@@ -216,7 +216,7 @@ def test_dflash_with_graphs_crashes_at_first_replay(sims: Any, tmp_path: Path) -
 
 def test_oom_on_fast_restart_then_ok_after_release(sims: Any, tmp_path: Path) -> None:
     args = ("--scenario", "oom-on-fast-restart", "--disable-cuda-graph", "--skip-server-warmup", "--tp", "8")
-    a = sims(*args, scale=0.1)
+    a = sims(*args, scale=0.15)  # release 12 s x 0.15: 0.54-1.8 s per GPU, ample for B to start and OOM
     a.wait_for("fired up")
     assert a.term() == 0
     b = sims(*args, scale=0.1)

@@ -36,6 +36,7 @@ from tui.model import (
     GpuSnapshot,
     LogLine,
     Phase,
+    ProbeResult,
     Snapshot,
     ThroughputSample,
     UnitObserved,
@@ -89,7 +90,7 @@ class Watch:
         self.gpus: GpuSnapshot | None = None
         self.gpu_history: dict[int, GpuHistory] = {}
         self.throughput: ThroughputSample | None = None
-        self.tps_history: deque[float] = deque(maxlen=HISTORY)
+        self.tps_history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
         self.logs: deque[LogLine] = deque(maxlen=LOG_BUFFER)
         self.collector_errors: dict[str, str] = {}
         self.metrics_state = "unknown"  # unknown | on | off
@@ -102,6 +103,7 @@ class Watch:
         self._gpu_source: SmiSource | NvmlSource | None = None
         self._gpu_error = ""
         self.paused = False
+        self.last_probe: ProbeResult | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -125,6 +127,8 @@ class Watch:
 
     def feed(self, ev: Event | MemoryObserved) -> None:
         """Apply one event to the reducer; tell listeners when the phase picture changed."""
+        if isinstance(ev, ProbeResult):
+            self.last_probe = ev
         before = self.state
         self.state = reduce(self.state, ev, self.preset)
         if (self.state.phase != before.phase or self.state.timeline != before.timeline
@@ -243,7 +247,7 @@ class Watch:
             tp = replace(self.throughput, accept_len=tp.accept_len or self.throughput.accept_len, at=tp.at)
         self.throughput = tp
         if tp.tokens_per_s is not None:
-            self.tps_history.append(tp.tokens_per_s)
+            self.tps_history.append((tp.at, tp.tokens_per_s))
         self._emit("throughput", tp)
 
     async def _probe_loop(self) -> None:
@@ -398,7 +402,8 @@ class Watch:
         return Snapshot(
             deployment=self.name, host=self.host_name, phase=s.phase, invocation=s.invocation,
             timeline=s.timeline, failure=s.failure, stalled_for=s.stalled_for, unit=unit, gpus=self.gpus,
-            throughput=self.throughput, flags=unit.argv if unit else (), notes=tuple(notes))
+            throughput=self.throughput, flags=unit.argv if unit else (), notes=tuple(notes),
+            endpoint=describe_probe(self.last_probe))
 
     async def settle_failure(self, timeout: float = 2.0) -> None:
         """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole."""
@@ -422,3 +427,16 @@ def error_line(text: str) -> bool:
     return c.level in ("ERROR", "CRITICAL", "WARNING") or not c.prefixed or any(
         w in c.text for w in ("Error", "error", "Exception", "Traceback", "WARNING", "Killed", "failed", "sigquit",
                               "SIGQUIT", "died", "crashed"))
+
+
+def describe_probe(p: ProbeResult | None) -> str:
+    if p is None:
+        return ""
+    what = {"connect": "connect", "health": "/health", "models": "/v1/models", "generate": "generation"}[p.kind] \
+        if p.kind in ("connect", "health", "models", "generate") else p.kind
+    if p.ok:
+        lat = f" {p.latency_s:.2f}s" if p.latency_s is not None else ""
+        return f"{what} ok{lat}"
+    if p.status is not None:
+        return f"{what} {p.status}"
+    return f"{what}: {'refused' if 'refused' in p.detail.lower() or 'connect' in p.detail.lower() else p.detail[:60]}"

@@ -211,3 +211,5 @@ class Snapshot:
     throughput: ThroughputSample | None
     flags: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the last probe of the endpoint, in words ("connect refused", "/health 503", "generation ok 0.12 s")
+    endpoint: str = ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tui.engine import Watch
@@ -45,6 +45,22 @@ class RestartError(Exception):
     pass
 
 
+def ranges(indices: Iterable[int]) -> str:
+    """`0,1,2,3,5` -> `0-3,5`."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in indices:
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out)
+
+
 @dataclass(frozen=True, slots=True)
 class ReleaseStatus:
     released: bool
@@ -53,9 +69,9 @@ class ReleaseStatus:
 
     def describe(self) -> str:
         total = sum(self.held_mib.values()) / GIB
-        gpus = ",".join(str(i) for i, v in sorted(self.held_mib.items()) if v > 0)
+        gpus = ranges(i for i, v in sorted(self.held_mib.items()) if v > 0)
         who = f" by PID {', '.join(str(p) for p in self.holders)}" if self.holders else ""
-        return f"{total:.1f} GiB still held on GPU {gpus}{who}" if gpus else "released"
+        return f"{total:.1f} GiB held on GPU {gpus}{who}" if gpus else "released"
 
 
 def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],

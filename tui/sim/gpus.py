@@ -52,19 +52,27 @@ def gpu_uuid(index: int) -> str:
     return "GPU-" + str(uuid.uuid5(_UUID_NS, str(index)))
 
 
-def pid_alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie (a zombie no longer holds GPU memory)."""
+def pid_alive(pid: int, since: float | None = None) -> bool:
+    """True while the process exists, is not a zombie (which holds no GPU memory) and, when ``since`` is given,
+    started no later than that: a pid reused by a newer process must not keep a dead holder's memory forever."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+            fields = f.read().rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            return False
+        if since is not None:
+            with open("/proc/stat") as f:
+                btime = next(int(x.split()[1]) for x in f if x.startswith("btime "))
+            return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK") <= since + 2
+    except (OSError, IndexError, ValueError, StopIteration):
+        pass
+    return True
 
 
 def release_fraction(pid: int, gpu: int) -> float:
@@ -137,7 +145,7 @@ def _load_holders(state_dir: str) -> list[tuple[str, dict[str, Any], float]]:
 def holder_usage(holder: dict[str, Any], mtime: float, now: float) -> tuple[dict[int, int], bool]:
     """Memory a holder still occupies per GPU at ``now``, and whether its process is alive."""
     pid = int(holder["pid"])
-    alive = holder.get("exited") is None and pid_alive(pid)
+    alive = holder.get("exited") is None and pid_alive(pid, holder.get("started"))
     exit_t = holder.get("exited") or (None if alive else mtime)
     used = {}
     for g, mib in holder.get("gpus", {}).items():

@@ -320,14 +320,16 @@ class Sim:
         per_req = a.speculative_num_draft_tokens if kind == "verify" else (
             (a.speculative_eagle_topk or 1) if role == "draft" else 1)
         bss = [b for b in [1, 2, 4, 8, *range(16, 257, 8)] if b <= a.cuda_graph_max_bs]
+        bs_txt = f"bs={bss}, " if role == "draft" else ""  # 0.5.23: draft sizes at begin, target at end
         L.ranks(f"Capture {role} {kind} CUDA graph begin. backend={a.cuda_graph_backend_decode}, "
-                f"num_tokens_per_req={per_req}, avail mem={self.avail():.2f} GB")
+                f"num_tokens_per_req={per_req}, {bs_txt}avail mem={self.avail():.2f} GB")
         t0, base = time.time(), self.used_gib
         for i, bs in enumerate(reversed(bss)):
             self.set_mem(base + gib * (i + 1) / len(bss), self.rng.randint(30, 50))
             L.bar(f"Capturing batches (bs={bs} avail_mem={self.avail():.2f} GB)", i + 1, len(bss), t0, False)
             self.sleep(seconds / len(bss))
-        L.ranks(f"Capture {role} {kind} CUDA graph end. bs={bss}, elapsed={time.time() - t0:.2f} s, "
+        bs_txt = "" if bs_txt else f"bs={bss}, "
+        L.ranks(f"Capture {role} {kind} CUDA graph end. {bs_txt}elapsed={time.time() - t0:.2f} s, "
                 f"mem usage={gib:.2f} GB, avail mem={self.avail():.2f} GB.")
 
     def bringup(self) -> None:

@@ -1,0 +1,498 @@
+"""The Textual console: four panels (lifecycle, GPUs, log, throughput) over one deployment's engine.
+
+The app composes widgets, binds keys to actions and routes typed messages; it does no parsing and no I/O of its
+own. The engine (`tui.engine.Watch`) runs on the app's event loop and reports through a listener that posts
+messages; dangerous actions run the same restart protocol as the CLI in a worker. Read-only mode is a different
+class without the control bindings, so those keys do not exist at all rather than being disabled.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input
+
+from tui.config import DEMO, Settings
+from tui.engine import Update, Watch
+from tui.messages import (
+    CollectorFailed,
+    GpusSampled,
+    LogsArrived,
+    PhaseChanged,
+    RestartFinished,
+    RestartStepped,
+    ThroughputSampled,
+)
+from tui.model import GpuSnapshot, Phase, Snapshot, ThroughputSample
+from tui.ops import restart as protocol
+from tui.ops.flags import FlagChange, apply_changes, diff
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.flags import FlagsScreen
+from tui.screens.help import HelpScreen
+from tui.screens.picker import PickerScreen
+from widgets.error_log import ErrorLog
+from widgets.gpus import GpuPanel
+from widgets.lifecycle import LifecyclePanel
+from widgets.throughput import ThroughputPanel
+
+
+def empty_snapshot(name: str, host: str) -> Snapshot:
+    return Snapshot(deployment=name, host=host, phase=Phase.STOPPED, invocation="", timeline=(), failure=None,
+                    stalled_for=None, unit=None, gpus=None, throughput=None)
+
+
+class ConsoleApp(App[int]):
+    """The read-only console: watching, filtering and help, no actions that change the deployment."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "bringup"
+    AUTO_FOCUS = "#log"
+    BINDINGS = [
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("e", "toggle_errors", "Errors/all", id="errors"),
+        Binding("p", "pause", "Pause", id="pause"),
+        Binding("end", "follow", "Follow log", show=False, id="follow"),
+        Binding("escape", "close_filter", "Close filter", show=False, id="close_filter"),
+        Binding("d", "pick", "Deployments", id="pick"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False) -> None:
+        super().__init__()
+        self.settings = settings
+        self.deployment = deployment
+        self.live = live
+        self.demo = demo
+        self.watch_: Watch | None = None
+        self.snap = empty_snapshot(deployment, "")
+        self.gpu_snap: GpuSnapshot | None = None
+        self.gpu_history: dict[int, Sequence[float]] = {}
+        self.tp: ThroughputSample | None = None
+        self.tp_history: list[tuple[float, float]] = []
+        self.steps: list[protocol.Step] = []
+        self.releasing = False
+        self.paused = False
+        self.read_only = True
+        self.status_note = ""
+        self._pending_logs: list[Any] = []
+        self._dirty: set[str] = set()
+        self._last_plot = 0.0
+        self.pending_changes: list[FlagChange] = []
+        self.restarting = False
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Grid(id="panels"):
+            yield LifecyclePanel(id="lifecycle")
+            yield GpuPanel(id="gpus")
+            yield ErrorLog(id="errors")
+            yield ThroughputPanel(id="throughput")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme = self.settings.ui.theme
+        keys = {k: v for k, v in self.settings.ui.keys.items()}
+        if keys:
+            self.set_keymap(keys)
+        self.query_one("#lifecycle").border_title = "Lifecycle"
+        self.query_one("#gpus").border_title = "GPUs"
+        self.query_one("#throughput").border_title = "Throughput"
+        self._set_subtitle()
+        self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
+        self.set_interval(0.1, self._flush_logs, name="logs")
+        try:
+            import asyncio
+
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit, 0)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        if self.live:
+            self.open_watch(self.deployment)
+        self.render_all()
+
+    def _set_subtitle(self) -> None:
+        dep = self.settings.deployments.get(self.deployment)
+        host = self.snap.host or (dep.host if dep else "")
+        target = self.watch_.manager.target if self.watch_ else ""
+        ro = "  [read-only]" if self.read_only else ""
+        self.sub_title = f"{self.deployment} @ {host}  {target}{ro}"
+
+    # ------------------------------------------------------------------ engine wiring
+
+    def open_watch(self, name: str) -> None:
+        self.start_watch(name)
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def start_watch(self, name: str) -> None:
+        if self.watch_ is not None:
+            await self.watch_.close()
+        dep = self.settings.deployments[name]
+        w = Watch(self.settings, name, dep)
+        self.watch_ = w
+        self.deployment = name
+        self.snap = empty_snapshot(name, w.host_name)
+        self.gpu_snap, self.tp, self.steps = None, None, []
+        self.gpu_history, self.tp_history = {}, []
+        errors = self.query_one(ErrorLog)
+        errors.entries.clear()
+        errors.rebuild()
+        w.subscribe(self._engine_updated)
+        self._set_subtitle()
+        if self.demo:
+            from tui.demo import prepare
+
+            self.status_note = "starting the simulated deployment…"
+            await prepare(w)
+            self.status_note = ""
+        await w.start()
+
+    def _engine_updated(self, u: Update) -> None:
+        """Listener on the engine: turn its updates into messages (the engine never touches widgets)."""
+        w = self.watch_
+        if w is None:
+            return
+        if u.kind == "phase":
+            self.post_message(PhaseChanged(w.snapshot(time.time())))
+        elif u.kind == "logs":
+            self.post_message(LogsArrived(list(u.payload)))
+        elif u.kind == "gpus":
+            hist = {i: list(h.mem)[-40:] for i, h in w.gpu_history.items()}
+            self.post_message(GpusSampled(u.payload, hist))
+        elif u.kind == "throughput":
+            self.post_message(ThroughputSampled(u.payload, list(w.tps_history)[-300:]))
+        elif u.kind == "collector":
+            name, err = u.payload
+            self.post_message(CollectorFailed(name, err))
+
+    def on_phase_changed(self, m: PhaseChanged) -> None:
+        self.snap = m.snapshot
+        self._dirty.add("lifecycle")
+        self._set_subtitle()
+        if not self.paused:
+            self.render_lifecycle()
+
+    def on_logs_arrived(self, m: LogsArrived) -> None:
+        self._pending_logs.extend(m.lines)
+
+    def on_gpus_sampled(self, m: GpusSampled) -> None:
+        self.gpu_snap = m.snapshot
+        self.gpu_history = dict(m.history)
+        self._dirty.add("gpus")
+
+    def on_throughput_sampled(self, m: ThroughputSampled) -> None:
+        self.tp = m.sample
+        self.tp_history = list(m.history)
+        self._dirty.add("throughput")
+
+    def on_collector_failed(self, m: CollectorFailed) -> None:
+        self._dirty.add("lifecycle")
+
+    def on_restart_stepped(self, m: RestartStepped) -> None:
+        self.steps.append(m.step)
+        self.releasing = m.step.name == "release" and m.step.status == "running"
+        self.render_lifecycle()
+        self.render_gpus()
+
+    # ------------------------------------------------------------------ rendering
+
+    @property
+    def frozen(self) -> bool:
+        """Refresh pauses while the user asked for it or a dialog is open."""
+        return self.paused or len(self.screen_stack) > 1
+
+    def _flush_logs(self) -> None:
+        if self.frozen or not self._pending_logs:
+            return
+        lines, self._pending_logs = self._pending_logs, []
+        self.query_one(ErrorLog).append(line.text for line in lines)
+
+    def _tick(self) -> None:
+        if self.frozen:
+            return
+        if self.watch_ is not None:
+            self.snap = self.watch_.snapshot(time.time())
+        self.render_all()
+
+    def render_all(self) -> None:
+        self.render_lifecycle()
+        self.render_gpus()
+        self.render_throughput()
+        self.query_one(ErrorLog).check_follow()
+
+    def render_lifecycle(self) -> None:
+        note = self.status_note
+        if self.paused:
+            note = (note + "  " if note else "") + "PAUSED (p to resume)"
+        for n in self.snap.notes:
+            if n.startswith(("unit", "logs", "probe")):
+                note = (note + "\n" if note else "") + n
+        self.query_one(LifecyclePanel).show(self.snap, time.time(), self.steps, note)
+
+    def render_gpus(self) -> None:
+        unit = self.snap.unit
+        gpus = self.watch_.deployment_gpus() if self.watch_ else list(range(len(self.gpu_snap.gpus)
+                                                                             if self.gpu_snap else 0))
+        self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
+                                      self.releasing)
+
+    def render_throughput(self, force_plot: bool = False) -> None:
+        note = ""
+        for n in self.snap.notes:
+            if n.startswith("no metrics"):
+                note = n
+        if self.tp is None and self.snap.phase == Phase.READY and not note:
+            note = "no metrics yet (no /metrics and no throughput log lines)"
+        now = time.monotonic()
+        plot = force_plot or now - self._last_plot >= 1.0
+        if plot:
+            self._last_plot = now
+        self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot,
+                                             now=time.time() if self.live else None)
+
+    # ------------------------------------------------------------------ actions: viewing
+
+    def action_filter(self) -> None:
+        inp = self.query_one("#log-filter", Input)
+        inp.disabled = False
+        inp.remove_class("hidden")
+        inp.value = self.query_one(ErrorLog).filter_text
+        inp.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "log-filter":
+            self.query_one(ErrorLog).set_filter(event.value)
+            event.input.add_class("hidden")
+            event.input.disabled = True
+            self.query_one("#log").focus()
+
+    def action_close_filter(self) -> None:
+        """Esc in the filter box clears the filter and closes the box."""
+        inp = self.query_one("#log-filter", Input)
+        if inp.has_class("hidden"):
+            return
+        inp.value = ""
+        self.query_one(ErrorLog).set_filter("")
+        inp.add_class("hidden")
+        inp.disabled = True
+        self.query_one("#log").focus()
+
+    def action_toggle_errors(self) -> None:
+        log = self.query_one(ErrorLog)
+        log.set_mode(not log.show_all)
+
+    def action_follow(self) -> None:
+        self.query_one(ErrorLog).follow()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self.watch_ is not None:
+            self.watch_.paused = self.paused
+        self.render_lifecycle()
+        if not self.paused:
+            self._flush_logs()
+            self.render_all()
+
+    def help_rows(self) -> list[tuple[str, str]]:
+        rows = []
+        for _key, bindings in self.active_bindings.items():
+            b = bindings.binding
+            if b.description:
+                rows.append((self.get_key_display(b), b.description))
+        return rows
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_rows(), self.read_only))
+
+    def action_pick(self) -> None:
+        names = [(n, f"{d.manager} {d.unit or ' '.join(d.command[:2])} @ {d.host}")
+                 for n, d in self.settings.deployments.items()]
+        if len(names) <= 1:
+            self.notify("only one deployment is configured")
+            return
+
+        def chosen(name: str | None) -> None:
+            if name and name != self.deployment:
+                self.open_watch(name)
+
+        self.push_screen(PickerScreen(names, self.deployment), chosen)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.description and b.action not in ("quit",):
+                yield SystemCommand(b.description, f"key {b.key}", getattr(self, f"action_{b.action}", None)
+                                    or (lambda: None))
+
+    async def action_quit(self) -> None:
+        if self.watch_ is not None:
+            await self.watch_.close()
+            self.watch_ = None
+        self.exit(0)
+
+
+class ControlConsoleApp(ConsoleApp):
+    """The full console: adds restart, flags and start/stop, each behind a confirmation."""
+
+    BINDINGS = [
+        Binding("r", "restart", "Restart", id="restart"),
+        Binding("f", "flags", "Flags", id="flags"),
+        Binding("s", "start_stop", "Start/stop", id="start_stop"),
+    ]
+
+    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False) -> None:
+        super().__init__(settings, deployment, live=live, demo=demo)
+        self.read_only = False
+
+    def _target_lines(self) -> list[str]:
+        w = self.watch_
+        dep = self.settings.deployments[self.deployment]
+        return [f"deployment: {self.deployment}", f"host:       {w.host_name if w else dep.host}",
+                f"target:     {w.manager.target if w else dep.unit or dep.manager}"]
+
+    async def _confirm_restart(self, changes: list[FlagChange]) -> None:
+        w = self.watch_
+        if w is None or self.restarting:
+            self.notify("a restart is already running" if self.restarting else "not connected yet",
+                        severity="warning")
+            return
+        old = await w.argv()
+        try:
+            new = apply_changes(old, changes, w.flag_specs)
+        except ValueError as e:
+            self.notify(str(e), severity="error")
+            return
+        change_lines = diff(old, new, w.flag_specs) or ["no flag change"]
+        lines = [*self._target_lines(), "", "flags:", *("  " + c for c in change_lines), "",
+                 "stop, wait for GPU memory release, start, verify a real generation"]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.pending_changes = []
+                self.run_protocol(new, True)
+
+        self.push_screen(ConfirmScreen(f"Restart {self.deployment}?", lines), answered)
+
+    async def action_restart(self) -> None:
+        await self._confirm_restart(self.pending_changes)
+
+    async def action_flags(self) -> None:
+        w = self.watch_
+        if w is None:
+            return
+        values = await w.flag_values()
+        dep = self.settings.deployments[self.deployment]
+
+        async def applied(changes: list[FlagChange] | None) -> None:
+            if changes:
+                self.pending_changes = changes
+                await self._confirm_restart(changes)
+
+        self.push_screen(FlagsScreen(w.flag_specs, values, dep.flags), applied)
+
+    def action_start_stop(self) -> None:
+        w = self.watch_
+        if w is None:
+            return
+        unit = w.state.unit
+        running = unit is not None and unit.running
+        verb = "Stop" if running else "Start"
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            if running:
+                self.run_stop()
+            else:
+                self.run_protocol(None, False)
+
+        self.push_screen(ConfirmScreen(f"{verb} {self.deployment}?", self._target_lines()), answered)
+
+    @work(exclusive=True, group="ops", exit_on_error=False)
+    async def run_stop(self) -> None:
+        w = self.watch_
+        if w is None:
+            return
+        self.steps = [protocol.Step("stop", "running", f"stopping {w.manager.target}")]
+        self.render_lifecycle()
+        w.action("stop")
+        try:
+            await w.manager.stop()
+            self.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
+        except Exception as e:  # shown, never fatal to the console
+            self.post_message(RestartStepped(protocol.Step("stop", "failed", str(e))))
+
+    @work(exclusive=True, group="ops", exit_on_error=False)
+    async def run_protocol(self, new_argv: list[str] | None, restart: bool) -> None:
+        w = self.watch_
+        if w is None:
+            return
+        self.restarting = True
+        self.steps = []
+        try:
+            def stepped(s: protocol.Step) -> None:
+                self.post_message(RestartStepped(s))
+
+            outcome = await protocol.run(w, new_argv, stepped,
+                                         stop_first=restart, purpose="restart" if restart else "start",
+                                         rollback=False)
+        except Exception as e:  # shown, never fatal to the console
+            outcome = protocol.Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
+        finally:
+            self.restarting = False
+            self.releasing = False
+        self.post_message(RestartFinished(outcome))
+
+    async def on_restart_finished(self, m: RestartFinished) -> None:
+        o = m.outcome
+        if o.ok:
+            self.notify(f"{self.deployment}: {o.message}", title="restart")
+            return
+        self.notify(f"{self.deployment}: {o.message}", title="restart failed", severity="error", timeout=10)
+        w = self.watch_
+        if w is None:
+            return
+        good = await w.manager.read_saved_argv("ready")
+        current = await w.argv()
+        if good is None or list(good) == list(current):
+            return
+        change = diff(current, good, w.flag_specs) or ["the last flags that reached ready"]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_protocol(list(good), True)
+
+        self.push_screen(ConfirmScreen(f"Roll back {self.deployment}?", [
+            *self._target_lines(), "", "back to the last flags that reached ready:", *("  " + c for c in change)]),
+            answered)
+
+
+def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False) -> int:
+    name, _ = settings.deployment(deployment)
+    cls = ConsoleApp if read_only else ControlConsoleApp
+    app = cls(settings, name, demo=name == DEMO)
+    code = app.run()
+    if name == DEMO and not demo_keep:
+        import asyncio
+
+        from tui.demo import stop_demo
+
+        async def _stop() -> None:
+            w = Watch(settings, name, settings.deployments[name])
+            try:
+                await stop_demo(w)
+            finally:
+                await w.close()
+
+        asyncio.run(_stop())
+    return code or 0

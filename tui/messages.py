@@ -1,0 +1,55 @@
+"""Textual messages the console routes, named as past events. They carry plain data only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from textual.message import Message
+
+from tui.model import GpuSnapshot, LogLine, Snapshot, ThroughputSample
+from tui.ops.restart import Outcome, Step
+
+
+class PhaseChanged(Message):
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class LogsArrived(Message):
+    def __init__(self, lines: Sequence[LogLine]) -> None:
+        super().__init__()
+        self.lines = lines
+
+
+class GpusSampled(Message):
+    def __init__(self, snapshot: GpuSnapshot, history: Mapping[int, Sequence[float]]) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.history = history
+
+
+class ThroughputSampled(Message):
+    def __init__(self, sample: ThroughputSample, history: Sequence[tuple[float, float]]) -> None:
+        super().__init__()
+        self.sample = sample
+        self.history = history
+
+
+class CollectorFailed(Message):
+    def __init__(self, collector: str, error: str) -> None:
+        super().__init__()
+        self.collector = collector
+        self.error = error
+
+
+class RestartStepped(Message):
+    def __init__(self, step: Step) -> None:
+        super().__init__()
+        self.step = step
+
+
+class RestartFinished(Message):
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__()
+        self.outcome = outcome

@@ -1,0 +1,37 @@
+"""A yes/no dialog that names exactly what will happen: deployment, host, target and the flag change."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, title: str, lines: list[str], danger: bool = True) -> None:
+        super().__init__()
+        self.title_text = title
+        self.lines = lines
+        self.danger = danger
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="danger" if self.danger else ""):
+            yield Static(Text(self.title_text, style="bold"), id="dialog-title")
+            yield Static(Text("\n".join(self.lines)), id="dialog-body")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Yes (y)", variant="error" if self.danger else "primary", id="yes")
+                yield Button("No (n)", id="no")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")

@@ -1,0 +1,128 @@
+"""The log panel: the server's errors (warnings, errors, whole tracebacks) or all its lines, filterable.
+
+Lines are shown with Textual's `Log`, which renders plain text: a `[bold]` or `[/]` in a log line is displayed as
+written, and escape codes were stripped before the line got here. The widget keeps its own bounded buffer so
+the text filter searches everything it has seen, not just what is on screen. While the user has scrolled up,
+new lines do not move the view; the border counts them instead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Log, Static
+
+from tui.lifecycle.lines import clean, sanitize
+
+BUFFER = 50_000
+_ERROR_WORDS = ("Error", "ERROR", "error:", "Exception", "Traceback", "WARNING", "Warning", "Killed", "failed",
+                "Failed", "sigquit", "SIGQUIT", "died", "crashed", "CRITICAL", "FATAL", "out of memory")
+
+
+class LogClassifier:
+    """Marks the lines the errors view keeps: error-ish lines and every line of a traceback that follows one."""
+
+    def __init__(self) -> None:
+        self._in_block = False
+
+    def __call__(self, raw: str) -> bool:
+        c = clean(raw)
+        if c.level in ("ERROR", "CRITICAL", "WARNING") or any(w in c.text for w in _ERROR_WORDS):
+            self._in_block = True
+            return True
+        if self._in_block and not c.prefixed and c.text.strip():
+            return True
+        self._in_block = False
+        return False
+
+
+class ErrorLog(Vertical):
+    DEFAULT_CLASSES = "panel"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.entries: deque[tuple[str, bool]] = deque(maxlen=BUFFER)
+        self.show_all = False
+        self.filter_text = ""
+        self.unseen = 0
+        self._classify = LogClassifier()
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter (Enter to apply, Esc to clear)", id="log-filter", classes="hidden",
+                    disabled=True)
+        yield Static("no errors or warnings so far  (e: show all lines)", id="log-empty")
+        yield Log(id="log", max_lines=BUFFER, auto_scroll=False)
+
+    @property
+    def log_view(self) -> Log:
+        return self.query_one("#log", Log)
+
+    def _matches(self, text: str, is_error: bool) -> bool:
+        if not self.show_all and not is_error:
+            return False
+        return not self.filter_text or self.filter_text.lower() in text.lower()
+
+    def append(self, raw_lines: Iterable[str]) -> None:
+        new = []
+        for raw in raw_lines:
+            text = sanitize(raw)
+            is_error = self._classify(text)
+            self.entries.append((text, is_error))
+            if self._matches(text, is_error):
+                new.append(text)
+        if not new:
+            return
+        log = self.log_view
+        at_end = log.is_vertical_scroll_end or log.max_scroll_y == 0
+        log.write_lines(new, scroll_end=at_end)
+        if not at_end:
+            self.unseen += len(new)
+        self._update_title()
+
+    def rebuild(self) -> None:
+        log = self.log_view
+        log.clear()
+        log.write_lines([t for t, e in self.entries if self._matches(t, e)], scroll_end=True)
+        self.unseen = 0
+        self._update_title()
+
+    def set_mode(self, show_all: bool) -> None:
+        self.show_all = show_all
+        self.rebuild()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self.rebuild()
+
+    def follow(self) -> None:
+        self.log_view.scroll_end(animate=False)
+        self.unseen = 0
+        self._update_title()
+
+    def matching(self) -> list[str]:
+        return [t for t, e in self.entries if self._matches(t, e)]
+
+    def _update_title(self) -> None:
+        empty = self.log_view.line_count == 0
+        note = self.query_one("#log-empty", Static)
+        note.display = empty
+        self.log_view.display = not empty
+        if empty:
+            what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
+            note.update(f"no {what}  (e: {'errors only' if self.show_all else 'show all lines'}, /: filter)")
+        mode = "all lines" if self.show_all else "errors"
+        flt = f" /{self.filter_text}" if self.filter_text else ""
+        self.border_title = f"Log: {mode}{flt}"
+        self.border_subtitle = f"↓ {self.unseen} new (End to follow)" if self.unseen else ""
+
+    def on_mount(self) -> None:
+        self._update_title()
+
+    def check_follow(self) -> None:
+        """Called on the refresh tick: back at the end by scrolling means following again."""
+        if self.unseen and self.log_view.is_vertical_scroll_end:
+            self.unseen = 0
+            self._update_title()

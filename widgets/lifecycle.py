@@ -1,0 +1,113 @@
+"""The lifecycle panel: the phase, big and coloured; seconds per phase; stall warning; failure and hint; and the
+steps of a restart in progress. Plain data in (a Snapshot and restart steps), Rich Text out: server text is
+never parsed as markup."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from tui.model import Phase, Snapshot
+
+ORDER = ("starting", "loading", "graph-capture", "warmup", "ready")
+STEP_MARK = {"done": "✓", "running": "…", "failed": "✗", "skipped": "-"}
+
+
+def fmt_secs(s: float) -> str:
+    if s < 100:
+        return f"{s:5.1f}s"
+    m, sec = divmod(int(s), 60)
+    return f"{m}:{sec:02d}" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+def _server_flags(argv: Sequence[str], limit: int = 400) -> str:
+    """The options part of a server command line: what the operator toggles."""
+    start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
+    text = " ".join(argv[start:])
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class LifecyclePanel(Vertical):
+    DEFAULT_CLASSES = "panel"
+
+    def compose(self) -> ComposeResult:
+        yield Static(" STOPPED ", id="phase-big", classes="phase-stopped")
+        yield Static(id="phase-detail")
+        yield Static(id="steps")
+        yield Static(id="failure")
+        yield Static(id="context")
+
+    def show(self, snap: Snapshot, now: float, steps: Sequence[object] = (), note: str = "") -> None:
+        phase = snap.phase
+        big = self.query_one("#phase-big", Static)
+        big.update(f" {str(phase).upper()} ")
+        big.set_classes(f"phase-{phase}")
+        detail = Text()
+        if snap.timeline:
+            detail.append(f"for {fmt_secs(max(0.0, now - snap.timeline[-1].at)).strip()}", style="bold")
+        if snap.invocation:
+            detail.append(f"  run {snap.invocation[:8]}", style="dim")
+        if snap.unit is not None and snap.unit.main_pid:
+            detail.append(f"  pid {snap.unit.main_pid}", style="dim")
+        if snap.stalled_for is not None:
+            detail.append(f"\nSTALLED: no log line or GPU memory change for {fmt_secs(snap.stalled_for).strip()}"
+                          " — hung, or a very slow step?", style="bold yellow")
+        detail.append("\n")
+        detail.append_text(self._timeline(snap, now))
+        if note:
+            detail.append("\n" + note, style="italic")
+        self.query_one("#phase-detail", Static).update(detail)
+        self.query_one("#steps", Static).update(self._steps(steps))
+        self.query_one("#failure", Static).update(self._failure(snap))
+        ctx = Text(no_wrap=True, overflow="ellipsis")
+        if snap.endpoint:
+            ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
+        flags = _server_flags(snap.flags)
+        if flags:
+            ctx.append(flags, style="dim")
+        self.query_one("#context", Static).update(ctx)
+
+    def _timeline(self, snap: Snapshot, now: float) -> Text:
+        """Phases with their seconds, in one wrapped line: `loading 12.0s > graph-capture 8.1s > ...`."""
+        t = Text()
+        for i, tr in enumerate(snap.timeline):
+            end = snap.timeline[i + 1].at if i + 1 < len(snap.timeline) else now
+            last = i + 1 == len(snap.timeline)
+            if i:
+                t.append(" › ", style="dim")
+            style = "bold" if last else ""
+            if tr.phase == Phase.FAILED:
+                style = "bold red"
+            t.append(f"{tr.phase} {fmt_secs(max(0.0, end - tr.at)).strip()}", style=style)
+        if not snap.timeline:
+            t.append("no run observed yet", style="dim")
+        return t
+
+    def _failure(self, snap: Snapshot) -> Text:
+        f = snap.failure
+        if f is None:
+            return Text()
+        t = Text()
+        t.append(f"{f.kind} in {f.phase}", style="bold red")
+        last = next((x for x in reversed(f.excerpt) if x.strip()), "")
+        if last:
+            t.append("\n" + last[:300], style="red")
+        t.append("\nhint: ", style="bold")
+        t.append(f.hint)
+        return t
+
+    def _steps(self, steps: Sequence[object]) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        shown: dict[str, object] = {}
+        for s in steps:
+            shown[getattr(s, "name", "")] = s
+        for name, s in shown.items():
+            status = getattr(s, "status", "")
+            style = {"failed": "bold red", "running": "bold", "done": "green", "skipped": "dim"}.get(status, "")
+            t.append(f"{STEP_MARK.get(status, ' ')} {name:<8} {getattr(s, 'detail', '')}\n", style=style)
+        t.rstrip()
+        return t

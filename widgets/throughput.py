@@ -1,0 +1,61 @@
+"""Throughput: tokens/s now, a sparkline, a chart of the last minutes, requests, and the accept length when
+speculative decoding is on. Says "no metrics" plainly when the server gives none."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from tui.model import ThroughputSample
+from widgets.gpus import spark
+
+
+class ThroughputPanel(Vertical):
+    DEFAULT_CLASSES = "panel"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="tps-now")
+        yield PlotextPlot(id="tps-plot")
+
+    def show(self, tp: ThroughputSample | None, history: Sequence[tuple[float, float]], note: str = "",
+             plot: bool = True, now: float | None = None) -> None:
+        """`history` is (time, tokens/s); a sample older than 10 s is marked stale (the server stopped
+        reporting, e.g. during a restart)."""
+        t = Text()
+        values = [v for _, v in history]
+        stale = tp is not None and now is not None and now - tp.at > 10
+        if tp is None or tp.tokens_per_s is None:
+            t.append("no throughput yet", style="dim")
+        else:
+            t.append(f"{tp.tokens_per_s:,.1f}", style="bold")
+            t.append(" tok/s", style="bold")
+            t.append(f"  ({tp.source}{', stale' if stale else ''})", style="dim")
+            if values:
+                width = max(8, min(60, self.size.width - 4))
+                t.append("\n" + spark(values[-width:], width), style="cyan")
+        if tp is not None:
+            if tp.running is not None:
+                t.append(f"\nrunning {tp.running}  queued {tp.queued if tp.queued is not None else '-'}")
+            if tp.accept_len is not None:
+                t.append(f"\naccept length {tp.accept_len:.2f}", style="bold cyan")
+                if tp.accept_rate is not None:
+                    t.append(f"  rate {tp.accept_rate:.2f}", style="cyan")
+        if note:
+            t.append("\n" + note, style="yellow")
+        self.query_one("#tps-now", Static).update(t)
+        if plot:
+            p = self.query_one("#tps-plot", PlotextPlot)
+            plt = p.plt
+            plt.clear_data()
+            plt.clear_figure()
+            if history:
+                end = now if now is not None else history[-1][0]
+                plt.plot([at - end for at, _ in history], values, marker="braille")
+                plt.xlabel("seconds ago")
+            plt.title("tokens/s")
+            p.refresh()
