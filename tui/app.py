@@ -88,6 +88,8 @@ class ConsoleApp(App[int]):
         self._last_plot = 0.0
         self.pending_changes: list[FlagChange] = []
         self.restarting = False
+        #: the console's notion of now; snapshot tests pin it so durations render the same every run
+        self.clock = time.time
 
     # ------------------------------------------------------------------ layout
 
@@ -163,7 +165,7 @@ class ConsoleApp(App[int]):
         if w is None:
             return
         if u.kind == "phase":
-            self.post_message(PhaseChanged(w.snapshot(time.time())))
+            self.post_message(PhaseChanged(w.snapshot(self.clock())))
         elif u.kind == "logs":
             self.post_message(LogsArrived(list(u.payload)))
         elif u.kind == "gpus":
@@ -221,7 +223,7 @@ class ConsoleApp(App[int]):
         if self.frozen:
             return
         if self.watch_ is not None:
-            self.snap = self.watch_.snapshot(time.time())
+            self.snap = self.watch_.snapshot(self.clock())
         self.render_all()
 
     def render_all(self) -> None:
@@ -237,7 +239,7 @@ class ConsoleApp(App[int]):
         for n in self.snap.notes:
             if n.startswith(("unit", "logs", "probe")):
                 note = (note + "\n" if note else "") + n
-        self.query_one(LifecyclePanel).show(self.snap, time.time(), self.steps, note)
+        self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note)
 
     def render_gpus(self) -> None:
         unit = self.snap.unit
@@ -258,7 +260,7 @@ class ConsoleApp(App[int]):
         if plot:
             self._last_plot = now
         self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot,
-                                             now=time.time() if self.live else None)
+                                             now=self.clock())
 
     # ------------------------------------------------------------------ actions: viewing
 

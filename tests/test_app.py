@@ -1,0 +1,186 @@
+"""Pilot tests of the console, driven by keys, on a real simulated deployment (real processes, HTTP, logs)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.simdeploy import settings_for
+from tui.app import ConsoleApp, ControlConsoleApp
+from tui.model import LogLine, Phase
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.flags import FlagsScreen
+from widgets.error_log import ErrorLog
+
+pytestmark = pytest.mark.slow
+
+
+async def until(pilot, cond, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return True
+        await pilot.pause(0.2)
+    return cond()
+
+
+async def stop_quietly(app: ControlConsoleApp) -> None:
+    w = app.watch_
+    if w is not None:
+        w.action("stop")
+        await w.manager.stop()
+        await w.close()
+        app.watch_ = None
+
+
+async def start_from_console(app: ControlConsoleApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+    await pilot.press("s")
+    await pilot.pause(0.2)
+    assert isinstance(app.screen, ConfirmScreen)
+    await pilot.press("y")
+
+
+async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim")
+    async with app.run_test(size=(120, 36)) as pilot:
+        try:
+            await start_from_console(app, pilot)
+            assert await until(pilot, lambda: app.watch_.state.phase == Phase.READY)
+            first = app.watch_.state
+            assert Phase.GRAPH_CAPTURE in [t.phase for t in first.timeline]
+
+            await pilot.press("f")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, FlagsScreen)
+            flags = app.screen
+            assert flags.specs[0].name == "disable-cuda-graph"
+            await pilot.press("space")
+            assert "disable-cuda-graph" in flags.pending
+            await pilot.press("a")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, ConfirmScreen)
+            body = "\n".join(app.screen.lines)
+            assert "sim" in body and "simhost" in body and "+ --disable-cuda-graph" in body
+            await pilot.press("y")
+
+            assert await until(pilot, lambda: app.watch_.state.invocation != first.invocation
+                               and app.watch_.state.phase in (Phase.READY, Phase.FAILED), 40)
+            state = app.watch_.state
+            assert state.phase == Phase.READY
+            assert Phase.GRAPH_CAPTURE not in [t.phase for t in state.timeline]
+            assert await until(pilot, lambda: ("follow", "done") in [(s.name, s.status) for s in app.steps], 5)
+            names = [(s.name, s.status) for s in app.steps]
+            for expected in [("lock", "done"), ("flags", "done"), ("stop", "done"), ("release", "done"),
+                             ("start", "done"), ("follow", "done")]:
+                assert expected in names
+            assert "--disable-cuda-graph" in state.unit.argv
+        finally:
+            await stop_quietly(app)
+
+
+async def test_dflash_scenario_shows_failed_with_hint(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path, scenario="dflash-graph-crash"), "sim")
+    async with app.run_test(size=(120, 36)) as pilot:
+        try:
+            await start_from_console(app, pilot)
+            assert await until(pilot, lambda: app.watch_.state.phase == Phase.FAILED, 40)
+            await pilot.pause(1.0)
+            f = app.watch_.state.failure
+            assert f is not None and f.kind == "cuda-graph"
+            assert "disable-cuda-graph" in f.hint
+            shown = str(app.query_one("#failure").render())
+            assert "cuda-graph" in shown and "disable-cuda-graph" in shown
+        finally:
+            await stop_quietly(app)
+
+
+async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
+    app = ConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        actions = {b.binding.action for b in app.active_bindings.values()}
+        assert {"restart", "flags", "start_stop"}.isdisjoint(actions)
+        assert "toggle_errors" in actions
+        await pilot.press("r", "f", "s")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, (ConfirmScreen, FlagsScreen))
+    full = ControlConsoleApp(settings_for(tmp_path / "b"), "sim", live=False)
+    async with full.run_test(size=(100, 30)):
+        actions = {b.binding.action for b in full.active_bindings.values()}
+        assert {"restart", "flags", "start_stop"} <= actions
+
+
+async def test_filter_searches_the_whole_buffer_and_markup_is_literal(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = app.query_one(ErrorLog)
+        nasty = "[bold]not bold[/] \x1b[31mred\x1b[0m [/] [link=x]y"
+        lines = [f"[2026-11-29 10:00:00 TP0] Decode batch, #running-req: {i}" for i in range(20_000)]
+        lines.insert(3, "[2026-11-29 10:00:00 TP0] needle-in-the-haystack")
+        lines.append(nasty)
+        app.post_message(__import__("tui.messages", fromlist=["LogsArrived"]).LogsArrived(
+            [LogLine(at=1.0, text=t) for t in lines]))
+        await pilot.pause(0.5)
+        await pilot.press("e")  # all lines
+        await pilot.pause(0.2)
+        assert log.log_view.line_count == len(lines)
+        await pilot.press("slash")
+        await pilot.press(*"needle")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert log.matching() == ["[2026-11-29 10:00:00 TP0] needle-in-the-haystack"]
+        assert log.log_view.line_count == 1
+        log.set_filter("not bold")
+        assert log.matching() == ["[bold]not bold[/] red [/] [link=x]y"]
+        assert log.log_view.lines[0] == "[bold]not bold[/] red [/] [link=x]y"
+        await pilot.pause(0.2)  # renders without raising
+
+
+async def test_errors_view_keeps_tracebacks_whole(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    src = Path(__file__).parent / "fixtures/logs/sglang_scheduler_exception_load_model.log"
+    text = [ln for ln in src.read_text().splitlines() if not ln.startswith("#")]
+    async with app.run_test(size=(100, 30)) as pilot:
+        from tui.messages import LogsArrived
+
+        app.post_message(LogsArrived([LogLine(at=1.0, text=t) for t in text]))
+        await pilot.pause(0.5)
+        shown = app.query_one(ErrorLog).matching()
+        start = next(i for i, t in enumerate(shown) if "Scheduler hit an exception" in t)
+        frames = [t for t in text if t.startswith("  File ")]
+        assert frames and all(f in shown[start:] for f in frames)
+
+
+async def test_pause_freezes_and_resume_catches_up(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        from tui.messages import LogsArrived
+
+        await pilot.press("p")
+        await pilot.press("e")
+        app.post_message(LogsArrived([LogLine(at=1.0, text="line while paused")]))
+        await pilot.pause(0.4)
+        assert app.query_one(ErrorLog).log_view.line_count == 0
+        await pilot.press("p")
+        await pilot.pause(0.3)
+        assert app.query_one(ErrorLog).log_view.lines == ["line while paused"]
+
+
+async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim")
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await until(pilot, lambda: app.watch_ is not None)
+        w = app.watch_
+
+        async def boom() -> None:
+            raise RuntimeError("collector exploded")
+
+        w.manager.state = boom  # type: ignore[method-assign]
+        await asyncio.sleep(1.5)
+        assert app.is_running
+        assert "unit" in w.collector_errors
+        await w.close()
+        app.watch_ = None

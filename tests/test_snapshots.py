@@ -1,0 +1,68 @@
+"""SVG snapshots of the console at a fixed size, one per panel state (sync tests, fixed data and clock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import console_states as cs
+from tests.simdeploy import settings_for
+from tui.app import ControlConsoleApp
+from tui.messages import GpusSampled, LogsArrived, PhaseChanged, RestartStepped, ThroughputSampled
+from tui.model import LogLine, Phase
+
+SIZE = (100, 30)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> ControlConsoleApp:
+    a = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    a.clock = lambda: cs.T0 + 103.0
+    return a
+
+
+def feed(phase: Phase, *, gib: float, util: float, failure: bool = False, steps: bool = False,
+         tps: bool = False, logs: bool = False) -> Any:
+    async def run_before(pilot: Any) -> None:
+        app = pilot.app
+        snap = cs.snapshot(phase, failure=cs.FAILURE if failure else None)
+        app.post_message(PhaseChanged(snap))
+        app.post_message(GpusSampled(cs.gpus(gib, util), cs.history(gib)))
+        if tps:
+            sample, hist = cs.throughput()
+            app.post_message(ThroughputSampled(sample, hist))
+        if logs:
+            app.post_message(LogsArrived([LogLine(at=cs.T0, text=t) for t in cs.LOG_LINES]))
+        if steps:
+            for s in cs.RESTART_STEPS:
+                app.post_message(RestartStepped(s))
+        await pilot.pause(0.3)
+        app.render_all()
+        app.render_throughput(force_plot=True)
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+def test_loading(snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=SIZE, run_before=feed(Phase.LOADING, gib=41.0, util=12))
+
+
+def test_graph_capture(snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=SIZE, run_before=feed(Phase.GRAPH_CAPTURE, gib=126.0, util=38))
+
+
+def test_ready(snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=SIZE, run_before=feed(Phase.READY, gib=128.4, util=68, tps=True))
+
+
+def test_failed_dflash_graph_crash(snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=SIZE,
+                        run_before=feed(Phase.FAILED, gib=127.0, util=0, failure=True, logs=True))
+
+
+def test_mid_restart(snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=SIZE,
+                        run_before=feed(Phase.STOPPED, gib=96.0, util=0, steps=True, tps=True))
