@@ -20,6 +20,8 @@ def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1, extr
     py = sys.executable
     sim = ["-u", "-m", "tui.sim", "--port", str(port), "--tp-size", "8", "--enable-metrics", "--sim-load", "2",
            "--sim-state-dir", str(tmp / "simgpu"), "--time-scale", str(time_scale)]
+    if scenario == "dflash-graph-crash":
+        sim += ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"]
     if scenario:
         sim += ["--scenario", scenario]
     cmd = ", ".join(f'"{a}"' for a in [py, *sim])

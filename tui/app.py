@@ -8,7 +8,10 @@ class without the control bindings, so those keys do not exist at all rather tha
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -38,6 +41,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.picker import PickerScreen
+from tui.transport.local import kill_all_children
 from widgets.error_log import ErrorLog
 from widgets.gpus import GpuPanel
 from widgets.lifecycle import LifecyclePanel
@@ -113,12 +117,6 @@ class ConsoleApp(App[int]):
         self._set_subtitle()
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
         self.set_interval(0.1, self._flush_logs, name="logs")
-        try:
-            import asyncio
-
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.exit, 0)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
         if self.live:
             self.open_watch(self.deployment)
         self.render_all()
@@ -479,22 +477,42 @@ class ControlConsoleApp(ConsoleApp):
             answered)
 
 
+def _stop_demo(settings: Settings, name: str) -> None:
+    from tui.demo import stop_demo
+
+    async def _stop() -> None:
+        w = Watch(settings, name, settings.deployments[name])
+        try:
+            await stop_demo(w)
+        finally:
+            await w.close()
+
+    asyncio.run(_stop())
+
+
+def _on_hangup(settings: Settings, name: str, stop_demo: bool) -> None:
+    """The terminal is gone: Textual cannot restore it (its shutdown can block writing to a dead tty), so end
+    here: kill the commands we started, stop the demo server, exit. Runs in a thread of its own."""
+    try:
+        kill_all_children()
+        if stop_demo:
+            _stop_demo(settings, name)
+        kill_all_children()
+    finally:
+        os._exit(129)
+
+
 def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False) -> int:
     name, _ = settings.deployment(deployment)
     cls = ConsoleApp if read_only else ControlConsoleApp
     app = cls(settings, name, demo=name == DEMO)
+    stop_demo = name == DEMO and not demo_keep
+
+    def hangup(signum: int, frame: object) -> None:
+        threading.Thread(target=_on_hangup, args=(settings, name, stop_demo), daemon=True).start()
+
+    signal.signal(signal.SIGHUP, hangup)
     code = app.run()
-    if name == DEMO and not demo_keep:
-        import asyncio
-
-        from tui.demo import stop_demo
-
-        async def _stop() -> None:
-            w = Watch(settings, name, settings.deployments[name])
-            try:
-                await stop_demo(w)
-            finally:
-                await w.close()
-
-        asyncio.run(_stop())
+    if stop_demo:
+        _stop_demo(settings, name)
     return code or 0

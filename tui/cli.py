@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tui import __version__
-from tui.config import ConfigError, Settings, load
+from tui.config import DEMO, ConfigError, Settings, load
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Phase, Snapshot
@@ -423,6 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_console(settings, getattr(args, "deployment", None), settings.read_only)
         handlers = {"status": cmd_status, "wait": cmd_wait, "stop": cmd_stop, "flags": cmd_flags,
                     "demo": cmd_demo}
+        if args.cmd == "demo" and not args.headless:
+            from tui.app import run_app
+
+            return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
         if args.cmd in ("restart", "start"):
             return asyncio.run(_protocol(settings, args, restart=args.cmd == "restart"))
         return asyncio.run(handlers[args.cmd](settings, args))

@@ -37,10 +37,6 @@ async def stop_demo(w: Watch) -> None:
 
 
 async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
-    if not args.headless:
-        from tui.app import run_app
-
-        return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
     from tui.cli import _follow_until
 
     w = Watch(settings, DEMO, settings.deployments[DEMO])

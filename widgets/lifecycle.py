@@ -4,6 +4,7 @@ never parsed as markup."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.widgets import Static
 
 from tui.model import Phase, Snapshot
 
+_EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
 ORDER = ("starting", "loading", "graph-capture", "warmup", "ready")
 STEP_MARK = {"done": "✓", "running": "…", "failed": "✗", "skipped": "-"}
 
@@ -93,7 +95,9 @@ class LifecyclePanel(Vertical):
             return Text()
         t = Text()
         t.append(f"{f.kind} in {f.phase}", style="bold red")
-        last = next((x for x in reversed(f.excerpt) if x.strip()), "")
+        # the exception line says most; else the last line
+        last = next((x for x in reversed(f.excerpt) if _EXC.match(x.strip())), "") or \
+            next((x for x in reversed(f.excerpt) if x.strip()), "")
         if last:
             t.append("\n" + last[:300], style="red")
         t.append("\nhint: ", style="bold")

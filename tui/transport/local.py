@@ -6,11 +6,27 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 from tui.transport import CommandResult, TransportError
 from tui.transport.lines import LineSplitter
+
+#: process groups of the commands this process has running: killed all at once when the terminal goes away
+LIVE_GROUPS: set[int] = set()
+
+
+def kill_all_children() -> None:
+    """TERM, then KILL, every command this process started and has not reaped (for hang-up and hard exits)."""
+    groups = list(LIVE_GROUPS)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for g in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(g, sig)
+        if sig == signal.SIGTERM and groups:
+            time.sleep(0.2)
+    LIVE_GROUPS.clear()
 
 
 def _killpg(proc: asyncio.subprocess.Process, sig: int) -> None:
@@ -20,6 +36,7 @@ def _killpg(proc: asyncio.subprocess.Process, sig: int) -> None:
 
 async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
     """TERM the whole group, then KILL it if it has not gone within `grace` seconds."""
+    LIVE_GROUPS.discard(proc.pid)
     if proc.returncode is None:
         _killpg(proc, signal.SIGTERM)
         try:
@@ -46,6 +63,7 @@ class LocalTransport:
                 env=self._env(env))
         except OSError as e:
             raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+        LIVE_GROUPS.add(proc.pid)
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         except TimeoutError:
@@ -54,6 +72,7 @@ class LocalTransport:
         except BaseException:
             await asyncio.shield(_reap(proc, 0.5))
             raise
+        LIVE_GROUPS.discard(proc.pid)
         return CommandResult(proc.returncode if proc.returncode is not None else -1, out, err)
 
     async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
@@ -64,6 +83,7 @@ class LocalTransport:
         except OSError as e:
             raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
         assert proc.stdout is not None
+        LIVE_GROUPS.add(proc.pid)
         splitter = LineSplitter()
         try:
             while True:
