@@ -184,9 +184,10 @@ class Bringup:
     def __post_init__(self) -> None:
         self.state_dir = self.tmp / "state"
         self.sim_state = self.tmp / "simgpu"
-        self.config = self.tmp / "config.toml"
+        # not ./config.toml: discovery must not find it by accident, every command names it
+        self.config = self.tmp / "etc" / "bringup.toml"
         self.pwned = self.tmp / "pwned"
-        for d in ("home", "xdg-config", "xdg-state", "xdg-cache", "xdg-runtime"):
+        for d in ("etc", "home", "xdg-config", "xdg-state", "xdg-cache", "xdg-runtime"):
             (self.tmp / d).mkdir(exist_ok=True)
         os.chmod(self.tmp / "xdg-runtime", 0o700)
         env = {k: v for k, v in os.environ.items()
@@ -275,7 +276,7 @@ class Bringup:
 
     # ------------------------------------------------------------------ running bringup
 
-    def cmd(self, *args: str, config: Path | None | bool = True) -> list[str]:
+    def cmd(self, *args: str, config: Path | bool | None = True) -> list[str]:
         conf: list[str] = []
         if config is True:
             conf = ["--config", str(self.config)]
@@ -284,7 +285,7 @@ class Bringup:
         # `--config` is accepted both before and after the subcommand; put it after, like a user would
         return [PY, "-m", "tui", *args[:1], *conf, *args[1:]] if args else [PY, "-m", "tui", *conf]
 
-    def run(self, *args: str, timeout: float = 40.0, config: Path | None | bool = True,
+    def run(self, *args: str, timeout: float = 40.0, config: Path | bool | None = True,
             env: dict[str, str] | None = None, cwd: Path | None = None) -> Result:
         cmd = self.cmd(*args, config=config)
         t0 = time.time()

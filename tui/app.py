@@ -89,6 +89,7 @@ class ConsoleApp(App[int]):
         self.status_note = ""
         self._pending_logs: list[Any] = []
         self._dirty: set[str] = set()
+        self._last_lifecycle = 0.0
         self._last_plot = 0.0
         self.pending_changes: list[FlagChange] = []
         self.restarting = False
@@ -218,11 +219,21 @@ class ConsoleApp(App[int]):
         self.query_one(ErrorLog).append(line.text for line in lines)
 
     def _tick(self) -> None:
+        """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
         if self.frozen:
             return
         if self.watch_ is not None:
             self.snap = self.watch_.snapshot(self.clock())
-        self.render_all()
+        now = self.clock()
+        if "lifecycle" in self._dirty or int(now) != int(self._last_lifecycle):
+            self._last_lifecycle = now
+            self.render_lifecycle()
+        if "gpus" in self._dirty:
+            self.render_gpus()
+        if "throughput" in self._dirty:
+            self.render_throughput()
+        self._dirty.clear()
+        self.query_one(ErrorLog).check_follow()
 
     def render_all(self) -> None:
         self.render_lifecycle()

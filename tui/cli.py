@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -36,14 +37,19 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # --config and --json work before or after the subcommand; in the subcommands they default to "not given"
+    # so that they do not overwrite what the main parser read
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE", help="config file (default: see below)")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                        help="config file (default: see below)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
 
     p = argparse.ArgumentParser(
         prog="bringup", description="Bring up and operate LLM inference servers (SGLang, vLLM): watch the "
         "lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", metavar="FILE", help="config file (default: see below)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
     p.add_argument("--read-only", action="store_true", help="console without restart, start/stop or flag keys")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -439,6 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `bringup status | head`: the reader has gone; not an error worth a message
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps Python from complaining at exit
+        return 141
     except Exception as e:  # last resort: one line, not a traceback, unless asked for
         if os.environ.get("BRINGUP_DEBUG"):
             raise

@@ -176,8 +176,27 @@ class Watch:
 
     async def poll_unit(self) -> UnitState:
         unit = await self.manager.state()
+        if self.state.unit is None and not unit.running and unit.invocation:
+            # first look at a run that has already ended: its log tells how it ended (a crash's traceback,
+            # the phases it went through), so read that before the unit's "not running"
+            await self.replay_history(unit.invocation)
         self.feed(UnitObserved(time.time(), unit))
         return unit
+
+    async def replay_history(self, invocation: str) -> None:
+        read_log = getattr(self.manager, "read_log", None)
+        if read_log is None:
+            return
+        lines: list[LogLine] = await read_log(invocation)
+        for line in lines:
+            self.feed(line)
+            self.logs.append(line)
+            if "throughput" in line.text:
+                tp = from_log_line(self.preset, line.text, line.at)
+                if tp is not None:
+                    self.throughput = tp
+        if lines:
+            self._emit("logs", lines)
 
     def poke_unit(self) -> None:
         self._unit_poke.set()
@@ -204,7 +223,7 @@ class Watch:
         try:
             while True:
                 unit = self.state.unit
-                if unit is not None and unit.invocation and unit.invocation != following:
+                if unit is not None and unit.running and unit.invocation and unit.invocation != following:
                     if task is not None:
                         task.cancel()
                         with contextlib.suppress(asyncio.CancelledError, Exception):

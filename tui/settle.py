@@ -14,16 +14,8 @@ from tui.model import Phase
 
 async def settle(w: Watch) -> None:
     unit = await w.poll_unit() if w.manager.can_control else None
-    read_log = getattr(w.manager, "read_log", None)
-    if unit is not None and unit.invocation and read_log is not None:
-        for line in await read_log(unit.invocation):
-            w.feed(line)
-            w.logs.append(line)
-            from tui.collectors.metrics import from_log_line
-
-            tp = from_log_line(w.preset, line.text, line.at)
-            if tp is not None:
-                w.throughput = tp
+    if unit is not None and unit.running and unit.invocation:
+        await w.replay_history(unit.invocation)
     s = w.state
     running = unit is None or unit.running
     if running and s.phase not in (Phase.FAILED,):

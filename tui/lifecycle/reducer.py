@@ -164,7 +164,9 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset) -> LifecycleState:
         return s
     line_no = s.line_no + 1
     s = replace(s, line_no=line_no, last_progress=ev.at)
-    if s.phase in (Phase.STOPPED,) and not s.stop_requested:
+    if s.phase == Phase.STOPPED:
+        if s.unit is not None or s.stop_requested:
+            return s  # late output of a run that has ended
         # output without a unit event: an unmanaged server, or a replayed log starting from its first line
         s = _new_invocation(s, ev.invocation or s.invocation, ev.at, text)
 
@@ -227,7 +229,8 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
     # the unit is not running
     if s.phase == Phase.FAILED:
         return s
-    if s.stop_requested or s.phase == Phase.STOPPING:
+    # `inactive` is a clean end (stopped by this or another console, systemctl, or exit 0); `failed` is a crash
+    if s.stop_requested or s.phase == Phase.STOPPING or u.active == "inactive":
         return _enter(replace(s, stop_requested=False), Phase.STOPPED, ev.at)
     if s.phase in (*_STARTUP, Phase.READY) and (prev is None or prev.running or s.invocation):
         status = "" if u.exit_status is None else f" (status {u.exit_status})"

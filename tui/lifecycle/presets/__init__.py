@@ -18,7 +18,7 @@ FLAG_KINDS = ("bool", "int", "float", "str", "choice")
 # Values that may be written into a server's argv, a unit's ExecStart or a shell-quoted remote command.
 # Deliberately narrow: paths, model ids, numbers, simple JSON-free tokens. Anything else is refused with a
 # message, so no user text can ever smuggle a second command or option through a flag.
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./:@+=,%~-]{1,512}$")
+_SAFE_VALUE = re.compile(r"[A-Za-z0-9_./:@+=,%~-]{1,512}")  # used with fullmatch: `$` would allow a final \n
 
 
 class FlagValueError(ValueError):
@@ -75,7 +75,7 @@ class FlagSpec:
                 if value.lower() == c.lower():
                     return c
             raise FlagValueError(f"--{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
-        if not _SAFE_VALUE.match(value):
+        if not _SAFE_VALUE.fullmatch(value):
             raise FlagValueError(
                 f"--{self.name}: value {value!r} has characters bringup does not write into a command line "
                 "(allowed: letters, digits and _ . / : @ + = , % ~ -)")
