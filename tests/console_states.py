@@ -1,7 +1,7 @@
 """Fixed console states for snapshot tests and screenshots: plain data, no clock, no randomness.
 
 The numbers are those of the simulated 8 x H200 deployment (Kimi K2.6 on SGLang); the failure excerpt is the
-DFLASH + CUDA graph crash the simulator prints (modelled on seed 000)."""
+DFLASH + CUDA graph crash the simulator prints (modelled on the K2.6 DFlash crash)."""
 
 from __future__ import annotations
 

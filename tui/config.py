@@ -184,7 +184,7 @@ def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0
     cmd = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",
            "--ep-size", "8", "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--sim-load", "4",
            "--sim-state-dir", sim_state, "--time-scale", f"{time_scale:g}"]
-    if scenario == "dflash-graph-crash":  # the seed-000 configuration, spelled out so the flags panel shows it
+    if scenario == "dflash-graph-crash":  # the K2.6 DFlash configuration, spelled out so the flags panel shows it
         cmd += ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "z-lab/Kimi-K2.6-DFlash",
                 "--speculative-dflash-block-size", "8"]
     if scenario:

@@ -2,7 +2,7 @@
 
 It is the single place that decides the phase, so the console, `bringup wait` and `bringup replay` of a recorded
 log cannot disagree. No I/O, no clock: every timestamp comes from an event. The rules it enforces come from the
-seeds' failures:
+failures of a real K2.6 bring-up:
 
 * ready needs the current invocation's own readiness line AND a generation probe that succeeded after it: a
   `/v1/models` answer (which an old process can still give after a restart) is never enough;

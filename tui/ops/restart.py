@@ -2,7 +2,7 @@
 to be released, start, and follow the new invocation until the reducer says ready or failed.
 
 Each step reports its progress through `on_step`, so the console and the CLI show the same thing. There is no
-fixed sleep anywhere: seed 004's `sleep 8` was not enough for a 548 GB model, and every config of a sweep died
+fixed sleep anywhere: a `sleep 8` was not enough for a 548 GB model, and every config of a sweep died
 of CUDA OOM because the old process still held its memory.
 """
 

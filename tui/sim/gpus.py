@@ -3,7 +3,7 @@
 The state lives in files, not in a process, so that every reader (the sim GPU source of the demo, the
 nvidia-smi stand-in on a remote test host, a second server checking for OOM) sees the same GPUs, and so that
 memory can outlive the process that held it: real GPU memory is released some time after a process exits,
-GPU by GPU, and the restart logic under test must wait for that (seed 004).
+GPU by GPU, and the restart logic under test must wait for that.
 
 One holder file per server process, ``<state_dir>/holders/<pid>.json``::
 
@@ -40,7 +40,7 @@ def default_state_dir() -> str:
 
 
 def default_gpu_count() -> int:
-    """GPUs on the simulated host (env ``BRINGUP_SIM_GPUS``, else 8 like the seeds' hosts)."""
+    """GPUs on the simulated host (env ``BRINGUP_SIM_GPUS``, else 8 like the K2.6 hosts)."""
     try:
         return int(os.environ.get("BRINGUP_SIM_GPUS", "8"))
     except ValueError:

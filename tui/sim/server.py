@@ -2,7 +2,7 @@
 
 It lets the console be built and tested without GPUs: a real process with a real HTTP server that
 prints SGLang's startup and serving lines with realistic timing, holds simulated GPU memory (gpus.py) that is
-released only some time after it exits, and reproduces the seeds' failures (DFLASH + CUDA graphs crash, OOM
+released only some time after it exits, and reproduces real bring-up failures (DFLASH + CUDA graphs crash, OOM
 on a fast restart, a stale process answering /v1/models, a hang, a crash while serving). A test instrument,
 not the product. Stdlib only, Python 3.9+: the directory is copied alone to remote test hosts.
 """
@@ -568,7 +568,7 @@ class Sim:
                     self.new_window()
                 if now - last_active > 30:
                     self.gen_throughput = 0.0  # 0.5.23 zeroes the gauge after 30 s idle
-            if crash:  # seed 000: DFLASH verify under CUDA graphs faults at the first replay
+            if crash:  # DFLASH verify under CUDA graphs faults at the first replay
                 self.die(0, traceback_text(TB_REPLAY, ILLEGAL_ACCESS), SIGQUIT_CHILD)
             if now - last_beat >= 1.0:  # util follows load; the holder file's mtime stays fresh
                 last_beat = now
