@@ -246,7 +246,7 @@ class ConsoleApp(App[int]):
         if self.paused:
             note = (note + "  " if note else "") + "PAUSED (p to resume)"
         for n in self.snap.notes:
-            if n.startswith(("unit", "logs", "probe")):
+            if n.startswith(("unit", "logs", "probe", "ssh")):
                 note = (note + "\n" if note else "") + n
         self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note)
 

@@ -40,6 +40,8 @@ class HostConfig(Strict):
     """Where servers run. `ssh` is an SSH destination or an alias from ~/.ssh/config; empty means this machine."""
 
     ssh: str = ""
+    #: an ssh_config file read besides ~/.ssh/config (aliases, ProxyJump, IdentityFile, known hosts...)
+    ssh_config: str = ""
     sudo: bool = False
     #: how to read GPUs: auto (NVML locally, else nvidia-smi), nvml, nvidia-smi, none
     gpu_source: Literal["auto", "nvml", "nvidia-smi", "none"] = "auto"

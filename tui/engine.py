@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -67,7 +68,9 @@ class GpuHistory:
 def make_transport(host: HostConfig) -> Transport:
     if host.is_local:
         return LocalTransport()
-    raise ManagerError(f"SSH hosts are not supported yet ({host.ssh}); run bringup on the host itself")
+    from tui.transport.ssh import SshTransport
+
+    return SshTransport(host.ssh, config=[host.ssh_config] if host.ssh_config else ())
 
 
 class Watch:
@@ -103,6 +106,7 @@ class Watch:
         self._gpu_source: SmiSource | NvmlSource | None = None
         self._gpu_error = ""
         self.paused = False
+        self._forwarded = False
         self._log_batch: list[LogLine] = []
         self.last_probe: ProbeResult | None = None
 
@@ -116,7 +120,9 @@ class Watch:
                                   stop_timeout=self.dep.stop_timeout_s)
         if self.dep.manager == "none":
             return NoManager()
-        raise ManagerError(f"deployment {self.name}: the systemd manager is not available yet")
+        from tui.managers.systemd import SystemdManager
+
+        return SystemdManager(self.transport, self.dep.unit, sudo=self.host.sudo, stop_timeout=self.dep.stop_timeout_s)
 
     def subscribe(self, fn: Callable[[Update], None]) -> None:
         self._listeners.append(fn)
@@ -138,7 +144,22 @@ class Watch:
 
     # ------------------------------------------------------------------ lifecycle of the watch
 
+    async def connect_endpoint(self) -> None:
+        """An endpoint on the remote host's loopback is reached through a port forward on the SSH connection."""
+        forward = getattr(self.transport, "forward", None)
+        u = urlsplit(self.dep.endpoint)
+        if forward is None or u.hostname not in ("127.0.0.1", "localhost", "::1") or self._forwarded:
+            return
+        local = await forward(u.hostname, u.port or (443 if u.scheme == "https" else 80))
+        await self.prober.close()
+        self.prober = Prober(f"{u.scheme}://127.0.0.1:{local}{u.path}", timeout=self.settings.probe.timeout_s,
+                             tokens=self.settings.probe.generation_tokens, health_path=self.preset.health_path,
+                             models_path=self.preset.models_path)
+        self._forwarded = True
+
     async def start(self) -> None:
+        with contextlib.suppress(TransportError):
+            await self.connect_endpoint()
         for name, coro in (("unit", self._unit_loop()), ("logs", self._log_loop()), ("probe", self._probe_loop()),
                            ("gpus", self._gpu_loop()), ("metrics", self._metrics_loop()),
                            ("flush", self._flush_loop())):
@@ -420,6 +441,9 @@ class Watch:
             s = replace(s, now=now)
         unit = s.unit
         notes = [f"{k}: {v}" for k, v in self.collector_errors.items()]
+        link = getattr(self.transport, "status", "connected")
+        if link != "connected" and not self.host.is_local:
+            notes.insert(0, f"ssh {self.host.ssh}: {link}")
         if self.metrics_state == "off":
             how = "--enable-metrics" if self.preset.name == "sglang" else "stats enabled"
             notes.append(f"no metrics: start the server with {how} for tokens/s from /metrics")

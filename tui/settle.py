@@ -13,6 +13,7 @@ from tui.model import Phase
 
 
 async def settle(w: Watch) -> None:
+    await w.connect_endpoint()
     unit = await w.poll_unit() if w.manager.can_control else None
     if unit is not None and unit.running and unit.invocation:
         await w.replay_history(unit.invocation)

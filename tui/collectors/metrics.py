@@ -7,6 +7,7 @@ because the parser costs 20-40 us per line and a vLLM page has hundreds of lines
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -51,8 +52,8 @@ def _sum(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
     vals = [v for labels, v in samples.get(name, [])
             if (not where or all(labels.get(k) == w for k, w in where.items()))
             and (not rank0 or labels.get("tp_rank", "0") == "0")
-            and v == v]
-    return sum(vals) if vals else None
+            and math.isfinite(v)]
+    return _finite(sum(vals)) if vals else None
 
 
 @dataclass
@@ -74,7 +75,7 @@ class MetricsRates:
         self._prev[key] = _Counter(at, value)
         if prev is None or at <= prev.at or value < prev.value:  # first scrape, or a counter reset
             return None
-        return (value - prev.value) / (at - prev.at)
+        return _finite((value - prev.value) / (at - prev.at))
 
     def sample(self, text: str, at: float) -> ThroughputSample | None:
         m = parse_metrics(text)
@@ -104,11 +105,16 @@ class MetricsRates:
 
 
 def _first(m: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float | None:
-    vals = [v for labels, v in m.get(name, []) if labels.get("tp_rank", "0") == "0" and v == v]
+    vals = [v for labels, v in m.get(name, []) if labels.get("tp_rank", "0") == "0" and math.isfinite(v)]
     return vals[0] if vals else None
 
 
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
 def _int(x: float | None) -> int | None:
+    x = _finite(x)
     return None if x is None else int(x)
 
 
@@ -133,17 +139,17 @@ def from_log_line(preset: Preset, raw: str, at: float) -> ThroughputSample | Non
             accept_len=_f(kv.get("accept len")), accept_rate=_f(kv.get("accept rate")))
     if m:
         r = _VLLM_RUN.search(text)
-        return ThroughputSample(at=at, tokens_per_s=float(m["tps"]), source="log",
-                                running=int(r["r"]) if r else None, queued=int(r["w"]) if r else None)
+        return ThroughputSample(at=at, tokens_per_s=_f(m["tps"]), source="log",
+                                running=_i(r["r"]) if r else None, queued=_i(r["w"]) if r else None)
     s = _VLLM_SPEC.search(text)
     if s:
-        return ThroughputSample(at=at, tokens_per_s=None, source="log", accept_len=float(s["len"]))
+        return ThroughputSample(at=at, tokens_per_s=None, source="log", accept_len=_f(s["len"]))
     return None
 
 
 def _f(v: str | None) -> float | None:
     try:
-        return float(v) if v is not None else None
+        return _finite(float(v)) if v is not None else None
     except ValueError:
         return None
 

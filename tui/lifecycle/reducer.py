@@ -122,7 +122,11 @@ def _new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "
 def _fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...], kind: FailureKind | None,
           open_: bool) -> LifecycleState:
     phase: Phase = s.phase if s.phase not in (Phase.FAILED, Phase.STOPPED, Phase.STOPPING) else Phase.STARTING
-    phase = preset.infer_phase("\n".join(excerpt), phase)
+    inferred = preset.infer_phase("\n".join(excerpt), phase)
+    if inferred != phase and s.phase in _RANK and _RANK.get(inferred, 0) > _RANK[s.phase]:
+        # a log that starts mid-way: the traceback says where it was; record that phase (reached by now)
+        s = _enter(s, inferred, at, "(phase inferred from the traceback)")
+    phase = inferred
     if kind is None:
         kind = preset.classify("\n".join(excerpt), phase)
     f = Failure(phase=phase, kind=kind, excerpt=excerpt[-MAX_EXCERPT:], hint=preset.hint(kind, phase,
@@ -254,6 +258,8 @@ def _on_probe(s: LifecycleState, ev: ProbeResult) -> LifecycleState:
         return replace(s, generation_failed_since_ready_line=True) if s.ready_line_at is not None else s
     if s.invocation_started is not None and ev.at < s.invocation_started:
         return s
+    if s.ready_line_at is not None and ev.at < s.ready_line_at:
+        return s  # answered before the server said it was ready: not evidence about this moment
     if s.phase in (Phase.FAILED, Phase.STOPPING, Phase.STOPPED) and s.unit is not None:
         return s
     s = replace(s, generation_ok_at=ev.at)

@@ -19,17 +19,28 @@ class LineSplitter:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._partial = ""
         self._max = max_line
+        self._skipping = False  # the rest of an overlong line, already emitted cut, is being dropped
 
     def feed(self, data: bytes) -> list[str]:
         text = self._partial + self._decoder.decode(data)
         parts = _SPLIT.split(text)
         self._partial = parts.pop()
+        out = []
+        for p in parts:
+            if self._skipping:
+                self._skipping = False
+                continue
+            if p:
+                out.append(p[: self._max])
         if len(self._partial) > self._max:
-            parts.append(self._partial[: self._max])
+            if not self._skipping:
+                out.append(self._partial[: self._max])
+            self._skipping = True
             self._partial = ""
-        return [p for p in parts if p]
+        return out
 
     def flush(self) -> list[str]:
         rest = self._partial + self._decoder.decode(b"", final=True)
         self._partial = ""
-        return [rest] if rest else []
+        skipping, self._skipping = self._skipping, False
+        return [rest[: self._max]] if rest and not skipping else []

@@ -39,13 +39,11 @@ async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
     LIVE_GROUPS.discard(proc.pid)
     if proc.returncode is None:
         _killpg(proc, signal.SIGTERM)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace)
-        except TimeoutError:
-            _killpg(proc, signal.SIGKILL)
-            await proc.wait()
-    else:
-        _killpg(proc, signal.SIGKILL)  # children that outlived their parent in the same group
+    _killpg(proc, signal.SIGKILL)  # the leader and whatever in its group ignored SIGTERM or outlived it
+    if proc.returncode is None:
+        await proc.wait()
 
 
 class LocalTransport:

@@ -35,6 +35,8 @@ class FlagSpec:
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     key: str = ""  # key that toggles/edits it in the flags panel
+    #: single-dash spellings the server also accepts (vLLM: `-tp`)
+    short: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
 
@@ -43,7 +45,7 @@ class FlagSpec:
         return "--" + self.name
 
     def all_options(self) -> tuple[str, ...]:
-        return (self.option, *("--" + a for a in self.aliases))
+        return (self.option, *("--" + a for a in self.aliases), *("-" + s for s in self.short))
 
     def validate(self, value: str | None) -> str | None:
         """Return the canonical value (None for a bool flag that is on), or raise FlagValueError."""
