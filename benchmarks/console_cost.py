@@ -43,7 +43,7 @@ def main() -> None:
     if shutil.which("tmux") is None:
         sys.exit("tmux is needed")
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
+        Path(d)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]

@@ -1,0 +1,65 @@
+"""When is the old run's GPU memory released? Pure functions over a GpuSnapshot (no I/O, no engine), so the
+restart protocol, the console and a benchmark on a real GPU all use the same rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tui.model import GpuSnapshot
+
+GIB = 1024.0
+
+
+def ranges(indices: Iterable[int]) -> str:
+    """`0,1,2,3,5` -> `0-3,5`."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in indices:
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseStatus:
+    released: bool
+    held_mib: dict[int, float]
+    holders: tuple[int, ...]
+
+    def describe(self) -> str:
+        total = sum(self.held_mib.values()) / GIB
+        gpus = ranges(i for i, v in sorted(self.held_mib.items()) if v > 0)
+        who = f" by PID {', '.join(str(p) for p in self.holders)}" if self.holders else ""
+        return f"{total:.1f} GiB held on GPU {gpus}{who}" if gpus else "released"
+
+
+def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],
+                   baseline: dict[int, float], tolerance_mib: float) -> ReleaseStatus:
+    """Is the old run's memory gone? Its processes must have left the GPUs and each GPU's memory must be back
+    to the baseline measured before that run started (or, without one, to what other processes hold)."""
+    by_index = snap.by_index()
+    held: dict[int, float] = {}
+    holders: set[int] = set()
+    for i in gpus:
+        g = by_index.get(i)
+        if g is None or g.mem_used_mib is None:
+            continue
+        procs = [p for p in snap.processes if p.gpu_index == i]
+        old = [p for p in procs if p.pid in old_pids]
+        holders.update(p.pid for p in old)
+        base = baseline.get(i)
+        if base is None:
+            base = sum(p.used_mib or 0.0 for p in procs if p.pid not in old_pids)
+        extra = g.mem_used_mib - base
+        held[i] = extra if extra > tolerance_mib or old else 0.0
+    released = not holders and all(v <= 0 for v in held.values())
+    return ReleaseStatus(released, held, tuple(sorted(holders)))
+
+
