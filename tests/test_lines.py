@@ -1,6 +1,6 @@
 """Line cleaning (tui/lifecycle/lines.py) and incremental line splitting (tui/transport/lines.py).
 
-Prefixed lines are real wordings quoted in /work/shared/notes/servers.md, in the seeds, or in tests/fixtures/logs;
+Prefixed lines are real wordings quoted in the server notes (SGLang/vLLM sources by version), in the K2.6 write-ups, or in tests/fixtures/logs;
 each cites its source.
 """
 
@@ -20,7 +20,7 @@ from tui.transport.lines import LineSplitter
 
 PREFIX_CASES = [
     pytest.param(
-        # seed 000 (journalctl short format around an SGLang rank-tagged line)
+        # the K2.6 DFlash deployment (journalctl short format around an SGLang rank-tagged line)
         "May 29 17:01:02 dflash-train python[106324]: [2026-05-29 17:01:02 TP0 EP0] Load weight end. "
         "elapsed=73.65 s, type=KimiK25ForConditionalGeneration, quant=compressed-tensors, avail mem=21.76 GB, "
         "mem usage=72.24 GB.",
@@ -30,7 +30,7 @@ PREFIX_CASES = [
         id="journald-short+sglang-ranks",
     ),
     pytest.param(
-        # the same seed 000 line as `journalctl -o short-iso` prints it
+        # the same line as `journalctl -o short-iso` prints it
         "2026-05-29T17:01:02+0000 dflash-train python[106324]: [2026-05-29 17:01:02 TP0 EP0] Load weight end. "
         "elapsed=73.65 s",
         "Load weight end. elapsed=73.65 s", "TP0 EP0", "",
@@ -53,7 +53,7 @@ PREFIX_CASES = [
         id="compose+sglang",
     ),
     pytest.param(
-        # compose service name from sglang #11218 (servers.md 1) around the PR #17392 line
+        # compose service name from sglang #11218 around the PR #17392 line
         "deepseek-v32-exp  | [2026-05-07 05:56:32 DP3 TP3 EP3] Capture cuda graph begin. This can take up to "
         "several minutes. avail mem=13.95 GB",
         "Capture cuda graph begin. This can take up to several minutes. avail mem=13.95 GB", "DP3 TP3 EP3", "",
@@ -67,38 +67,38 @@ PREFIX_CASES = [
         id="compose+vllm-v0",
     ),
     pytest.param(
-        # sglang #23602 (servers.md 1)
+        # sglang #23602
         "[2026-06-02 08:00:20 TP0 EP0] Scheduler hit an exception: Traceback (most recent call last):",
         "Scheduler hit an exception: Traceback (most recent call last):", "TP0 EP0", "",
         id="sglang-ranks",
     ),
     pytest.param(
-        # sglang #2468 (servers.md 1): uvicorn line, reformatted by SGLang
+        # sglang #2468: uvicorn line, reformatted by SGLang
         "[2024-12-13 01:45:02] INFO:     Started server process [3831493]",
         "INFO:     Started server process [3831493]", "", "INFO",
         id="sglang-uvicorn",
     ),
     pytest.param(
-        # sglang #1479 (servers.md 1): 2024 time-only prefix
+        # sglang #1479: 2024 time-only prefix
         "[23:17:01 TP7] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.48 GB",
         "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.48 GB", "TP7", "",
         id="sglang-time-only",
     ),
     pytest.param(
-        # vllm PR #29335 (servers.md 8)
+        # vllm PR #29335
         "(EngineCore_DP0 pid=441) INFO 11-24 11:43:54 [gpu_model_runner.py:3341] Model loading took 2.0513 GiB "
         "memory and 27.200487 seconds",
         "Model loading took 2.0513 GiB memory and 27.200487 seconds", "EngineCore_DP0", "INFO",
         id="vllm-process-tag",
     ),
     pytest.param(
-        # servers.md 8: ~0.7-0.9, no process tag
+        # per the released wheels: ~0.7-0.9, no process tag
         "INFO 06-22 02:55:02 [core.py:172] Waiting for init message from front-end.",
         "Waiting for init message from front-end.", "", "INFO",
         id="vllm-no-tag",
     ),
     pytest.param(
-        # servers.md 8: before that, no brackets
+        # per the released wheels: before that, no brackets
         "INFO 09-13 22:25:38 model_runner.py:1008] Capturing the model for CUDA graphs.",
         "Capturing the model for CUDA graphs.", "", "INFO",
         id="vllm-no-brackets",
@@ -124,7 +124,7 @@ def test_clean_strips_prefixes(raw: str, text: str, ranks: str, level: str) -> N
 
 
 def test_clean_keeps_server_prefix_in_body_but_drops_outer_wrappers() -> None:
-    # seed 000
+    # the K2.6 DFlash deployment
     c = clean("May 29 17:01:02 dflash-train python[106324]: [2026-05-29 17:01:02 TP0 EP0] Load weight end.")
     assert c.body == "[2026-05-29 17:01:02 TP0 EP0] Load weight end."
     c = clean("llm0-1  | [2025-07-19 23:29:33] Load weight end.")  # sglang #8186
@@ -177,7 +177,7 @@ def test_sanitize_removes_escape_codes(raw: str, expected: str) -> None:
 
 
 def test_escape_codes_do_not_defeat_prefix_detection() -> None:
-    # VLLM_LOGGING_COLOR=1 colours the level (servers.md 8)
+    # VLLM_LOGGING_COLOR=1 colours the level
     c = clean("\x1b[32mINFO\x1b[0m 06-22 02:55:02 [core.py:172] Waiting for init message from front-end.")
     assert c.prefixed
     assert c.text == "Waiting for init message from front-end."
@@ -200,7 +200,7 @@ def test_overlong_line_is_cut() -> None:
 
 
 def test_split_output_on_newlines_and_carriage_returns() -> None:
-    # tqdm redraws with \r on a TTY (servers.md 0/2)
+    # tqdm redraws with \r on a TTY (the released wheels/2)
     chunk = ("Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]\r"
              "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.11it/s]\r\n"
              "[2026-06-02 08:00:20 TP0] Load weight end.\n\n\r")
@@ -237,18 +237,15 @@ def test_line_splitter_cuts_a_partial_line_that_never_ends() -> None:
     assert all(len(x) <= 100 for x in out)
 
 
-@pytest.mark.xfail(reason="BUG: LineSplitter only enforces max_line on the unfinished tail; a complete line longer "
-                          "than max_line that arrives in one chunk is returned whole", strict=True)
 def test_line_splitter_max_line_applies_to_complete_lines() -> None:
+    # regression: a complete overlong line arriving in one chunk used to be returned whole
     sp = LineSplitter(max_line=10)
     out = sp.feed(b"x" * 25 + b"\n")
     assert all(len(x) <= 10 for x in out), out
 
 
-@pytest.mark.xfail(reason="BUG: when the unfinished tail passes max_line, LineSplitter emits its first max_line "
-                          "characters, silently drops the rest of that chunk, and emits the remainder of the same "
-                          "line as further lines: neither a clean cut nor a lossless split", strict=True)
 def test_line_splitter_overlong_line_is_cut_or_split_without_loss() -> None:
+    # regression: the remainder of an overlong line used to come out as further "lines", with characters lost
     sp = LineSplitter(max_line=10)
     out = sp.feed(b"a" * 8) + sp.feed(b"a" * 8) + sp.feed(b"a" * 8 + b"\n") + sp.flush()
     assert out == ["a" * 10] or "".join(out) == "a" * 24, out
@@ -298,10 +295,10 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     return out
 
 
-def _split_all(data: bytes, chunks: list[bytes]) -> tuple[list[str], list[str]]:
-    whole = LineSplitter()
+def _split_all(data: bytes, chunks: list[bytes], max_line: int = 65_536) -> tuple[list[str], list[str]]:
+    whole = LineSplitter(max_line)
     at_once = whole.feed(data) + whole.flush()
-    sp = LineSplitter()
+    sp = LineSplitter(max_line)
     pieces: list[str] = []
     for c in chunks:
         pieces += sp.feed(c)
@@ -330,3 +327,18 @@ def test_line_splitter_reassembles_lines_across_chunk_boundaries(lines: list[str
 def test_line_splitter_chunking_of_arbitrary_bytes_does_not_change_lines(data: bytes, cuts: list[int]) -> None:
     at_once, pieces = _split_all(data, _chunks(data, cuts))
     assert pieces == at_once
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.one_of(_line, st.builds(lambda c, n: c * n, st.sampled_from(["a", "é", "€"]),
+                                                 st.integers(0, 60))), max_size=12),
+       seps=st.lists(st.sampled_from(["\n", "\r", "\r\n"]), min_size=12, max_size=12),
+       cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=15),
+       max_line=st.integers(min_value=1, max_value=24))
+def test_line_splitter_overlong_lines_are_cut_the_same_however_chunked(lines: list[str], seps: list[str],
+                                                                       cuts: list[int], max_line: int) -> None:
+    text = "".join(line + sep for line, sep in zip(lines, seps, strict=False))
+    data = text.encode()
+    at_once, pieces = _split_all(data, _chunks(data, cuts), max_line)
+    assert pieces == at_once
+    assert at_once == [p[:max_line] for p in re.split(r"\r\n|\r|\n", text) if p]

@@ -36,10 +36,14 @@ def _n(v: float | None, fmt: str) -> str:
 
 class GpuPanel(Static):
     DEFAULT_CLASSES = "panel"
+    _last: Text | None = None
 
     def show(self, snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],
              server_pid: int = 0, releasing: bool = False) -> None:
-        self.update(self.render_rows(snap, history, gpus, server_pid, releasing, max(30, self.size.width - 2)))
+        rows = self.render_rows(snap, history, gpus, server_pid, releasing, max(30, self.size.width - 2))
+        if rows != self._last:
+            self._last = rows
+            self.update(rows, layout=False)  # the panel's size never depends on its rows
 
     @staticmethod
     def render_rows(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],

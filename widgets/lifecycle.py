@@ -33,6 +33,17 @@ def _server_flags(argv: Sequence[str], limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def set_text(widget: Static, text: Text | str) -> None:
+    """Update a Static only when its text changed, and re-layout only when its number of lines did: a full
+    layout per refresh tick is most of an idle console's CPU."""
+    plain = text.plain if isinstance(text, Text) else text
+    old = getattr(widget, "_shown", None)
+    if old is not None and old[0] == plain and (not isinstance(text, Text) or old[1] == text.spans):
+        return
+    widget._shown = (plain, text.spans if isinstance(text, Text) else None)  # type: ignore[attr-defined]
+    widget.update(text, layout=old is None or old[0].count("\n") != plain.count("\n"))
+
+
 class LifecyclePanel(Vertical):
     DEFAULT_CLASSES = "panel"
 
@@ -46,8 +57,9 @@ class LifecyclePanel(Vertical):
     def show(self, snap: Snapshot, now: float, steps: Sequence[object] = (), note: str = "") -> None:
         phase = snap.phase
         big = self.query_one("#phase-big", Static)
-        big.update(f" {str(phase).upper()} ")
-        big.set_classes(f"phase-{phase}")
+        set_text(big, f" {str(phase).upper()} ")
+        if not big.has_class(f"phase-{phase}"):
+            big.set_classes(f"phase-{phase}")
         detail = Text()
         if snap.timeline:
             detail.append(f"for {fmt_secs(max(0.0, now - snap.timeline[-1].at)).strip()}", style="bold")
@@ -62,16 +74,16 @@ class LifecyclePanel(Vertical):
         detail.append_text(self._timeline(snap, now))
         if note:
             detail.append("\n" + note, style="italic")
-        self.query_one("#phase-detail", Static).update(detail)
-        self.query_one("#steps", Static).update(self._steps(steps))
-        self.query_one("#failure", Static).update(self._failure(snap))
+        set_text(self.query_one("#phase-detail", Static), detail)
+        set_text(self.query_one("#steps", Static), self._steps(steps))
+        set_text(self.query_one("#failure", Static), self._failure(snap))
         ctx = Text(no_wrap=True, overflow="ellipsis")
         if snap.endpoint:
             ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
         flags = _server_flags(snap.flags)
         if flags:
             ctx.append(flags, style="dim")
-        self.query_one("#context", Static).update(ctx)
+        set_text(self.query_one("#context", Static), ctx)
 
     def _timeline(self, snap: Snapshot, now: float) -> Text:
         """Phases with their seconds, in one wrapped line: `loading 12.0s > graph-capture 8.1s > ...`."""

@@ -13,6 +13,7 @@ from textual_plotext import PlotextPlot
 
 from tui.model import ThroughputSample
 from widgets.gpus import spark
+from widgets.lifecycle import set_text
 
 
 class ThroughputPanel(Vertical):
@@ -47,7 +48,7 @@ class ThroughputPanel(Vertical):
                     t.append(f"  rate {tp.accept_rate:.2f}", style="cyan")
         if note:
             t.append("\n" + note, style="yellow")
-        self.query_one("#tps-now", Static).update(t)
+        set_text(self.query_one("#tps-now", Static), t)
         if plot:
             p = self.query_one("#tps-plot", PlotextPlot)
             plt = p.plt

@@ -34,16 +34,19 @@ def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     out: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     try:
         families = list(text_string_to_metric_families("\n".join(keep) + "\n"))
-    except (ValueError, TypeError, IndexError):
+    except (ValueError, TypeError, IndexError, OverflowError):
         families = []
         for ln in keep:  # one bad line must not hide the good ones
             try:
                 families.extend(text_string_to_metric_families(ln + "\n"))
-            except (ValueError, TypeError, IndexError):
+            except (ValueError, TypeError, IndexError, OverflowError):
                 continue
     for fam in families:
         for s in fam.samples:
-            out[s.name].append((dict(s.labels), float(s.value)))
+            try:
+                out[s.name].append((dict(s.labels), float(s.value)))
+            except (OverflowError, ValueError, TypeError):
+                continue
     return dict(out)
 
 

@@ -144,7 +144,13 @@ def _extend_failure(s: LifecycleState, preset: Preset, text: str) -> LifecycleSt
         phase = preset.infer_phase(joined, Phase.STARTING)
     kind = preset.classify(joined, phase)
     f = replace(s.failure, excerpt=excerpt, kind=kind, phase=phase, hint=preset.hint(kind, phase, s.flag_dict()))
-    return replace(s, failure=f)
+    timeline = s.timeline
+    if phase != s.failure.phase and timeline and timeline[-1].phase == Phase.FAILED and \
+            all(t.phase != phase for t in timeline):
+        # the traceback's later frames told where it failed: show that phase before the failure
+        timeline = (*timeline[:-1], Transition(phase, timeline[-1].at, "(phase inferred from the traceback)"),
+                    timeline[-1])
+    return replace(s, failure=f, timeline=timeline)
 
 
 def _is_block_line(c: CleanLine, preset: Preset) -> bool:

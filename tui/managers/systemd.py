@@ -176,10 +176,11 @@ class SystemdManager:
                     if line is not None:
                         yield line
                     backoff = 0.5
-                return
             except TransportError:
-                await asyncio.sleep(backoff)  # the transport reconnects on the next call
-                backoff = min(backoff * 2, 10.0)
+                pass
+            # `journalctl -f` only ends when its channel does: resume after the last line we got
+            await asyncio.sleep(backoff)  # the transport reconnects on the next call
+            backoff = min(backoff * 2, 10.0)
 
     async def read_log(self, invocation: str) -> list[LogLine]:
         res = await self.transport.run(

@@ -28,6 +28,7 @@ MARKERS = (
     Marker(Phase.GRAPH_CAPTURE, rx(
         r"^Capture (?:\w+ )*cuda graph begin",
         r"^Capture (?:\w+ )*CUDA graph begin",
+        r"^Capture (?:\w+ )*(?:cuda|CUDA) graph end",
         r"^Capture cuda graph bs",
         r"^Capturing batches",
         r"^Capturing prefill shape",

@@ -34,6 +34,7 @@ MARKERS = (
         r"Capturing the model for CUDA graphs",
         r"Capturing cudagraphs",
         r"Graph capturing finished",
+        r"CUDA graph pool memory",
     )),
     Marker(Phase.WARMUP, rx(
         r"init engine \(profile, create kv cache, warmup model\) took",

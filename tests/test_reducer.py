@@ -1,0 +1,458 @@
+"""The lifecycle reducer (tui/lifecycle/reducer.py): the rules that keep the phase honest.
+
+Log lines use real wordings quoted from SGLang and vLLM sources and issues (section and source cited per constant);
+the rank prefixes are SGLang's (`[ts TPn EPn]`, the released wheels). Event times are plain seconds: the reducer only
+uses the events' own `at`, never the line's prefix or a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tui.lifecycle.presets import get_preset
+from tui.lifecycle.reducer import MAX_EXCERPT, LifecycleState, MemoryObserved, initial, reduce
+from tui.model import (
+    ActionTaken,
+    Event,
+    FailureKind,
+    LogLine,
+    Phase,
+    ProbeResult,
+    Tick,
+    UnitObserved,
+    UnitState,
+)
+
+SGLANG = get_preset("sglang")
+VLLM = get_preset("vllm")
+
+# the released wheels (0.5.23 `model_runner.py`), with the K2.6 deployment's `[ts TP0 EP0]` prefix
+LOAD_BEGIN = "[2026-05-29 16:59:48 TP0 EP0] Load weight begin. avail mem=94.00 GB"
+# the K2.6 DFlash deployment
+LOAD_END = ("[2026-05-29 17:01:02 TP0 EP0] Load weight end. elapsed=73.65 s, type=KimiK25ForConditionalGeneration, "
+            "quant=compressed-tensors, avail mem=21.76 GB, mem usage=72.24 GB.")
+# PR #17392
+CAPTURE_BEGIN = "[2026-05-07 05:56:32 DP3 TP3 EP3] Capture cuda graph begin. This can take up to several minutes."
+# sglang #2468
+UVICORN_STARTED = "[2024-12-13 01:45:02] INFO:     Started server process [3831493]"
+# per the released wheels: SGLang's readiness line (`entrypoints/http_server.py` `_wait_and_warmup`)
+READY_LINE = "[2026-05-29 17:05:40] The server is fired up and ready to roll!"
+# sglang #23602
+SCHED_EXC = "[2026-06-02 08:00:20 TP0 EP0] Scheduler hit an exception: Traceback (most recent call last):"
+# the traceback that follows it: frames in SGLang's layout (scheduler.py `run_scheduler_process`), ending in
+# PyTorch's OOM wording from the released wheels
+OOM_TRACEBACK = (
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2890, '
+    "in run_scheduler_process",
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 520, '
+    "in initialize",
+    "    self.init_memory_pool(min_mem)",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "139.81 GiB of which 1.12 GiB is free.",
+)
+# the K2.6 DFlash crash: DFLASH verify under CUDA graphs faults at the first graph replay (frames as the sim prints them)
+REPLAY_TRACEBACK = (
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/speculative/dflash_worker_v2.py", line 715, '
+    "in forward_batch_generation",
+    "    verify_output = self.verify(batch)",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 1021, '
+    "in replay",
+    "    self.graphs[self.bs].replay()",
+    "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+)
+# the released wheels (PR #22166)
+DECODE_LINE = ("[2026-04-05 20:02:51] Decode batch, #running-req: 32, #token: 11179, token usage: 0.08, "
+               "cuda graph: True, gen throughput (token/s): 1635.11, #queue-req: 0")
+# the K2.6 DFlash systemd unit's command line
+DFLASH_ARGV = ("/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/root/models/Kimi-K2.6",
+               "--tp-size", "8", "--ep-size", "8", "--speculative-algorithm", "DFLASH",
+               "--speculative-draft-model-path", "/root/models/Kimi-K2.6-DFlash-tmp-long",
+               "--speculative-dflash-block-size", "8", "--port", "30001")
+
+INV = "8d6f0c3a9b2e4f1d"
+
+
+def unit(at: float, active: str = "active", *, inv: str = INV, started: float | None = None, sub: str = "running",
+         exit_status: int | None = None, argv: tuple[str, ...] = ()) -> UnitObserved:
+    return UnitObserved(at, UnitState(active=active, sub=sub, main_pid=4242, invocation=inv, started_at=started,
+                                      exit_status=exit_status, argv=argv))
+
+
+def line(at: float, text: str, inv: str = INV) -> LogLine:
+    return LogLine(at=at, text=text, invocation=inv)
+
+
+def gen(at: float, ok: bool = True) -> ProbeResult:
+    return ProbeResult(at=at, kind="generate", ok=ok, status=200 if ok else None)
+
+
+def feed(events: Iterable[Event | MemoryObserved], state: LifecycleState | None = None, preset=SGLANG,
+         **kw: object) -> LifecycleState:
+    s = state if state is not None else initial(**kw)  # type: ignore[arg-type]
+    for ev in events:
+        s = reduce(s, ev, preset)
+    return s
+
+
+def phases(s: LifecycleState) -> list[Phase]:
+    return [t.phase for t in s.timeline]
+
+
+def loading(t0: float = 100.0) -> list[Event]:
+    return [unit(t0, started=t0), line(t0 + 1, LOAD_BEGIN)]
+
+
+def warmup_seen(t0: float = 100.0) -> list[Event]:
+    """Up to and including the ready line: the reducer is waiting for a generation."""
+    return [*loading(t0), line(t0 + 2, LOAD_END), line(t0 + 3, CAPTURE_BEGIN), line(t0 + 4, UVICORN_STARTED),
+            line(t0 + 5, READY_LINE)]
+
+
+# ------------------------------------------------------------------------------------------------ ready
+
+
+def test_phases_move_forward_through_startup() -> None:
+    s = feed(warmup_seen())
+    assert phases(s) == [Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP]
+    assert s.phase == Phase.WARMUP
+    # a loading line after capture began does not move the phase back
+    s = feed([line(106, LOAD_END)], s)
+    assert s.phase == Phase.WARMUP
+
+
+def test_ready_needs_ready_line_and_generation_after_it() -> None:
+    s = feed(warmup_seen())
+    assert s.phase == Phase.WARMUP, "the ready line alone is not ready"
+    s = feed([gen(106)], s)
+    assert s.phase == Phase.READY
+    assert phases(s)[-1] == Phase.READY
+
+
+def test_generation_without_ready_line_is_not_ready() -> None:
+    s = feed([*loading(), line(102, LOAD_END), line(103, UVICORN_STARTED), gen(104), gen(105)])
+    assert s.phase == Phase.WARMUP
+    # the ready line then arrives: a generation at/after it is still needed
+    s = feed([line(106, READY_LINE)], s)
+    assert s.phase == Phase.WARMUP
+    s = feed([gen(107)], s)
+    assert s.phase == Phase.READY
+
+
+def test_generation_probe_at_ready_line_time_counts() -> None:
+    s = feed([*loading(), gen(105), line(105, READY_LINE)])
+    assert s.phase == Phase.READY
+
+
+def test_generation_probe_before_ready_line_delivered_late_is_not_ready() -> None:
+    # regression: _on_probe did not compare the probe's time with the ready line's
+    s = feed([*warmup_seen(), ProbeResult(at=103.0, kind="generate", ok=True, status=200)])
+    assert s.phase == Phase.WARMUP
+
+
+@pytest.mark.parametrize("kind", ["models", "health", "connect"])
+def test_non_generation_probes_never_give_ready(kind: str) -> None:
+    s = feed(warmup_seen())
+    for i in range(5):
+        s = feed([ProbeResult(at=110.0 + i, kind=kind, ok=True, status=200)], s)
+    assert s.phase == Phase.WARMUP
+    # even when logs are unavailable and a probe is all the evidence there is (after a restart an old process
+    # still answers /v1/models after a restart)
+    s = feed([unit(100, started=100), ProbeResult(101, kind, True, 200)], logs_available=False)
+    assert s.phase != Phase.READY
+    s = feed([gen(102)], s)
+    assert s.phase == Phase.READY
+
+
+def test_generation_probe_before_invocation_start_is_ignored() -> None:
+    # the unit is seen at 110 but its invocation started at 100; the probe that succeeded at 95 hit the old process
+    s = feed([unit(110, started=100), line(111, LOAD_BEGIN), line(112, READY_LINE)])
+    assert s.invocation_started == 100
+    s = feed([ProbeResult(95.0, "generate", True, 200)], s)
+    assert s.phase == Phase.WARMUP
+    s = feed([gen(113)], s)
+    assert s.phase == Phase.READY
+
+
+def test_failed_generation_probe_does_not_give_ready() -> None:
+    s = feed([*warmup_seen(), gen(106, ok=False), gen(107, ok=False)])
+    assert s.phase == Phase.WARMUP
+
+
+def test_new_invocation_forgets_the_old_readiness() -> None:
+    s = feed([*warmup_seen(), gen(106)])
+    assert s.phase == Phase.READY
+    s = feed([unit(200, inv="second-run", started=200)], s)
+    assert s.phase == Phase.STARTING
+    assert s.invocation == "second-run"
+    s = feed([line(201, LOAD_BEGIN, inv="second-run"), gen(202)], s)
+    assert s.phase == Phase.LOADING
+
+
+# ------------------------------------------------------------------------------------------------ invocations
+
+
+def test_lines_from_older_invocation_are_ignored() -> None:
+    s = feed([unit(100, inv="new-run", started=100), line(101, LOAD_BEGIN, inv="new-run")])
+    # the old run's last words arrive late (journal lag): fatal text, earlier than the new run's start
+    s = feed([line(95, SCHED_EXC, inv="old-run"), line(96, OOM_TRACEBACK[-1], inv="old-run")], s)
+    assert s.phase == Phase.LOADING
+    assert s.failure is None
+    assert s.invocation == "new-run"
+
+
+def test_line_from_a_newer_invocation_starts_it() -> None:
+    s = feed([unit(100, inv="run-1", started=100), line(101, LOAD_BEGIN, inv="run-1")])
+    s = feed([line(150, LOAD_BEGIN, inv="run-2")], s)
+    assert s.invocation == "run-2"
+    assert s.invocation_started == 150
+
+
+# ------------------------------------------------------------------------------------------------ exits and stops
+
+
+def test_unit_inactive_while_loading_is_a_clean_stop() -> None:
+    """`inactive` is how systemd reports a clean end: stopped by another console, by `systemctl stop`, or an exit
+    with status 0. Treating it as a crash made every restart by someone else look like a failure."""
+    s = feed([*loading(), unit(130, "inactive", sub="dead", exit_status=0)])
+    assert s.phase == Phase.STOPPED
+    assert s.failure is None
+
+
+@pytest.mark.parametrize(("active", "sub", "status"), [
+    ("failed", "failed", 1),
+    ("failed", "failed", None),
+    ("failed", "exited", 137),
+])
+def test_unit_exit_while_loading_is_failed_exit(active: str, sub: str, status: int | None) -> None:
+    s = feed([*loading(), unit(130, active, sub=sub, exit_status=status)])
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.EXIT
+    assert s.failure.phase == Phase.LOADING
+    assert s.failure.excerpt, "the excerpt says the process exited"
+
+
+def test_unit_exit_after_unrecognised_traceback_is_exit_with_the_traceback() -> None:
+    # a traceback the preset has no signature for (not fatal by itself), then the process exits
+    tb = ("Traceback (most recent call last):",
+          '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/configs/model_config.py", line 88, in __init__',
+          "ValueError: Unsupported architecture KimiK25ForConditionalGeneration")
+    s = feed([*loading(), *[line(110, x) for x in tb]])
+    assert s.phase == Phase.LOADING
+    s = feed([unit(111, "failed", sub="failed", exit_status=1)], s)
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.EXIT
+    assert s.failure.excerpt[:3] == tb
+    assert "status 1" in s.failure.excerpt[-1]
+
+
+def test_restart_action_gives_stopped_then_the_new_run() -> None:
+    # the restart protocol stops the unit (no separate "stop" action): the exit is not a failure
+    s = feed([*warmup_seen(), gen(106), ActionTaken(200, "restart"), unit(203, "failed", sub="failed",
+                                                                        exit_status=143)])
+    assert s.phase == Phase.STOPPED
+    assert s.failure is None
+    s = feed([unit(210, inv="run-2", started=210)], s)
+    assert s.phase == Phase.STARTING
+    assert s.invocation == "run-2"
+
+
+def test_stop_request_gives_stopping_then_stopped_not_failed() -> None:
+    s = feed([*warmup_seen(), gen(106)])
+    assert s.phase == Phase.READY
+    s = feed([ActionTaken(200, "stop")], s)
+    assert s.phase == Phase.STOPPING
+    s = feed([unit(201, "deactivating", sub="stop-sigterm")], s)
+    assert s.phase == Phase.STOPPING
+    # SGLang's shutdown can print alarming text; it is not a failure of a run we asked to stop
+    s = feed([line(202, "[2026-05-29 17:20:00] Received sigquit from a child process. It usually means the child "
+                        "failed.")], s)
+    s = feed([unit(203, "inactive", sub="dead", exit_status=0)], s)
+    assert s.phase == Phase.STOPPED
+    assert s.failure is None
+    assert phases(s)[-2:] == [Phase.STOPPING, Phase.STOPPED]
+
+
+def test_stop_request_while_loading_with_killed_exit_is_stopped() -> None:
+    s = feed([*loading(), ActionTaken(110, "stop"), unit(112, "failed", sub="failed", exit_status=137)])
+    assert s.phase == Phase.STOPPED
+    assert s.failure is None
+
+
+# ------------------------------------------------------------------------------------------------ failures
+
+
+def test_fatal_line_fails_in_the_current_phase_and_collects_the_whole_traceback() -> None:
+    s = feed([*loading(), line(110, LOAD_END), line(120, SCHED_EXC)])
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert s.failure.phase == Phase.LOADING
+    assert s.failure.kind == FailureKind.SCHEDULER_DIED  # all we know from the first line
+    for i, tb in enumerate(OOM_TRACEBACK):
+        s = feed([line(120 + 0.01 * (i + 1), tb)], s)
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.OOM, "the traceback's last line refines the kind"
+    assert s.failure.phase == Phase.LOADING
+    excerpt = "\n".join(s.failure.excerpt)
+    assert SCHED_EXC in excerpt
+    for tb in OOM_TRACEBACK:
+        assert tb in excerpt
+    assert "out of memory" in s.failure.hint.lower()
+    # an ordinary prefixed line afterwards closes the excerpt
+    s = feed([line(130, "[2026-06-02 08:00:30] Some ordinary info line")], s)
+    assert s.failure is not None
+    assert "Some ordinary info line" not in "\n".join(s.failure.excerpt)
+    assert s.phase == Phase.FAILED
+
+
+def test_error_lines_printed_before_the_fatal_line_are_in_the_excerpt() -> None:
+    # vLLM prints the traceback, then `EngineCore failed to start.`; lines from
+    # tests/fixtures/logs/vllm_v010_free_memory_engine_failed.log (QinYang79/ICL#3)
+    pre = [
+        "(VllmWorker rank=0 pid=3926141) ERROR 08-12 01:36:10 [multiproc_executor.py:511] ValueError: Free memory on "
+        "device (16.61/23.68 GiB) on startup is less than desired GPU memory utilization (0.8, 18.95 GiB).",
+    ]
+    s = feed([unit(100, started=100),
+              line(101, "(EngineCore_DP0 pid=17374) INFO 09-28 15:47:20 [gpu_model_runner.py:2602] Starting to load "
+                        "model Qwen/Qwen3-8B..."),
+              *[line(102, p) for p in pre],
+              line(103, "(EngineCore_DP0 pid=17374) ERROR 09-28 15:47:24 [core.py:718] EngineCore failed to start.")],
+             preset=VLLM)
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.OOM
+    assert s.failure.phase == Phase.LOADING
+    assert any("Free memory on device" in x for x in s.failure.excerpt)
+
+
+def test_failure_during_graph_capture_is_cuda_graph() -> None:
+    # tests/fixtures/logs/sglang_capture_failed_illegal_memory.log (0.4.4.post3)
+    s = feed([*loading(), line(105, CAPTURE_BEGIN), line(140, SCHED_EXC),
+              line(140, '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", '
+                        "line 267, in __init__"),
+              line(140, "    raise Exception("),
+              line(140, "Exception: Capture cuda graph failed: RuntimeError: CUDA error: an illegal memory access "
+                        "was encountered")])
+    assert s.failure is not None
+    assert s.failure.phase == Phase.GRAPH_CAPTURE
+    assert s.failure.kind == FailureKind.CUDA_GRAPH
+
+
+def test_dflash_graph_replay_crash_hint_says_disable_cuda_graph() -> None:
+    events = [unit(100, started=100, argv=DFLASH_ARGV), line(101, LOAD_BEGIN), line(102, LOAD_END),
+              line(103, CAPTURE_BEGIN), line(104, READY_LINE), gen(105), line(200, DECODE_LINE),
+              line(255, SCHED_EXC), *[line(255, tb) for tb in REPLAY_TRACEBACK]]
+    s = feed(events)
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.CUDA_GRAPH
+    assert s.failure.phase == Phase.READY
+    assert "disable-cuda-graph" in s.failure.hint
+    assert "DFLASH" in s.failure.hint
+    # the same crash without speculative decoding gets the generic hint: the DFLASH one comes from the argv
+    plain = ("/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/root/models/Kimi-K2.6",
+             "--tp-size", "8", "--ep-size", "8", "--port", "30001")
+    s2 = feed([unit(100, started=100, argv=plain), *events[1:]])
+    assert s2.failure is not None
+    assert s2.failure.kind == FailureKind.CUDA_GRAPH
+    assert "DFLASH" not in s2.failure.hint
+    assert "speculative" not in s2.failure.hint
+    assert s2.failure.hint != s.failure.hint
+
+
+def test_flags_come_from_the_units_argv() -> None:
+    s = feed([unit(100, started=100, argv=DFLASH_ARGV)])
+    flags = s.flag_dict()
+    assert flags["speculative-algorithm"] == "DFLASH"
+    assert flags["tp-size"] == "8"
+
+
+# ------------------------------------------------------------------------------------------------ stall
+
+
+def test_stall_while_loading_is_reported_and_cleared_by_a_line() -> None:
+    s = feed(loading(), stall_after=10.0)  # last progress at 101
+    s = feed([Tick(105)], s)
+    assert s.stalled_for is None
+    s = feed([Tick(112)], s)
+    assert s.stalled_for == pytest.approx(11.0)
+    assert s.phase == Phase.LOADING, "a stall is a warning, not a phase"
+    s = feed([line(113, "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.11it/s]")], s)
+    assert s.stalled_for is None
+
+
+def test_gpu_memory_change_counts_as_progress() -> None:
+    base = feed([*loading(), MemoryObserved(101.5, 10_000.0)], stall_after=10.0)
+    # memory keeps growing (weights being copied): not stalled
+    s = feed([MemoryObserved(108, 40_000.0), Tick(115)], base)
+    assert s.stalled_for is None
+    s = feed([Tick(118.5)], s)
+    assert s.stalled_for == pytest.approx(10.5)
+    # memory that does not move is no progress
+    s = feed([MemoryObserved(108, 10_010.0), Tick(112)], base)
+    assert s.stalled_for == pytest.approx(11.0)
+
+
+def test_no_stall_once_ready_or_failed() -> None:
+    s = feed([*warmup_seen(), gen(106), Tick(1000)], stall_after=10.0)
+    assert s.phase == Phase.READY
+    assert s.stalled_for is None
+    s = feed([*loading(), unit(110, "failed", sub="failed", exit_status=1), Tick(1000)], stall_after=10.0)
+    assert s.stalled_for is None
+
+
+# ------------------------------------------------------------------------------------------------ hypothesis
+
+_times = st.floats(min_value=-1e10, max_value=4e9, allow_nan=False, allow_infinity=False)
+_junk = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=200)
+_pieces = st.sampled_from([
+    LOAD_BEGIN, LOAD_END, CAPTURE_BEGIN, UVICORN_STARTED, READY_LINE, SCHED_EXC, DECODE_LINE, *OOM_TRACEBACK,
+    *REPLAY_TRACEBACK, "[bold]", "[/]", "[red]oops[/red]", "\x1b[31m", "\x1b]0;title\x07", "\x1b[2J", "\r", "\n",
+    "Traceback (most recent call last):", "(EngineCore_DP0 pid=1) ERROR 09-28 15:47:24 [core.py:718] ",
+    "EngineCore failed to start.", "Application startup complete.", "[2026-06-02 08:00:20 TP0 EP0] ",
+    "May 29 17:01:02 host python[1]: ", "svc-1  | ", "\x00", "\t",
+])
+_text = st.one_of(
+    _junk,
+    st.lists(st.one_of(_pieces, _junk), max_size=6).map("".join),
+    st.builds(lambda p, n: p * n, _pieces, st.integers(min_value=1, max_value=3000)),
+)
+_invs = st.sampled_from(["", INV, "other", "x" * 40])
+_argvs = st.one_of(st.just(()), st.just(DFLASH_ARGV),
+                   st.lists(st.sampled_from(["--tp", "8", "--disable-cuda-graph", "--speculative-algorithm",
+                                             "DFLASH", "--tp-size=4", "--enable-metrics", "junk", "--"]),
+                            max_size=8).map(tuple))
+_events = st.one_of(
+    st.builds(LogLine, at=_times, text=_text, invocation=_invs),
+    st.builds(lambda at, active, inv, started, status, argv: UnitObserved(at, UnitState(
+        active=active, invocation=inv, started_at=started, exit_status=status, argv=argv)),
+        _times, st.sampled_from(["active", "activating", "deactivating", "inactive", "failed", "unknown", ""]),
+        _invs, st.none() | _times, st.none() | st.integers(-300, 300), _argvs),
+    st.builds(ProbeResult, at=_times, kind=st.sampled_from(["connect", "health", "models", "generate", "?"]),
+              ok=st.booleans()),
+    st.builds(ActionTaken, at=_times, action=st.sampled_from(["start", "stop", "restart", "dance"])),
+    st.builds(Tick, at=_times),
+    st.builds(MemoryObserved, at=_times, used_mib=st.floats(min_value=0, max_value=2e6, allow_nan=False)),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(events=st.lists(_events, max_size=40), preset=st.sampled_from([SGLANG, VLLM]),
+       require_probe=st.booleans(), logs_available=st.booleans())
+def test_random_event_sequences_never_raise(events: list[Event | MemoryObserved], preset, require_probe: bool,
+                                            logs_available: bool) -> None:
+    s = initial(require_probe=require_probe, logs_available=logs_available, stall_after=30.0)
+    for ev in events:
+        s = reduce(s, ev, preset)
+        assert isinstance(s.phase, Phase)
+        assert all(isinstance(t.phase, Phase) for t in s.timeline)
+        assert s.stalled_for is None or s.stalled_for >= 0
+        if s.failure is not None:
+            assert isinstance(s.failure.kind, FailureKind)
+            assert len(s.failure.excerpt) <= MAX_EXCERPT
+    s.seconds_in()

@@ -1,0 +1,265 @@
+"""Integration over real SSH against a real systemd + journald host (a Debian container booted with
+systemd-nspawn by .ci/testhost.sh), with the simulated SGLang server installed as the unit `sglang-sim.service`
+and an `nvidia-smi` stand-in that prints its simulated GPUs.
+
+Without the test host these tests are skipped, unless BRINGUP_TESTHOST=required (CI), where its absence fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tui.config import load
+from tui.engine import Watch
+from tui.transport import TransportError
+from tui.transport.ssh import SshTransport
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / ".ci" / "testhost.sh"
+UNIT = "sglang-sim.service"
+PORT = 30001
+pytestmark = pytest.mark.slow
+
+
+def host_up() -> bool:
+    if not SCRIPT.exists():
+        return False
+    res = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, text=True, cwd=ROOT)
+    return res.returncode == 0 and "up" in res.stdout
+
+
+if not host_up():
+    if os.environ.get("BRINGUP_TESTHOST") == "required":
+        raise RuntimeError("BRINGUP_TESTHOST=required but the test host is not up (.ci/testhost.sh up)")
+    pytest.skip("the systemd test host is not up (bash .ci/testhost.sh build && bash .ci/testhost.sh up)",
+                allow_module_level=True)
+
+
+def texec(*argv: str, check: bool = True) -> str:
+    res = subprocess.run(["bash", str(SCRIPT), "exec", *argv], capture_output=True, text=True, cwd=ROOT,
+                         timeout=60)
+    if check and res.returncode != 0:
+        raise AssertionError(f"{argv}: {res.returncode} {res.stderr}")
+    return res.stdout
+
+
+def reset_unit() -> None:
+    texec("sh", "-c", f"systemctl stop {UNIT}; rm -rf /etc/systemd/system/{UNIT}.d; systemctl daemon-reload; "
+          f"systemctl reset-failed {UNIT} 2>/dev/null; rm -rf /var/lib/bringup-sim/holders; "
+          "rm -f /tmp/pwned /run/lock/bringup-*", check=False)
+
+
+@pytest.fixture(scope="module")
+def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cfg = tmp_path_factory.mktemp("ssh") / "config"
+    subprocess.run(["bash", str(SCRIPT), "ssh-config", str(cfg)], check=True, cwd=ROOT)
+    return cfg
+
+
+@pytest.fixture
+def conf(tmp_path: Path, ssh_config: Path) -> Iterator[Path]:
+    reset_unit()
+    choices = '["dflash-graph-crash", "oom-on-fast-restart", "stale-health", "hang-loading", "crash-while-serving"]'
+    cfg = tmp_path / "bringup.toml"
+    cfg.write_text(f"""
+state_dir = "{tmp_path / 'state'}"
+[probe]
+interval_s = 0.3
+[hosts.testhost]
+ssh = "testhost"
+ssh_config = "{ssh_config}"
+[deployments.remote]
+host = "testhost"
+manager = "systemd"
+unit = "{UNIT}"
+endpoint = "http://127.0.0.1:{PORT}"
+gpus = [0, 1, 2, 3, 4, 5, 6, 7]
+release_tolerance_mib = 512
+release_timeout_s = 120
+[[deployments.remote.extra_flags]]
+name = "scenario"
+kind = "choice"
+choices = {choices}
+""")
+    yield cfg
+    reset_unit()
+    left = texec("sh", "-c", "ps -eo pid,args | grep -E 'journalctl|nvidia_smi|nvidia-smi|sleep 2147483647|flock' "
+                 "| grep -v grep || true")
+    assert left.strip() == "", f"bringup left commands running on the host:\n{left}"
+
+
+def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+    return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=cfg.parent)
+
+
+def status(cfg: Path) -> dict[str, object]:
+    res = bringup(cfg, "status", "remote", "--json")
+    return json.loads(res.stdout)  # type: ignore[no-any-return]
+
+
+def phases(st: dict[str, object]) -> list[str]:
+    return [t["phase"] for t in st["timeline"]]  # type: ignore[index, union-attr]
+
+
+def invocation() -> str:
+    return texec("systemctl", "show", "-p", "InvocationID", "--value", UNIT).strip()
+
+
+def test_restart_then_wait_reaches_ready(conf: Path) -> None:
+    r = bringup(conf, "restart", "remote", "--yes")
+    assert r.returncode == 0, r.stderr + r.stdout
+    w = bringup(conf, "wait", "remote", "--timeout", "60")
+    assert w.returncode == 0, w.stderr
+    st = status(conf)
+    assert st["phase"] == "ready"
+    assert phases(st) == ["starting", "loading", "graph-capture", "warmup", "ready"]
+    assert st["invocation"] == invocation()
+    gpus = st["gpus"]["gpus"]  # type: ignore[index]
+    assert len(gpus) == 8 and all(g["mem_used_mib"] > 100_000 for g in gpus)  # read over SSH by nvidia-smi
+
+
+def test_set_flag_writes_dropin_changes_invocation_and_skips_capture(conf: Path) -> None:
+    assert bringup(conf, "restart", "remote", "--yes").returncode == 0
+    before = invocation()
+    r = bringup(conf, "restart", "remote", "--set", "disable-cuda-graph", "--yes")
+    assert r.returncode == 0, r.stderr + r.stdout
+    dropin = texec("cat", f"/etc/systemd/system/{UNIT}.d/50-bringup.conf")
+    assert "ExecStart=\n" in dropin and "--disable-cuda-graph" in dropin
+    previous = json.loads(texec("cat", f"/etc/systemd/system/{UNIT}.d/bringup-previous.json"))
+    assert "--disable-cuda-graph" not in previous and "--enable-metrics" in previous  # kept for rollback
+    assert invocation() != before
+    st = status(conf)
+    assert st["phase"] == "ready" and "graph-capture" not in phases(st)
+    assert "--disable-cuda-graph" in texec("systemctl", "show", "-p", "ExecStart", UNIT)
+
+
+def test_dflash_fails_with_cuda_graph_hint_then_toggle_reaches_ready(conf: Path) -> None:
+    r = bringup(conf, "restart", "remote", "--set", "speculative-algorithm=DFLASH", "--set",
+                "speculative-dflash-block-size=8", "--yes", "--json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout[r.stdout.index("{\n"):])
+    f = out["failure"]
+    assert f["kind"] == "cuda-graph" and "disable-cuda-graph" in f["hint"]
+    assert "cuda_graph_runner" in f["excerpt"] and "torch.AcceleratorError" in f["excerpt"]
+    st = status(conf)  # a later look at the failed unit tells the same story, from the journal
+    assert st["phase"] == "failed" and st["failure"]["kind"] == "cuda-graph"  # type: ignore[index]
+    r = bringup(conf, "restart", "remote", "--set", "disable-cuda-graph", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert status(conf)["phase"] == "ready"
+
+
+def test_stale_health_never_gives_a_false_ready(conf: Path) -> None:
+    assert bringup(conf, "restart", "remote", "--set", "scenario=stale-health", "--yes").returncode == 0
+    old = invocation()
+    proc = subprocess.Popen([sys.executable, "-m", "tui", "--config", str(conf), "restart", "remote", "--yes",
+                             "--json"], stdout=subprocess.PIPE, text=True, cwd=conf.parent)
+    assert proc.stdout is not None
+    ready_at = None
+    for line in proc.stdout:
+        if '"ready: a generation' in line:
+            ready_at = time.time()
+    assert proc.wait(timeout=120) == 0
+    new = invocation()
+    assert new != old and ready_at is not None
+    fired = texec("journalctl", f"_SYSTEMD_INVOCATION_ID={new}", "-o", "json", "--no-pager")
+    stamps = [int(json.loads(x)["__REALTIME_TIMESTAMP"]) / 1e6 for x in fired.splitlines()
+              if "fired up and ready" in x]
+    assert stamps and ready_at >= stamps[0], "ready reported before the new process said it was ready"
+
+
+def test_fast_restart_waits_for_release_and_never_ooms(conf: Path) -> None:
+    assert bringup(conf, "restart", "remote", "--set", "scenario=oom-on-fast-restart", "--yes").returncode == 0
+    r = bringup(conf, "restart", "remote", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "waiting for GPU memory" in r.stdout
+    log = texec("journalctl", "-u", UNIT, "--no-pager", f"_SYSTEMD_INVOCATION_ID={invocation()}")
+    assert "CUDA out of memory" not in log
+
+
+def test_two_restarts_at_once_one_is_refused(conf: Path) -> None:
+    assert bringup(conf, "restart", "remote", "--yes").returncode == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "tui", "--config", str(conf), "restart", "remote", "--yes"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=conf.parent)
+             for _ in range(2)]
+    outs = [(p.wait(timeout=120), p.stdout.read() if p.stdout else "") for p in procs]
+    codes = sorted(c for c, _ in outs)
+    assert codes[0] == 0 and codes[1] != 0, outs
+    refused = next(o for c, o in outs if c != 0)
+    assert "another bringup is already restarting" in refused and "pid" in refused
+
+
+def test_shell_metacharacters_never_run_on_the_host(conf: Path, ssh_config: Path) -> None:
+    for value in ("$(touch /tmp/pwned)", "x; touch /tmp/pwned", "`touch /tmp/pwned`", "a\ntouch /tmp/pwned"):
+        r = bringup(conf, "restart", "remote", "--set", f"speculative-draft-model-path={value}", "--yes")
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert texec("sh", "-c", "test -e /tmp/pwned && echo yes || echo no").strip() == "no"
+
+    async def direct() -> str:
+        t = SshTransport("testhost", config=[str(ssh_config)])
+        try:
+            res = await t.run(["echo", "$(touch /tmp/pwned); `touch /tmp/pwned` && touch /tmp/pwned"])
+            return res.text
+        finally:
+            await t.close()
+
+    assert asyncio.run(direct()).strip() == "$(touch /tmp/pwned); `touch /tmp/pwned` && touch /tmp/pwned"
+    assert texec("sh", "-c", "test -e /tmp/pwned && echo yes || echo no").strip() == "no"
+
+
+def test_unknown_host_key_is_refused(tmp_path: Path, ssh_config: Path) -> None:
+    text = ssh_config.read_text()
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    lines = [ln for ln in text.splitlines() if "UserKnownHostsFile" not in ln and "GlobalKnownHostsFile" not in ln]
+    cfg = tmp_path / "config"
+    cfg.write_text("\n".join(lines).replace("Host testhost", f"Host testhost\n    UserKnownHostsFile {empty}\n"
+                                            "    GlobalKnownHostsFile /dev/null", 1) + "\n")
+
+    async def attempt() -> str:
+        t = SshTransport("testhost", config=[str(cfg)])
+        try:
+            await t.run(["true"])
+        except TransportError as e:
+            return str(e)
+        finally:
+            await t.close()
+        return "connected"
+
+    msg = asyncio.run(attempt())
+    assert "unknown SSH host key" in msg and "ssh testhost" in msg
+
+
+async def test_journal_survives_dropped_connections_without_loss_or_duplicates(conf: Path) -> None:
+    settings = load(str(conf))
+    r = await asyncio.to_thread(bringup, conf, "restart", "remote", "--yes")
+    assert r.returncode == 0
+    w = Watch(settings, "remote", settings.deployments["remote"])
+    await w.start()
+    try:
+        t0 = time.monotonic()
+        while not w.logs and time.monotonic() - t0 < 20:
+            await asyncio.sleep(0.2)
+        for _ in range(3):  # cut our SSH connection on the host side while lines stream
+            await asyncio.sleep(2.5)
+            await asyncio.to_thread(texec, "sh", "-c", "pkill -KILL -f 'sshd: root@' || true", check=False)
+        await asyncio.sleep(4)
+        inv = w.state.invocation
+        got = [ln.cursor for ln in w.logs if ln.invocation == inv]
+    finally:
+        await w.close()
+    truth = [json.loads(x)["__CURSOR"] for x in texec(
+        "journalctl", f"_SYSTEMD_INVOCATION_ID={inv}", "-o", "json", "--no-pager").splitlines()]
+    assert len(got) == len(set(got)), "a journal line was delivered twice"
+    assert got == truth[: len(got)], "a journal line was lost or reordered"
+    assert len(got) >= len(truth) - 20  # caught up, give or take the last second of lines

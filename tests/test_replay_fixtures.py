@@ -1,0 +1,246 @@
+"""Replay (tui/lifecycle/replay.py and `bringup replay`) over real public logs, against what a human concluded.
+
+tests/fixtures/logs/expected.json holds, per log, the preset, final phase, phases seen, failure kind/phase and
+substrings the failure excerpt must contain. The reducer only moves forward, so repeated or backward phases in
+the expectation (vLLM V1 goes compile -> KV sizing -> graph capture) are dropped before comparing timelines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tui.lifecycle.replay import events_from_lines, journal_message, replay
+from tui.model import PROGRESS_ORDER, FailureKind, LogLine, Phase, UnitObserved
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "tests" / "fixtures" / "logs"
+EXPECTED: dict[str, dict] = json.loads((LOGS / "expected.json").read_text(encoding="utf-8"))
+_RANK = {str(p): i for i, p in enumerate(PROGRESS_ORDER)}
+
+
+def _replay(name: str):
+    lines = (LOGS / name).read_text(encoding="utf-8").splitlines()
+    return replay(lines)
+
+
+def forward_only(phases: list[str]) -> list[str]:
+    """The phases a forward-only reducer can show for a human's list: repeats and backward steps dropped."""
+    out: list[str] = []
+    best = -1
+    for p in phases:
+        if p == "failed":
+            out.append(p)
+            break
+        r = _RANK[p]
+        if r > best:
+            out.append(p)
+            best = r
+    return out
+
+
+def _drop_leading_starting(phases: list[str]) -> list[str]:
+    return phases[1:] if phases and phases[0] == "starting" else phases
+
+
+def test_every_fixture_log_has_an_expectation() -> None:
+    logs = {p.name for p in LOGS.glob("*.log")}
+    assert logs == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_outcome(name: str) -> None:
+    exp = EXPECTED[name]
+    r = _replay(name)
+    d = r.as_dict()
+    assert r.preset == exp["preset"], "preset detection"
+    assert d["final"] == exp["final"]
+    if exp["failure_kind"] is None:
+        assert d["failure"] is None
+        return
+    f = d["failure"]
+    assert f is not None
+    assert f["kind"] == exp["failure_kind"]
+    assert f["phase"] == exp["failure_phase"]
+    for needle in exp["must_contain_in_excerpt"]:
+        assert needle in f["excerpt"]
+    assert f["hint"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_timeline(name: str) -> None:
+    r = _replay(name)
+    got = _drop_leading_starting([str(t.phase) for t in r.state.timeline])
+    want = _drop_leading_starting(forward_only(EXPECTED[name]["phases"]))
+    assert got == want
+
+
+def test_forward_only_helper() -> None:
+    assert forward_only(["graph-capture", "loading", "graph-capture", "warmup"]) == ["graph-capture", "warmup"]
+    assert forward_only(["starting", "loading", "failed"]) == ["starting", "loading", "failed"]
+
+
+# ------------------------------------------------------------------------------------------------ journald JSON
+
+# the K2.6 DFlash unit and line, as `journalctl -o json` prints them
+_INV = "c0ffee0123456789abcdef0123456789"
+
+
+def _jline(msg: object, ts_us: int, **fields: object) -> str:
+    obj = {"__REALTIME_TIMESTAMP": str(ts_us), "MESSAGE": msg, "__CURSOR": f"s=abc;i={ts_us:x}", **fields}
+    return json.dumps(obj)
+
+
+def test_journal_json_byte_array_message_decodes_with_replacement() -> None:
+    text = "[2026-05-29 16:59:48 TP0 EP0] Load weight begin. avail mem=94.00 GB "
+    msg = [*text.encode(), 0xFF, 0xFE, *b"tail"]
+    raw = _jline(msg, 1_780_073_988_000_000, _PID="106324", _SYSTEMD_INVOCATION_ID=_INV)
+    assert journal_message(json.loads(raw)) == text + "\ufffd\ufffdtail"
+    evs = list(events_from_lines([raw]))
+    assert len(evs) == 1
+    ev = evs[0]
+    assert isinstance(ev, LogLine)
+    assert ev.text == text + "\ufffd\ufffdtail"
+    assert ev.invocation == _INV
+    assert ev.at == pytest.approx(1_780_073_988.0)
+    r = replay([raw])
+    assert r.state.phase == Phase.LOADING
+
+
+@pytest.mark.parametrize("msg", [["a", "b"], [[1, 2]], [None], {"x": 1}, None, 12, [1.5, 300, -1]])
+def test_journal_json_odd_messages_do_not_raise(msg: object) -> None:
+    list(events_from_lines([_jline(msg, 1_000_000, _PID="7")]))
+
+
+@pytest.mark.parametrize("systemd_fields", [
+    {"_PID": "1", "SYSLOG_IDENTIFIER": "systemd", "UNIT": "sglang-k26-dflash.service", "INVOCATION_ID": _INV},
+    {"_PID": "1"},
+], ids=["as-journald-writes-it", "pid-1-only"])
+def test_systemd_main_process_exited_after_loading_is_failed_exit(systemd_fields: dict[str, str]) -> None:
+    lines = [
+        _jline("[2026-05-29 16:59:48 TP0 EP0] Load weight begin. avail mem=94.00 GB", 1_780_073_988_000_000,
+               _PID="106324", _SYSTEMD_INVOCATION_ID=_INV),
+        _jline("[2026-05-29 17:01:02 TP0 EP0] Load weight end. elapsed=73.65 s, type=KimiK25ForConditionalGeneration,"
+               " quant=compressed-tensors, avail mem=21.76 GB, mem usage=72.24 GB.", 1_780_074_062_000_000,
+               _PID="106324", _SYSTEMD_INVOCATION_ID=_INV),
+        # systemd (PID 1) about the unit: no _SYSTEMD_INVOCATION_ID, but INVOCATION_ID of the unit's run
+        _jline("sglang-k26-dflash.service: Main process exited, code=exited, status=1/FAILURE",
+               1_780_074_300_000_000, **systemd_fields),
+        _jline("sglang-k26-dflash.service: Failed with result 'exit-code'.", 1_780_074_300_000_100,
+               **systemd_fields),
+    ]
+    evs = list(events_from_lines(lines))
+    assert isinstance(evs[2], UnitObserved)
+    assert evs[2].unit.exit_status == 1
+    r = replay(lines)
+    s = r.state
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.EXIT
+    assert s.failure.phase == Phase.LOADING
+    d = r.as_dict()
+    assert d["final"] == "failed"
+
+
+def test_mixed_plain_and_json_lines() -> None:
+    lines = [
+        "# source: test",
+        "May 29 17:01:02 dflash-train python[106324]: [2026-05-29 17:01:02 TP0 EP0] Load weight end. elapsed=73.65 s",
+        "{not json at all",
+        _jline("[2026-05-29 17:03:02 TP0 EP0] Capture cuda graph begin. This can take up to several minutes.",
+               1_780_074_182_000_000, _PID="106324"),
+    ]
+    r = replay(lines)
+    assert r.state.phase == Phase.GRAPH_CAPTURE
+
+
+# ------------------------------------------------------------------------------------------------ robustness
+
+
+def test_binary_garbage_does_not_crash(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 200 + os.urandom(50_000)
+    lines = data.decode("utf-8", "replace").splitlines()
+    r = replay(lines)
+    assert isinstance(r.state.phase, Phase)
+    r.as_dict()
+
+
+def test_five_megabyte_single_line_does_not_crash() -> None:
+    r = replay(["[2026-06-02 08:00:20 TP0 EP0] Scheduler hit an exception: " + "y" * 5_000_000])
+    assert r.state.phase == Phase.FAILED
+    assert r.state.failure is not None
+    assert sum(len(x) for x in r.state.failure.excerpt) < 100_000
+    r = replay(["z" * 5_000_000])
+    assert isinstance(r.state.phase, Phase)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(
+    st.text(max_size=200),
+    st.dictionaries(st.sampled_from(["MESSAGE", "__REALTIME_TIMESTAMP", "_PID", "_SYSTEMD_INVOCATION_ID",
+                                     "SYSLOG_IDENTIFIER", "INVOCATION_ID", "__CURSOR"]),
+                    st.one_of(st.text(max_size=50), st.integers(), st.none(), st.lists(st.integers(-5, 300)),
+                              st.sampled_from(["1", "systemd", "Main process exited, code=killed, status=9/KILL",
+                                               "Started x.service.", "Failed with result 'signal'."])),
+                    ).map(json.dumps),
+), max_size=20))
+def test_replay_never_raises(lines: list[str]) -> None:
+    r = replay(lines)
+    assert isinstance(r.state.phase, Phase)
+    json.dumps(r.as_dict())
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+    return subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_cli_replay_json() -> None:
+    p = _cli("replay", str(LOGS / "sglang_warmup_fail_502.log"), "--json")
+    assert p.returncode == 1, "a failed replay exits 1"
+    d = json.loads(p.stdout)
+    assert {"final", "phases", "failure"} <= set(d)
+    assert d["final"] == "failed"
+    assert d["failure"]["kind"] == "warmup"
+    assert [x["phase"] for x in d["phases"]][-1] == "failed"
+
+
+def test_cli_replay_json_not_failed_exits_0() -> None:
+    p = _cli("replay", str(LOGS / "sglang_tp8_capture_in_progress.log"), "--json")
+    assert p.returncode == 0
+    d = json.loads(p.stdout)
+    assert d["final"] == "graph-capture"
+    assert d["failure"] is None
+
+
+def test_cli_replay_missing_file_exits_2_with_one_line() -> None:
+    p = _cli("replay", "/nonexistent")
+    assert p.returncode == 2
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1, p.stderr
+    assert "/nonexistent" in err[0]
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param(lambda: os.urandom(200_000) + b"\n\x00\xff" * 1000, id="binary-garbage"),
+    pytest.param(lambda: b"[2026-06-02 08:00:20 TP0] Load weight begin. " + b"x" * 5_000_000, id="5MB-one-line"),
+])
+def test_cli_replay_odd_files(tmp_path: Path, content) -> None:
+    f = tmp_path / "odd.log"
+    f.write_bytes(content())
+    p = _cli("replay", str(f), "--json")
+    assert p.returncode in (0, 1)
+    assert "Traceback" not in p.stderr
+    json.loads(p.stdout)

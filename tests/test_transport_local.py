@@ -1,0 +1,190 @@
+"""The local transport (tui/transport/local.py): timeouts and closed streams leave no process behind, lines are
+split on \\r as well as \\n, and a missing program is a TransportError with a clear message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tui.transport import TransportError
+from tui.transport.local import LocalTransport
+
+
+def _procs_matching(needle: str) -> list[int]:
+    """Live (not zombie) processes whose command line contains `needle`."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in cmd and state != "Z":
+            out.append(int(d.name))
+    return out
+
+
+def _pgid_members(pgid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(d.name))
+    return out
+
+
+async def _gone(check, timeout: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    left = check()
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        left = check()
+    return left
+
+
+@pytest.fixture
+def marker() -> str:
+    """A unique sleep duration, so the process checks cannot see anyone else's `sleep`."""
+    return f"5.{uuid.uuid4().int % 10**6:06d}"
+
+
+async def test_run_returns_output_and_status() -> None:
+    t = LocalTransport()
+    r = await t.run(["sh", "-c", "printf 'out'; printf 'err' >&2; exit 3"], timeout=5)
+    assert (r.rc, r.text, r.error_text) == (3, "out", "err")
+    r = await t.run(["cat"], input=b"piped", timeout=5)
+    assert r.stdout == b"piped"
+    r = await t.run(["sh", "-c", "printf %s \"$BRINGUP_TEST_VAR\""], env={"BRINGUP_TEST_VAR": "v; $(id)"}, timeout=5)
+    assert r.text == "v; $(id)", "argv and env are passed as data, never through a shell"
+
+
+async def test_run_timeout_kills_the_process(marker: str) -> None:
+    t = LocalTransport()
+    start = time.monotonic()
+    with pytest.raises(TransportError, match="did not finish"):
+        await t.run(["sleep", marker], timeout=0.3)
+    assert time.monotonic() - start < 2.5
+    assert await _gone(lambda: _procs_matching(f"sleep {marker}")) == []
+
+
+async def test_run_timeout_kills_the_whole_process_group(marker: str) -> None:
+    t = LocalTransport()
+    with pytest.raises(TransportError):
+        await t.run(["bash", "-c", f"sleep {marker} & sleep {marker}; wait"], timeout=0.3)
+    assert await _gone(lambda: _procs_matching(f"sleep {marker}")) == []
+
+
+def _kill_leftovers(needle: str) -> None:
+    for pid in _procs_matching(needle):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_run_timeout_terminates_children_of_a_leader_that_exits_on_sigterm(marker: str) -> None:
+    # the leader exits at once on SIGTERM; its background child (own output, so no pipe keeps the run open)
+    # must get the signal too: the whole group is signalled, not just the leader
+    needle = f"sleep {marker}"
+    script = f"trap 'exit 0' TERM; sleep {marker} >/dev/null 2>&1 & wait"
+    try:
+        with pytest.raises(TransportError):
+            await LocalTransport().run(["bash", "-c", script], timeout=0.3)
+        assert await _gone(lambda: _procs_matching(needle), timeout=2.0) == []
+    finally:
+        _kill_leftovers(needle)
+
+
+async def test_run_timeout_kills_children_that_ignore_sigterm(marker: str) -> None:
+    # regression: SIGKILL used to go to the group only if the leader outlived the grace period
+    needle = f"sleep {marker}"
+    script = f"trap 'exit 0' TERM; (trap '' TERM; exec sleep {marker} >/dev/null 2>&1) & wait"
+    try:
+        with pytest.raises(TransportError):
+            await LocalTransport().run(["bash", "-c", script], timeout=0.3)
+        assert await _gone(lambda: _procs_matching(needle), timeout=2.5) == []
+    finally:
+        _kill_leftovers(needle)
+
+
+async def test_run_cancelled_kills_the_process(marker: str) -> None:
+    t = LocalTransport()
+    task = asyncio.create_task(t.run(["sleep", marker], timeout=30))
+    await asyncio.sleep(0.3)
+    assert _procs_matching(f"sleep {marker}")
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert await _gone(lambda: _procs_matching(f"sleep {marker}")) == []
+
+
+async def test_run_missing_binary() -> None:
+    with pytest.raises(TransportError) as ei:
+        await LocalTransport().run(["bringup-no-such-binary-xyz", "--version"], timeout=5)
+    msg = str(ei.value)
+    assert "bringup-no-such-binary-xyz" in msg
+    assert "No such file" in msg
+
+
+async def test_stream_missing_binary() -> None:
+    gen = LocalTransport().stream(["bringup-no-such-binary-xyz"])
+    with pytest.raises(TransportError, match="bringup-no-such-binary-xyz"):
+        await gen.__anext__()
+
+
+async def test_closing_a_stream_kills_its_command() -> None:
+    tag = f"bringup-test-{uuid.uuid4().hex}"
+    gen = LocalTransport().stream(["bash", "-c", f"while :; do echo x; sleep 0.05; done # {tag}"])
+    got = []
+    async for line in gen:
+        got.append(line)
+        if len(got) == 3:
+            break
+    assert got == ["x", "x", "x"]
+    pids = _procs_matching(tag)  # bash (and, for an instant, a forked child about to exec sleep)
+    assert pids
+    pgid = os.getpgid(min(pids))
+    assert pgid != os.getpgid(0), "the command runs in its own process group"
+    await gen.aclose()
+    assert await _gone(lambda: _procs_matching(tag)) == []
+    assert await _gone(lambda: _pgid_members(pgid)) == [], "no child (the loop's sleep) is left either"
+
+
+async def test_stream_splits_on_carriage_returns() -> None:
+    # tqdm on a TTY: progress redraws separated by \r
+    script = ("import sys\n"
+              "for i in range(3):\n"
+              "    sys.stdout.write(f'\\rLoading safetensors checkpoint shards: {i}/2'); sys.stdout.flush()\n"
+              "sys.stdout.write('\\r\\ndone\\nno newline at end')\n")
+    lines = [x async for x in LocalTransport().stream([sys.executable, "-c", script])]
+    assert lines == ["Loading safetensors checkpoint shards: 0/2", "Loading safetensors checkpoint shards: 1/2",
+                     "Loading safetensors checkpoint shards: 2/2", "done", "no newline at end"]
+
+
+async def test_stream_of_a_long_line_and_invalid_utf8() -> None:
+    script = "import sys; sys.stdout.buffer.write(b'a' * 200000 + b'\\n\\xff\\xfe ok\\n')"
+    lines = [x async for x in LocalTransport().stream([sys.executable, "-c", script])]
+    assert lines[-1] == "\ufffd\ufffd ok"
+    assert sum(len(x) for x in lines[:-1]) > 0
+
+
+async def test_write_and_read_file(tmp_path: Path) -> None:
+    t = LocalTransport()
+    p = tmp_path / "a" / "b" / "50-bringup.conf"
+    await t.write_file(str(p), b"[Service]\nExecStart=\n")
+    assert await t.read_file(str(p)) == b"[Service]\nExecStart=\n"
+    assert await t.read_file(str(tmp_path / "missing")) is None
+    assert [x.name for x in p.parent.iterdir()] == ["50-bringup.conf"], "no temp file left behind"
