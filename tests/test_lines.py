@@ -1,6 +1,6 @@
 """Line cleaning (tui/lifecycle/lines.py) and incremental line splitting (tui/transport/lines.py).
 
-Prefixed lines are real wordings quoted in the server notes (SGLang/vLLM sources by version), in the K2.6 write-ups, or in tests/fixtures/logs;
+Prefixed lines are real wordings from the SGLang/vLLM sources by version, the K2.6 write-ups, or tests/fixtures/logs;
 each cites its source.
 """
 

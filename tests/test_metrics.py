@@ -160,7 +160,7 @@ def test_vllm_counter_reset() -> None:
 # ------------------------------------------------------------------------------------------------ log lines
 
 
-def test_sglang_decode_line_servers_md_4() -> None:
+def test_sglang_decode_line_0523_wording() -> None:
     # PR #22166
     s = from_log_line(SGLANG, "[2026-04-05 20:02:51] Decode batch, #running-req: 32, #token: 11179, token usage: "
                               "0.08, cuda graph: True, gen throughput (token/s): 1635.11, #queue-req: 0", 5.0)
@@ -172,7 +172,7 @@ def test_sglang_decode_line_servers_md_4() -> None:
     assert s.at == 5.0
 
 
-def test_sglang_eagle3_decode_line_servers_md_4() -> None:
+def test_sglang_eagle3_decode_line_053_wording() -> None:
     # sglang #11948 (~0.5.3): `Decode batch.` and a trailing `, `
     s = from_log_line(SGLANG, "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 108, token usage: "
                               "0.00, accept len: 2.17, accept rate: 0.54, cuda graph: True, gen throughput (token/s): "
@@ -216,7 +216,7 @@ def test_vllm_engine_and_spec_lines_fixture() -> None:
     assert s.tokens_per_s is None
 
 
-def test_vllm_engine_line_servers_md_8_format() -> None:
+def test_vllm_engine_line_033_wording() -> None:
     line = ("(APIServer pid=1) INFO 11-24 11:45:00 [loggers.py:236] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
             "Avg generation throughput: 1523.4 tokens/s, Running: 64 reqs, Waiting: 3 reqs, GPU KV cache usage: "
             "12.5%, Prefix cache hit rate: 0.0%")

@@ -55,7 +55,7 @@ OOM_TRACEBACK = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
     "139.81 GiB of which 1.12 GiB is free.",
 )
-# the K2.6 DFlash crash: DFLASH verify under CUDA graphs faults at the first graph replay (frames as the sim prints them)
+# the K2.6 DFlash crash: DFLASH verify under CUDA graphs faults at the first graph replay (as the sim prints it)
 REPLAY_TRACEBACK = (
     '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/speculative/dflash_worker_v2.py", line 715, '
     "in forward_batch_generation",

@@ -333,7 +333,7 @@ class Sim:
                 f"mem usage={gib:.2f} GB, avail mem={self.avail():.2f} GB.")
 
     def bringup(self) -> None:
-        """The startup timeline of servers.md §2: at --time-scale 1, ~27 s with graphs, ~19 s without."""
+        """The startup timeline of SGLang 0.5.x: at --time-scale 1, ~27 s with graphs, ~19 s without."""
         a, L = self.a, self.log
         shown = ", ".join(f"{k}={v!r}" for k, v in self.sglang_args().items())
         L.line(f"server_args=ServerArgs({shown})")

@@ -158,7 +158,7 @@ class Preset:
 
 
 def rx(*alternatives: str, flags: int = 0) -> re.Pattern[str]:
-    """One compiled alternation; presets list their wordings one per line for easy review against servers.md."""
+    """One compiled alternation; presets list their wordings one per line, easy to review against the sources."""
     return re.compile("|".join(f"(?:{a})" for a in alternatives), flags)
 
 
