@@ -77,6 +77,25 @@ interval_s = 0.3
 [hosts.testhost]
 ssh = "testhost"
 ssh_config = "{ssh_config}"
+[hosts.tester]
+ssh = "testhost-tester"
+ssh_config = "{ssh_config}"
+sudo = true
+[hosts.tester-nosudo]
+ssh = "testhost-tester"
+ssh_config = "{ssh_config}"
+[deployments.as-tester]
+host = "tester"
+manager = "systemd"
+unit = "{UNIT}"
+endpoint = "http://127.0.0.1:{PORT}"
+gpus = [0, 1, 2, 3, 4, 5, 6, 7]
+release_tolerance_mib = 512
+[deployments.no-sudo]
+host = "tester-nosudo"
+manager = "systemd"
+unit = "{UNIT}"
+endpoint = "http://127.0.0.1:{PORT}"
 [deployments.remote]
 host = "testhost"
 manager = "systemd"
@@ -218,13 +237,13 @@ def test_shell_metacharacters_never_run_on_the_host(conf: Path, ssh_config: Path
 
 
 def test_unknown_host_key_is_refused(tmp_path: Path, ssh_config: Path) -> None:
-    text = ssh_config.read_text()
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    lines = [ln for ln in text.splitlines() if "UserKnownHostsFile" not in ln and "GlobalKnownHostsFile" not in ln]
+    key = next(ln.split()[1] for ln in ssh_config.read_text().splitlines() if "IdentityFile" in ln)
+    port = next(ln.split()[1] for ln in ssh_config.read_text().splitlines() if ln.strip().startswith("Port"))
     cfg = tmp_path / "config"
-    cfg.write_text("\n".join(lines).replace("Host testhost", f"Host testhost\n    UserKnownHostsFile {empty}\n"
-                                            "    GlobalKnownHostsFile /dev/null", 1) + "\n")
+    cfg.write_text(f"Host testhost\n    HostName 127.0.0.1\n    Port {port}\n    User root\n    IdentityFile {key}\n"
+                   f"    UserKnownHostsFile {empty}\n    GlobalKnownHostsFile /dev/null\n")
 
     async def attempt() -> str:
         t = SshTransport("testhost", config=[str(cfg)])
@@ -256,10 +275,26 @@ async def test_journal_survives_dropped_connections_without_loss_or_duplicates(c
         await asyncio.sleep(4)
         inv = w.state.invocation
         got = [ln.cursor for ln in w.logs if ln.invocation == inv]
+        reconnects = w.transport.connections - 1  # type: ignore[attr-defined]
     finally:
         await w.close()
     truth = [json.loads(x)["__CURSOR"] for x in texec(
         "journalctl", f"_SYSTEMD_INVOCATION_ID={inv}", "-o", "json", "--no-pager").splitlines()]
+    assert reconnects >= 2, "the connection was not actually cut and re-opened"
     assert len(got) == len(set(got)), "a journal line was delivered twice"
     assert got == truth[: len(got)], "a journal line was lost or reordered"
     assert len(got) >= len(truth) - 20  # caught up, give or take the last second of lines
+
+
+def test_non_root_user_restarts_through_sudo(conf: Path) -> None:
+    r = bringup(conf, "restart", "as-tester", "--set", "disable-cuda-graph", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    owner = texec("stat", "-c", "%U", f"/etc/systemd/system/{UNIT}.d/50-bringup.conf").strip()
+    assert owner == "root"
+    assert "--disable-cuda-graph" in texec("systemctl", "show", "-p", "ExecStart", UNIT)
+
+
+def test_non_root_user_without_sudo_gets_told_what_to_do(conf: Path) -> None:
+    r = bringup(conf, "restart", "no-sudo", "--yes")
+    assert r.returncode != 0
+    assert "sudo = true" in r.stdout + r.stderr and "Traceback" not in r.stderr

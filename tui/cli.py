@@ -109,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("file", metavar="FILE|-")
     rp.add_argument("--preset", choices=("sglang", "vllm", "auto"), default="auto")
 
+    b = add("bench", "measure tokens/s and TTFT with real streaming requests",
+            "Send streaming chat completions to the deployment's OpenAI-compatible endpoint at each concurrency "
+            "level and report time to first token, tokens/s per stream and aggregate tokens/s. Only this command "
+            "sends load; nothing in bringup benchmarks on its own.\n\n  bringup bench k26 --concurrency 1,4,16")
+    b.add_argument("deployment", nargs="?")
+    b.add_argument("--concurrency", default="1,4", metavar="N,N,...", help="levels (default 1,4)")
+    b.add_argument("--requests", type=int, default=None, metavar="N", help="requests per level (default 2x level)")
+    b.add_argument("--prompt-tokens", type=int, default=128, metavar="N")
+    b.add_argument("--max-tokens", type=int, default=128, metavar="N")
+    b.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per request")
+
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
             "needed and stopping it on exit.")
@@ -160,7 +171,8 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float) -> dict
         "gpus": gpus_dict(s.gpus),
         "throughput": None if tp is None else {"tokens_per_s": tp.tokens_per_s, "source": tp.source,
                                                "running": tp.running, "queued": tp.queued,
-                                               "accept_len": tp.accept_len, "accept_rate": tp.accept_rate},
+                                               "accept_len": tp.accept_len, "accept_rate": tp.accept_rate,
+                                               "ttft_s": tp.ttft_s},
         "flags": flags, "argv": list(s.flags), "notes": list(s.notes),
     }
 
@@ -323,7 +335,7 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
              "rolled_back": outcome.rolled_back}, args.json, f"{name}: {outcome.message}")
         if outcome.ok:
             return 0
-        return 2 if "lock" in outcome.message or "timeout" in outcome.message or "within" in outcome.message else 1
+        return 2 if outcome.refused or outcome.timed_out else 1
     finally:
         await w.close()
 
@@ -403,6 +415,35 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if r.state.phase == Phase.FAILED else 0
 
 
+async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.bench import BenchError, bench, render
+    from tui.engine import Watch
+
+    try:
+        levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--concurrency takes numbers like 1,4,16, not {args.concurrency!r}") from None
+    if not levels or min(levels) < 1 or max(levels) > 1024:
+        raise UsageError("--concurrency levels must be between 1 and 1024")
+    if min(args.prompt_tokens, args.max_tokens) < 1 or (args.requests is not None and args.requests < 1):
+        raise UsageError("--prompt-tokens, --max-tokens and --requests must be positive")
+    name, dep = settings.deployment(args.deployment)
+    w = Watch(settings, name, dep)
+    try:
+        await w.connect_endpoint()
+        endpoint = w.prober.endpoint
+        result = await bench(endpoint, levels, requests=args.requests, prompt_tokens=args.prompt_tokens,
+                             max_tokens=args.max_tokens, timeout=args.timeout)
+    except BenchError as e:
+        print(f"bringup: bench {name}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        await w.close()
+    result["deployment"] = name
+    out(result, args.json, render(result))
+    return 0
+
+
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from tui.demo import run_demo
 
@@ -428,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd in (None, "console"):
             return run_console(settings, getattr(args, "deployment", None), settings.read_only)
         handlers = {"status": cmd_status, "wait": cmd_wait, "stop": cmd_stop, "flags": cmd_flags,
-                    "demo": cmd_demo}
+                    "demo": cmd_demo, "bench": cmd_bench}
         if args.cmd == "demo" and not args.headless:
             from tui.app import run_app
 

@@ -456,10 +456,13 @@ class Watch:
     async def settle_failure(self, timeout: float = 2.0) -> None:
         """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole."""
         deadline = time.monotonic() + timeout
-        while self.state.failure_open and time.monotonic() < deadline:
-            unit = self.state.unit
-            if unit is not None and not unit.running and time.monotonic() > deadline - timeout / 2:
-                break
+        while time.monotonic() < deadline:
+            st = self.state
+            if not st.failure_is_exit:  # an exit still waiting for its cause waits the whole time
+                if not st.failure_open:
+                    break
+                if st.unit is not None and not st.unit.running and time.monotonic() > deadline - timeout / 2:
+                    break
             await self.wait_changed(0.2)
 
     async def wait_changed(self, timeout: float) -> None:

@@ -193,6 +193,8 @@ class ThroughputSample:
     queued: int | None = None
     accept_len: float | None = None
     accept_rate: float | None = None
+    #: mean time to first token of the requests that started between two scrapes (from the histogram)
+    ttft_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ WANTED = (
     "vllm:generation_tokens_total", "vllm:num_requests_running", "vllm:num_requests_waiting",
     "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total",
     "vllm:spec_decode_num_draft_tokens_total",
+    "sglang:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_count",
+    "vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
 )
 
 
@@ -70,6 +72,7 @@ class MetricsRates:
 
     def __init__(self) -> None:
         self._prev: dict[str, _Counter] = {}
+        self._raw: dict[str, float] = {}
 
     def _rate(self, key: str, at: float, value: float | None) -> float | None:
         if value is None:
@@ -79,6 +82,18 @@ class MetricsRates:
         if prev is None or at <= prev.at or value < prev.value:  # first scrape, or a counter reset
             return None
         return _finite((value - prev.value) / (at - prev.at))
+
+    def _ttft(self, m: dict[str, list[tuple[dict[str, str], float]]], prefix: str) -> float | None:
+        """Mean TTFT of the requests counted since the last scrape: d(sum) / d(count) of the histogram."""
+        s = self._delta(f"{prefix}_ttft_sum", _sum(m, f"{prefix}:time_to_first_token_seconds_sum"))
+        c = self._delta(f"{prefix}_ttft_count", _sum(m, f"{prefix}:time_to_first_token_seconds_count"))
+        return _finite(s / c) if s is not None and c else None
+
+    def _delta(self, key: str, value: float | None) -> float | None:
+        prev = self._raw.get(key)
+        if value is not None:
+            self._raw[key] = value
+        return value - prev if value is not None and prev is not None and value >= prev else None
 
     def sample(self, text: str, at: float) -> ThroughputSample | None:
         m = parse_metrics(text)
@@ -94,7 +109,7 @@ class MetricsRates:
                 running=_int(_sum(m, "sglang:num_running_reqs", rank0=True)),
                 queued=_int(_sum(m, "sglang:num_queue_reqs", rank0=True)),
                 accept_len=_first(m, "sglang:spec_accept_length"),
-                accept_rate=_first(m, "sglang:spec_accept_rate"))
+                accept_rate=_first(m, "sglang:spec_accept_rate"), ttft_s=self._ttft(m, "sglang"))
         tps = self._rate("vllm_gen", at, _sum(m, "vllm:generation_tokens_total"))
         drafts = self._rate("vllm_drafts", at, _sum(m, "vllm:spec_decode_num_drafts_total"))
         accepted = self._rate("vllm_acc", at, _sum(m, "vllm:spec_decode_num_accepted_tokens_total"))
@@ -104,7 +119,7 @@ class MetricsRates:
         return ThroughputSample(at=at, tokens_per_s=tps, source="metrics",
                                 running=_int(_sum(m, "vllm:num_requests_running")),
                                 queued=_int(_sum(m, "vllm:num_requests_waiting")),
-                                accept_len=accept_len, accept_rate=accept_rate)
+                                accept_len=accept_len, accept_rate=accept_rate, ttft_s=self._ttft(m, "vllm"))
 
 
 def _first(m: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float | None:

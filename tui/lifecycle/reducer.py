@@ -74,6 +74,8 @@ class LifecycleState:
     last_block_end: int = -1
     line_no: int = 0
     failure_open: bool = False  # still appending the failure's traceback
+    #: the failure was declared from the unit's exit; the journal may still deliver the lines that say why
+    failure_is_exit: bool = False
     last_used_mib: float | None = None
     # configuration, fixed for a session
     require_probe: bool = True
@@ -115,7 +117,7 @@ def _new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "
     s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, ready_line_at=None,
                 generation_failed_since_ready_line=False,
                 generation_ok_at=None, stop_requested=False, block=(), last_block=(), last_block_end=-1,
-                failure_open=False, last_progress=at, phase=Phase.STOPPED)
+                failure_open=False, failure_is_exit=False, last_progress=at, phase=Phase.STOPPED)
     return _enter(s, Phase.STARTING, at, line)
 
 
@@ -190,7 +192,17 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset) -> LifecycleState:
         s = replace(s, last_block=s.block, last_block_end=line_no - 1, block=())
 
     if s.phase == Phase.FAILED:
-        if s.failure_open:
+        if s.failure_is_exit and preset.fatal.search(text) and s.failure is not None:
+            # the exit was seen before its cause arrived (journals over SSH lag the unit state): the cause wins
+            excerpt = s.block or (shown,)
+            if s.last_block and s.last_block_end >= line_no - len(s.block) - 3:
+                excerpt = (*s.last_block, *excerpt)
+            phase = preset.infer_phase("\n".join(excerpt), s.failure.phase)
+            kind = preset.classify("\n".join(excerpt), phase)
+            f = replace(s.failure, excerpt=excerpt[-MAX_EXCERPT:], kind=kind, phase=phase,
+                        hint=preset.hint(kind, phase, s.flag_dict()))
+            return replace(s, failure=f, failure_is_exit=False, failure_open=True)
+        if s.failure_open and not s.failure_is_exit:
             s = _extend_failure(s, preset, shown) if in_block else replace(s, failure_open=False)
         return s
     if s.phase == Phase.STOPPING:
@@ -249,7 +261,8 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
         kind = preset.classify("\n".join(excerpt), s.phase) if excerpt else FailureKind.EXIT
         if kind == FailureKind.UNKNOWN:
             kind = FailureKind.EXIT
-        return _fail(s, preset, ev.at, lines, kind, open_=False)
+        s = _fail(s, preset, ev.at, lines, kind, open_=True)
+        return replace(s, failure_is_exit=kind == FailureKind.EXIT)
     if u.active == "failed" and s.phase == Phase.STOPPED and not s.timeline:
         # first look at a unit that had already failed before we started watching
         lines = (f"unit is {u.active}/{u.sub}" + ("" if u.exit_status is None else f", status {u.exit_status}"),)

@@ -161,10 +161,10 @@ class SystemdManager:
         cursor = ""
         backoff = 0.5
         while True:
-            argv = ["journalctl", "-u", self.unit, "-o", "json", "-f", "--no-pager"]
+            argv = ["journalctl", "-u", self.unit, "-o", "json", "--all", "-f", "--no-pager"]
             argv += [f"--after-cursor={cursor}"] if cursor else ["--since", since, "-n", "all"]
             try:
-                async for raw in self.transport.stream(self._priv(argv) if self.sudo else argv):
+                async for raw in self.transport.stream(self._priv(argv)):
                     if not raw.startswith("{"):
                         continue
                     try:
@@ -183,10 +183,8 @@ class SystemdManager:
             backoff = min(backoff * 2, 10.0)
 
     async def read_log(self, invocation: str) -> list[LogLine]:
-        res = await self.transport.run(
-            self._priv(["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json", "--no-pager"])
-            if self.sudo else ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json", "--no-pager"],
-            timeout=60)
+        argv = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json", "--all", "--no-pager"]
+        res = await self.transport.run(self._priv(argv) if self.sudo else argv, timeout=60)
         out = []
         for raw in res.text.splitlines():
             try:

@@ -38,6 +38,9 @@ class Outcome:
     invocation: str = ""
     steps: tuple[Step, ...] = ()
     rolled_back: bool = False
+    #: not attempted (the lock is held) or ran out of time: scripts see exit code 2, like `wait`'s timeout
+    refused: bool = False
+    timed_out: bool = False
 
 
 class RestartError(Exception):
@@ -156,8 +159,10 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
             step(Step("start", "done", f"started: pid {unit.main_pid}, invocation {unit.invocation[:12]}"))
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps))
-    except (ManagerError, TransportError, RestartError) as e:
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True)
+    except RestartError as e:  # GPU memory not released in time: nothing was started
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), timed_out=True)
+    except (ManagerError, TransportError) as e:
         step(Step("start", "failed", str(e)))
         return Outcome(False, watch.state.phase, str(e), steps=tuple(steps))
     if not wait_ready:
@@ -166,7 +171,8 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
         phase, failure = await follow_new(watch, old_inv, watch.dep.ready_timeout_s, step)
     except RestartError as e:
         step(Step("follow", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), invocation=unit.invocation, steps=tuple(steps))
+        return Outcome(False, watch.state.phase, str(e), invocation=unit.invocation, steps=tuple(steps),
+                       timed_out=True)
     if phase == Phase.READY:
         await mgr.save_argv("ready", argv)
         step(Step("follow", "done", "ready: a generation from the new process succeeded"))

@@ -67,6 +67,7 @@ class SshTransport:
         self.connect_timeout = connect_timeout
         self.status = "not connected"
         self.attempt = 0
+        self.connections = 0  # successful connects; more than one means we reconnected
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
         self._lock = asyncio.Lock()
@@ -103,6 +104,7 @@ class SshTransport:
                 raise TransportError(explain(self.destination, e)) from None
             self._conn, self._sftp = conn, None
             self.attempt, self._next_try = 0, 0.0
+            self.connections += 1
             self.status = "connected"
             await self._restore_forwards(conn)
             return conn
