@@ -37,7 +37,8 @@ def test_sglang_docs_page_values() -> None:
     assert m["sglang:generation_tokens_total"] == [({"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 7557572.0)]
     # prefix filter: metrics bringup does not use are never parsed
     assert "sglang:token_usage" not in m
-    assert not any(k.startswith("sglang:time_to_first_token") for k in m)
+    assert not any(k.startswith("sglang:time_to_first_token_seconds_bucket") for k in m)
+    assert "sglang:time_to_first_token_seconds_sum" in m  # sum and count give the mean TTFT between scrapes
 
 
 def test_vllm_v1_page_values() -> None:

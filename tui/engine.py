@@ -25,7 +25,6 @@ from tui.collectors.gpu_smi import SmiSource
 from tui.collectors.metrics import MetricsRates, from_log_line
 from tui.collectors.probes import Prober
 from tui.config import DeploymentConfig, HostConfig, Settings
-from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
 from tui.lifecycle.reducer import LifecycleState, MemoryObserved, initial, reduce
 from tui.managers import Manager, ManagerError
@@ -470,14 +469,6 @@ class Watch:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._changed.wait()
-
-
-def error_line(text: str) -> bool:
-    """Is this log line worth the errors view (errors, warnings, tracebacks)?"""
-    c = clean(text)
-    return c.level in ("ERROR", "CRITICAL", "WARNING") or not c.prefixed or any(
-        w in c.text for w in ("Error", "error", "Exception", "Traceback", "WARNING", "Killed", "failed", "sigquit",
-                              "SIGQUIT", "died", "crashed"))
 
 
 def describe_probe(p: ProbeResult | None) -> str:

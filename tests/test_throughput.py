@@ -1,0 +1,131 @@
+"""Throughput end to end on the simulated SGLang server: the console's numbers against the server's own,
+accept length with speculative decoding, the no-metrics case, and `bringup bench`."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import statistics
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e_helpers import Bringup, free_port, kill_processes, wait_no_sim_processes
+from tui.config import load
+from tui.engine import Watch
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def bu(tmp_path: Path) -> Iterator[Bringup]:
+    b = Bringup(tmp_path, sim_args=("--sim-load", "4"))
+    yield b
+    b.run("stop", b.name, timeout=60)
+    left = wait_no_sim_processes(str(tmp_path), timeout=5.0)
+    if left:
+        kill_processes(left)
+        pytest.fail(f"processes left behind: {left}")
+
+
+def sim_gauge(b: Bringup) -> float:
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"{b.endpoint}/metrics", timeout=2) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("sglang:gen_throughput"):
+                return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("the sim has no gen_throughput gauge")
+
+
+async def test_console_tokens_per_second_agree_with_the_server(bu: Bringup) -> None:
+    bu.bring_up()
+    settings = load(str(bu.config))
+    w = Watch(settings, bu.name, settings.deployments[bu.name])
+    await w.start()
+    ours: list[float] = []
+    theirs: list[float] = []
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 12:
+            await asyncio.sleep(1.0)
+            if w.throughput is not None and w.throughput.source == "metrics" and w.throughput.tokens_per_s:
+                ours.append(w.throughput.tokens_per_s)
+                theirs.append(await asyncio.to_thread(sim_gauge, bu))
+    finally:
+        await w.close()
+    assert len(ours) >= 6, "too few metrics samples"
+    mine, server = statistics.fmean(ours[2:]), statistics.fmean(theirs[2:])
+    assert abs(mine - server) / server < 0.05, (ours, theirs)
+
+
+def test_status_json_has_tokens_per_second_and_accept_length_with_speculation(bu: Bringup) -> None:
+    bu.bring_up("--set", "speculative-algorithm=DFLASH", "--set", "speculative-dflash-block-size=8",
+                "--set", "disable-cuda-graph")
+    time.sleep(2.0)
+    tp = bu.status()["throughput"]
+    assert tp["tokens_per_s"] and tp["tokens_per_s"] > 0
+    assert tp["accept_len"] is not None and tp["accept_len"] > 1.0
+
+
+def test_without_metrics_the_log_lines_are_used_and_the_hint_is_given(bu: Bringup) -> None:
+    bu.bring_up("--unset", "enable-metrics")
+    time.sleep(2.5)
+    st = bu.status()
+    assert st["throughput"]["source"] == "log" and st["throughput"]["tokens_per_s"] > 0
+    assert any("--enable-metrics" in n for n in st["notes"])
+
+
+def bench(b: Bringup, *args: str) -> tuple[int, Any, str]:
+    r = b.run("bench", b.name, "--json", *args, timeout=120)
+    return r.rc, (json.loads(r.out) if r.rc == 0 else None), r.err
+
+
+def test_bench_is_sensible_and_reproducible(bu: Bringup) -> None:
+    bu.bring_up("--set", "disable-cuda-graph")
+    runs = []
+    for _ in range(2):
+        rc, out, err = bench(bu, "--concurrency", "1,4", "--max-tokens", "64", "--requests", "8")
+        assert rc == 0, err
+        runs.append({lv["concurrency"]: lv for lv in out["levels"]})
+    for levels in runs:
+        one, four = levels[1], levels[4]
+        assert one["ok"] == one["requests"] and four["ok"] == four["requests"]
+        assert four["aggregate_tps"] > 2 * one["aggregate_tps"]  # concurrency pays off
+        assert 5 < one["stream_tps_mean"] < 1000 and 0 < one["ttft_p50_s"] < 5
+    a, b = runs[0][4]["aggregate_tps"], runs[1][4]["aggregate_tps"]
+    assert abs(a - b) / max(a, b) < 0.3, runs
+
+
+def test_bench_endpoint_down_is_a_clear_error(bu: Bringup) -> None:
+    rc, _, err = bench(bu)
+    assert rc == 1 and "cannot connect" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def not_openai(tmp_path: Path) -> Iterator[Callable[[], str]]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>not here</html>")
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield lambda: f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def test_bench_on_a_server_that_is_not_openai_compatible(tmp_path: Path, not_openai: Callable[[], str]) -> None:
+    b = Bringup(tmp_path)
+    b.config.write_text(f'[deployments.web]\nmanager = "none"\nendpoint = "{not_openai()}"\n')
+    r = b.run("bench", "web", timeout=60)
+    assert r.rc == 1 and "not an OpenAI-compatible" in r.err and "Traceback" not in r.err
