@@ -289,16 +289,23 @@ class Bringup:
             env: dict[str, str] | None = None, cwd: Path | None = None) -> Result:
         cmd = self.cmd(*args, config=config)
         t0 = time.time()
+        p = subprocess.Popen(cmd, cwd=cwd or self.tmp, env=env or self.env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            p = subprocess.run(cmd, cwd=cwd or self.tmp, env=env or self.env, stdin=subprocess.DEVNULL,
-                               capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"").decode("utf-8", "replace")
-            err = (e.stderr or b"").decode("utf-8", "replace")
+            out_b, err_b = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # a hung bringup dumps its threads' stacks on SIGUSR1 (faulthandler): keep them for the report
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            p.kill()
+            out_b, err_b = p.communicate()
+            out = out_b.decode("utf-8", "replace")
+            err = err_b.decode("utf-8", "replace")
             raise AssertionError(f"bringup {' '.join(args)} did not finish within {timeout:g}s\n"
-                                 f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}") from None
-        return Result(list(args), p.returncode, p.stdout.decode("utf-8", "replace"),
-                      p.stderr.decode("utf-8", "replace"), time.time() - t0)
+                                 f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-6000:]}") from None
+        return Result(list(args), p.returncode, out_b.decode("utf-8", "replace"),
+                      err_b.decode("utf-8", "replace"), time.time() - t0)
 
     def ok(self, *args: str, timeout: float = 40.0) -> Result:
         r = self.run(*args, timeout=timeout)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -456,7 +458,29 @@ def run_console(settings: Settings, deployment: str | None, read_only: bool) -> 
     return run_app(settings, deployment, read_only=read_only)
 
 
+def run_async(coro: Any) -> Any:
+    """asyncio.run, but an exit that never hangs: tasks left over are cancelled and given 3 s, not forever."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=3.0))
+            loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), 3.0))
+        except (TimeoutError, RuntimeError):
+            pass
+        finally:
+            loop.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a stuck bringup is
+    with contextlib.suppress(ValueError, AttributeError, OSError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -475,8 +499,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
         if args.cmd in ("restart", "start"):
-            return asyncio.run(_protocol(settings, args, restart=args.cmd == "restart"))
-        return asyncio.run(handlers[args.cmd](settings, args))
+            return int(run_async(_protocol(settings, args, restart=args.cmd == "restart")))
+        return int(run_async(handlers[args.cmd](settings, args)))
     except (ConfigError, UsageError, FlagValueError) as e:
         print(f"bringup: {e}", file=sys.stderr)
         return 2

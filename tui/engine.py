@@ -165,16 +165,21 @@ class Watch:
             self._tasks.append(asyncio.create_task(self._guard(name, coro), name=f"bringup-{name}"))
 
     async def close(self) -> None:
+        """Stop every collector and the commands they run. Bounded: a caller (a CLI about to exit, a console
+        quitting) must never wait on a collector that does not stop."""
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5.0)
         self._tasks.clear()
-        await self.prober.close()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(3.0):
+                await self.prober.close()
         if isinstance(self._gpu_source, NvmlSource):
             self._gpu_source.close()
-        await self.transport.close()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(3.0):
+                await self.transport.close()
 
     async def _guard(self, name: str, coro: Any) -> None:
         """A collector that fails reports its error and is restarted; it never takes the engine down."""
