@@ -50,8 +50,8 @@ class LifecyclePanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(" STOPPED ", id="phase-big", classes="phase-stopped")
         yield Static(id="phase-detail")
-        yield Static(id="steps")
         yield Static(id="failure")
+        yield Static(id="steps")
         yield Static(id="context")
 
     def show(self, snap: Snapshot, now: float, steps: Sequence[object] = (), note: str = "") -> None:

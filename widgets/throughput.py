@@ -42,6 +42,8 @@ class ThroughputPanel(Vertical):
         if tp is not None:
             if tp.running is not None:
                 t.append(f"\nrunning {tp.running}  queued {tp.queued if tp.queued is not None else '-'}")
+            if tp.ttft_s is not None:
+                t.append(f"  TTFT {tp.ttft_s * 1000:.0f} ms")
             if tp.accept_len is not None:
                 t.append(f"\naccept length {tp.accept_len:.2f}", style="bold cyan")
                 if tp.accept_rate is not None:
