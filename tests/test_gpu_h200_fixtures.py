@@ -51,3 +51,17 @@ def test_release_rule_on_real_readings() -> None:
     assert not held.released and held.holders == (457,) and held.held_mib[0] > 100_000
     assert "GiB held on GPU 0 by PID 457" in held.describe()
     assert release_status(snapshot("idle"), [0], {457}, baseline, 1024.0).released
+
+
+def test_attribution_on_real_readings() -> None:
+    from tui.ops.release import attribute
+
+    s = snapshot("loaded")
+    mine = attribute(s, [0], current={457, 458}, previous=set(), running=True)
+    assert (mine.current_mib, mine.previous_mib, mine.other_mib, mine.note) == (103364.0, 0.0, 0.0, "")
+    old = attribute(s, [0], current={900}, previous={457}, running=True)
+    assert old.previous_mib == 103364.0 and old.previous_gpus == (0,)
+    foreign = attribute(s, [0], current={900}, previous=set(), running=True)
+    assert foreign.other_mib == 103364.0 and "PID namespace" in foreign.note  # e.g. bringup in a container
+    unknown = attribute(s, [0], current=None, previous=set(), running=True)
+    assert "not attributed" in unknown.note

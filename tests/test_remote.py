@@ -146,6 +146,8 @@ def test_restart_then_wait_reaches_ready(conf: Path) -> None:
     assert st["invocation"] == invocation()
     gpus = st["gpus"]["gpus"]  # type: ignore[index]
     assert len(gpus) == 8 and all(g["mem_used_mib"] > 100_000 for g in gpus)  # read over SSH by nvidia-smi
+    attribution = st["attribution"]  # the unit's cgroup holds the processes on the GPUs
+    assert attribution["current_mib"] > 8 * 100_000 and attribution["other_mib"] == 0  # type: ignore[index]
 
 
 def test_set_flag_writes_dropin_changes_invocation_and_skips_capture(conf: Path) -> None:

@@ -129,3 +129,10 @@ def test_bench_on_a_server_that_is_not_openai_compatible(tmp_path: Path, not_ope
     b.config.write_text(f'[deployments.web]\nmanager = "none"\nendpoint = "{not_openai()}"\n')
     r = b.run("bench", "web", timeout=60)
     assert r.rc == 1 and "not an OpenAI-compatible" in r.err and "Traceback" not in r.err
+
+
+def test_status_attributes_gpu_memory_to_the_run(bu: Bringup) -> None:
+    bu.bring_up()
+    a = bu.status()["attribution"]
+    # the simulated server holds its memory from its own process: the process group of this run
+    assert a["current_mib"] > 8 * 100_000 and a["previous_mib"] == 0 and a["other_mib"] == 0 and a["note"] is None

@@ -255,7 +255,7 @@ class ConsoleApp(App[int]):
         gpus = self.watch_.deployment_gpus() if self.watch_ else list(range(len(self.gpu_snap.gpus)
                                                                              if self.gpu_snap else 0))
         self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
-                                      self.releasing)
+                                      self.releasing, self.snap.attribution)
 
     def render_throughput(self, force_plot: bool = False) -> None:
         note = ""

@@ -176,6 +176,10 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float) -> dict
                                                "accept_len": tp.accept_len, "accept_rate": tp.accept_rate,
                                                "ttft_s": tp.ttft_s},
         "flags": flags, "argv": list(s.flags), "notes": list(s.notes),
+        "attribution": None if s.attribution is None else {
+            "current_mib": s.attribution.current_mib, "previous_mib": s.attribution.previous_mib,
+            "other_mib": s.attribution.other_mib, "previous_gpus": list(s.attribution.previous_gpus),
+            "note": s.attribution.note or None},
     }
 
 

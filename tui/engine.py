@@ -32,6 +32,7 @@ from tui.managers.none import NoManager
 from tui.managers.process import ProcessManager
 from tui.model import (
     ActionTaken,
+    Attribution,
     Event,
     GpuSnapshot,
     LogLine,
@@ -43,6 +44,7 @@ from tui.model import (
     UnitState,
 )
 from tui.ops.flags import current_values
+from tui.ops.release import attribute
 from tui.transport import Transport, TransportError
 from tui.transport.local import LocalTransport
 
@@ -106,6 +108,11 @@ class Watch:
         self._gpu_error = ""
         self.paused = False
         self._forwarded = False
+        #: processes of the current run, and of the run before it (its memory may still be being released)
+        self.run_pids: set[int] | None = set()
+        self.previous_pids: set[int] = set()
+        self._pids_inv = ""
+        self._pids_at = 0.0
         self._log_batch: list[LogLine] = []
         self.last_probe: ProbeResult | None = None
 
@@ -223,6 +230,22 @@ class Watch:
         if lines:
             self._emit("logs", lines)
 
+    async def refresh_pids(self, unit: UnitState) -> None:
+        """Which processes are this run's (for GPU memory attribution and the release wait); every few seconds."""
+        if unit.invocation != self._pids_inv or not unit.running:
+            if self.run_pids:
+                self.previous_pids = set(self.run_pids)
+            self.run_pids = set() if self.run_pids is not None else None
+            self._pids_inv = unit.invocation if unit.running else ""
+            self._pids_at = 0.0
+        if not unit.running or time.monotonic() - self._pids_at < 3.0:
+            return
+        self._pids_at = time.monotonic()
+        try:
+            self.run_pids = await self.manager.pids(unit)
+        except (TransportError, ManagerError, OSError):
+            return
+
     def poke_unit(self) -> None:
         self._unit_poke.set()
 
@@ -231,8 +254,9 @@ class Watch:
             return
         while True:
             try:
-                await self.poll_unit()
+                unit = await self.poll_unit()
                 self.collector_errors.pop("unit", None)
+                await self.refresh_pids(unit)
             except (TransportError, ManagerError, OSError) as e:
                 self.collector_errors["unit"] = str(e)
                 self._emit("collector", ("unit", str(e)))
@@ -455,7 +479,14 @@ class Watch:
             deployment=self.name, host=self.host_name, phase=s.phase, invocation=s.invocation,
             timeline=s.timeline, failure=s.failure, stalled_for=s.stalled_for, unit=unit, gpus=self.gpus,
             throughput=self.throughput, flags=unit.argv if unit else (), notes=tuple(notes),
-            endpoint=describe_probe(self.last_probe))
+            endpoint=describe_probe(self.last_probe), attribution=self.attribution())
+
+    def attribution(self) -> Attribution | None:
+        if self.gpus is None or not self.gpus.gpus:
+            return None
+        unit = self.state.unit
+        return attribute(self.gpus, self.deployment_gpus(), self.run_pids, self.previous_pids,
+                         running=unit is not None and unit.running)
 
     async def settle_failure(self, timeout: float = 2.0) -> None:
         """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole."""

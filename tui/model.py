@@ -171,6 +171,18 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class Attribution:
+    """Whose memory is on the deployment's GPUs: this run's processes, the previous run's (still releasing), or
+    others'. `note` says when it cannot be told (GPU PIDs from another PID namespace, e.g. a container)."""
+
+    current_mib: float
+    previous_mib: float
+    other_mib: float
+    previous_gpus: tuple[int, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSnapshot:
     at: float
     gpus: tuple[GpuSample, ...] = ()
@@ -215,3 +227,4 @@ class Snapshot:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the last probe of the endpoint, in words ("connect refused", "/health 503", "generation ok 0.12 s")
     endpoint: str = ""
+    attribution: Attribution | None = None

@@ -17,6 +17,7 @@ async def settle(w: Watch) -> None:
     unit = await w.poll_unit() if w.manager.can_control else None
     if unit is not None and unit.running and unit.invocation:
         await w.replay_history(unit.invocation)
+        await w.refresh_pids(unit)
     s = w.state
     running = unit is None or unit.running
     if running and s.phase not in (Phase.FAILED,):

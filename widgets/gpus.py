@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.model import GpuSnapshot
+from tui.model import Attribution, GpuSnapshot
+from tui.ops.release import ranges
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -39,15 +40,16 @@ class GpuPanel(Static):
     _last: Text | None = None
 
     def show(self, snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],
-             server_pid: int = 0, releasing: bool = False) -> None:
-        rows = self.render_rows(snap, history, gpus, server_pid, releasing, max(30, self.size.width - 2))
+             server_pid: int = 0, releasing: bool = False, attribution: Attribution | None = None) -> None:
+        rows = self.render_rows(snap, history, gpus, server_pid, releasing, max(30, self.size.width - 2),
+                                attribution)
         if rows != self._last:
             self._last = rows
             self.update(rows, layout=False)  # the panel's size never depends on its rows
 
     @staticmethod
     def render_rows(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],
-                    server_pid: int, releasing: bool, width: int) -> Text:
+                    server_pid: int, releasing: bool, width: int, attribution: Attribution | None = None) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
         if snap is None:
             t.append("waiting for the first GPU sample…", style="dim")
@@ -56,9 +58,11 @@ class GpuPanel(Static):
             t.append(snap.error, style="yellow")
             return t
         mine = set(gpus)
-        # Which process belongs to which run needs the unit's process tree; until then, only the restart's
-        # release wait (when every process on these GPUs is the old run's) names the holders.
-        if releasing:
+        a = attribution
+        if a is not None and a.previous_mib > 0:
+            t.append(f"previous run still holds {a.previous_mib / 1024:.1f} GiB on GPU {ranges(a.previous_gpus)}\n",
+                     style="bold yellow")
+        elif releasing:  # no process tree known: during the release wait every process here is the old run's
             old = [p for p in snap.processes if p.gpu_index in mine and p.pid != server_pid]
             held = sum(p.used_mib or 0 for p in old) / 1024
             pids = ",".join(sorted({str(p.pid) for p in old})[:3])
@@ -86,6 +90,10 @@ class GpuPanel(Static):
             if spark_w:
                 t.append(" " + spark(history.get(g.index, ()), spark_w, g.mem_total_mib), style="cyan")
             t.append("\n")
+        if a is not None and a.other_mib > 0 and not a.note:
+            t.append(f"other processes: {a.other_mib / 1024:.1f} GiB\n", style="yellow")
+        if a is not None and a.note:
+            t.append(a.note + "\n", style="dim")
         if snap.error:
             t.append(snap.error, style="yellow")
         return t

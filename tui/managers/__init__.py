@@ -59,6 +59,10 @@ class Manager(Protocol):
 
     def lock(self, purpose: str) -> AsyncLock: ...
 
+    async def pids(self, unit: UnitState) -> set[int] | None:
+        """Every process of the current run (the server and its children), or None if it cannot be known."""
+        ...
+
 
 class AsyncLock(Protocol):
     async def __aenter__(self) -> LockInfo: ...

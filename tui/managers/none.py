@@ -38,5 +38,8 @@ class NoManager:
     async def save_argv(self, which: str, argv: Sequence[str]) -> None:
         return None
 
+    async def pids(self, unit: UnitState) -> set[int] | None:
+        return None
+
     def lock(self, purpose: str) -> AsyncLock:
         raise ManagerError("this deployment is observe-only (manager = 'none')")

@@ -157,6 +157,15 @@ class ProcessManager:
                 out.append(line)
         return out
 
+    async def pids(self, unit: UnitState) -> set[int] | None:
+        """The server runs in its own process group (the supervisor starts it in a new session)."""
+        if not unit.running or unit.main_pid <= 0:
+            return set()
+        res = await self.transport.run(["pgrep", "-g", str(unit.main_pid)], timeout=5)
+        if res.rc not in (0, 1):
+            return None
+        return {int(x) for x in res.text.split() if x.isdigit()} | {unit.main_pid}
+
     async def read_argv(self) -> list[str]:
         saved = await self._read_json("argv.json")
         if isinstance(saved, list) and all(isinstance(a, str) for a in saved) and saved:

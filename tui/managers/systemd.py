@@ -196,6 +196,19 @@ class SystemdManager:
                 out.append(line)
         return out
 
+    async def pids(self, unit: UnitState) -> set[int] | None:
+        """The unit's cgroup: every process systemd started for it, children included."""
+        if not unit.running:
+            return set()
+        cg = (await self._run(["systemctl", "show", "-p", "ControlGroup", "--value", self.unit])).strip()
+        if not cg.startswith("/"):
+            return None
+        for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
+            data = await self.transport.read_file(f"{root}{cg}/cgroup.procs")
+            if data:
+                return {int(x) for x in data.split() if x.isdigit()}
+        return None
+
     async def read_argv(self) -> list[str]:
         return exec_start_from_cat(await self._run(["systemctl", "cat", self.unit]))
 

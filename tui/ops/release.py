@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tui.model import GpuSnapshot
+from tui.model import Attribution, GpuSnapshot
 
 GIB = 1024.0
 
@@ -63,3 +63,28 @@ def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],
     return ReleaseStatus(released, held, tuple(sorted(holders)))
 
 
+
+
+def attribute(snap: GpuSnapshot, gpus: Sequence[int], current: set[int] | None, previous: set[int],
+              running: bool) -> Attribution:
+    mine = set(gpus)
+    procs = [p for p in snap.processes if p.gpu_index in mine]
+    cur = prev = other = 0.0
+    prev_gpus: set[int] = set()
+    for p in procs:
+        mib = p.used_mib or 0.0
+        if current is not None and p.pid in current:
+            cur += mib
+        elif p.pid in previous:
+            prev += mib
+            if p.gpu_index is not None:
+                prev_gpus.add(p.gpu_index)
+        else:
+            other += mib
+    note = ""
+    if running and current and procs and cur == 0 and prev == 0:
+        note = ("GPU processes are not the server's PIDs (another PID namespace? a container?): "
+                "memory is not attributed")
+    elif current is None and procs:
+        note = "the server's processes are unknown here: memory is not attributed"
+    return Attribution(cur, prev, other, tuple(sorted(prev_gpus)), note)

@@ -103,6 +103,7 @@ def _old_pids(watch: Watch) -> set[int]:
     unit = watch.state.unit
     if unit is not None and unit.main_pid:
         pids.add(unit.main_pid)
+    pids |= watch.run_pids or set()
     snap = watch.gpus
     if snap is not None and unit is not None and unit.running:
         gpus = set(watch.deployment_gpus())

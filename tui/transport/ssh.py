@@ -177,9 +177,15 @@ class SshTransport:
     async def read_file(self, path: str) -> bytes | None:
         try:
             sftp = await self._sftp_client()
+            # read by chunks until EOF: /proc and /sys files report a size of 0, and read() trusts the size
+            parts: list[bytes] = []
             async with sftp.open(path, "rb") as f:
-                data = await f.read()
-            return data if isinstance(data, bytes) else data.encode()
+                while True:
+                    chunk = await f.read(65536)
+                    if not chunk:
+                        break
+                    parts.append(chunk if isinstance(chunk, bytes) else chunk.encode())
+            return b"".join(parts)
         except asyncssh.SFTPNoSuchFile:
             return None
         except asyncssh.SFTPError as e:
