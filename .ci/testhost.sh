@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real systemd + journald + sshd test host for bringup's SSH/systemd transport, booted with systemd-nspawn
 # from a debootstrapped Debian rootfs. Run as root. All state lives in ./.testhost/ (git-ignored).
-# See tests/testhost/README.md for the interface, and /work/shared/notes/testhost.md for the facts behind it
-# (the F1..F8 references below).
+# See tests/testhost/README.md for the interface. F1..F8 below name the pitfalls of nspawn on a host without
+# systemd as PID 1 (no D-Bus/machined, hybrid cgroups, a SIGKILLed nspawn leaves the container running, ...).
 #
 #   .ci/testhost.sh build | up | install-sim SRC_DIR | exec CMD... | ssh-config PATH | status | down | pack | clean
 set -euo pipefail
