@@ -40,8 +40,11 @@ def set_text(widget: Static, text: Text | str) -> None:
     old = getattr(widget, "_shown", None)
     if old is not None and old[0] == plain and (not isinstance(text, Text) or old[1] == text.spans):
         return
-    widget._shown = (plain, text.spans if isinstance(text, Text) else None)  # type: ignore[attr-defined]
-    widget.update(text, layout=old is None or old[0].count("\n") != plain.count("\n"))
+    width = widget.content_region.width if widget.is_mounted else 0
+    rich = text if isinstance(text, Text) else Text(text)
+    rows = len(rich.wrap(widget.app.console, width)) if width > 0 else plain.count("\n") + 1  # as displayed
+    widget._shown = (plain, rich.spans, rows)  # type: ignore[attr-defined]
+    widget.update(text, layout=old is None or old[2] != rows)
 
 
 class LifecyclePanel(Vertical):

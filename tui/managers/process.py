@@ -100,9 +100,10 @@ class ProcessManager:
         if cur.running:
             raise ManagerError(f"already running (pid {cur.main_pid}); stop it first")
         inv = uuid.uuid4().hex
+        # the supervisor's source goes in on stdin (`python3 -`), so `ps` shows its arguments, not its code
         res = await self.transport.run(
-            [self.python, "-c", _SUPERVISOR, self.run_dir, inv, json.dumps(list(argv)), json.dumps(self.env),
-             str(self.stop_timeout)], timeout=20)
+            [self.python, "-", self.run_dir, inv, json.dumps(list(argv)), json.dumps(self.env),
+             str(self.stop_timeout)], timeout=20, input=_SUPERVISOR.encode())
         if res.rc != 0:
             raise ManagerError(f"could not start the supervisor: {res.error_text or res.rc}")
         for _ in range(100):  # the supervisor writes its record a few ms after detaching
