@@ -37,7 +37,9 @@ class ReleaseStatus:
         total = sum(self.held_mib.values()) / GIB
         gpus = ranges(i for i, v in sorted(self.held_mib.items()) if v > 0)
         who = f" by PID {', '.join(str(p) for p in self.holders)}" if self.holders else ""
-        return f"{total:.1f} GiB held on GPU {gpus}{who}" if gpus else "released"
+        if gpus:
+            return f"{total:.1f} GiB held on GPU {gpus}{who}"
+        return f"old processes still on the GPUs{who}" if who else "released"
 
 
 def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tui.engine import Watch
 from tui.managers import LockHeld, ManagerError
-from tui.model import Failure, Phase
+from tui.model import Failure, GpuSnapshot, Phase
 from tui.ops.flags import diff
 from tui.ops.release import release_status
 from tui.transport import TransportError
@@ -48,23 +48,24 @@ class RestartError(Exception):
 
 
 async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[Step], None],
-                           timeout: float, baseline: dict[int, float] | None = None) -> None:
+                           timeout: float, baseline: dict[int, float] | None = None) -> GpuSnapshot | None:
+    """Poll until the old run's memory is released; returns the snapshot that showed it (the new baseline)."""
     gpus = watch.deployment_gpus()
     deadline = time.monotonic() + timeout
     shown = ""
     t0 = time.monotonic()
     while True:
-        snap = await watch.fresh_gpus(max_age=0.3)
+        snap = await watch.fresh_gpus(max_age=0)  # a fresh query each poll: stream samples and process lists lag
         if snap is None or snap.error or not snap.gpus:
             why = snap.error if snap is not None and snap.error else "no GPU telemetry"
             on_step(Step("release", "skipped", f"cannot verify GPU memory release: {why}"))
-            return
+            return None
         st = release_status(snap, gpus or [g.index for g in snap.gpus], old_pids,
                             baseline if baseline is not None else watch.baseline_mib,
                             watch.dep.release_tolerance_mib)
         if st.released:
             on_step(Step("release", "done", f"GPU memory released after {time.monotonic() - t0:.1f} s"))
-            return
+            return snap
         desc = f"waiting for GPU memory: {st.describe()}"
         if desc != shown:
             on_step(Step("release", "running", desc))
@@ -149,8 +150,7 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
             else:
                 pids = {unit.main_pid} if unit.main_pid else set()
                 step(Step("stop", "skipped", "was not running"))
-            await wait_for_release(watch, pids, step, watch.dep.release_timeout_s)
-            snap = await watch.fresh_gpus(max_age=0.5)
+            snap = await wait_for_release(watch, pids, step, watch.dep.release_timeout_s)
             if snap is not None and snap.gpus:
                 watch.baseline_mib = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
             step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
