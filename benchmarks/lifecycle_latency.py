@@ -1,4 +1,4 @@
-"""Failure and ready detection latency of bringup's engine vs the seeds' 15 s polling loop, on the simulated server.
+"""Failure and ready detection latency of bringup vs a hand-written 15 s polling loop, on the simulated server.
 
     .venv/bin/python benchmarks/lifecycle_latency.py [--runs 10] [--seed-runs 3] [--stale-runs 5] [--time-scale 0.2]
 
@@ -9,7 +9,7 @@
     and `--scenario stale-health` through `python -m tui restart sim --yes --json` (the old process keeps answering
     /v1/models for 8 s x time-scale after SIGTERM): false readies = a ready reported for the new invocation before
     its own ready line (also counted: any ready reported between the restart command and the new ready line).
-(c) the seeds' loop on the same crashes: every 15 s (real seconds, first check at a random phase in [0, 15) s after
+(c) the polling loop on the same crashes: every 15 s (real seconds, first check at a random phase in [0, 15) s after
     the start), is the process alive and does GET /v1/models answer with an "id"; latency = end of the first failing
     check that started after the fatal line, minus the fatal line's timestamp.
 Writes benchmarks/results/lifecycle_latency.json. Probe settings are bringup's defaults (interval 1 s).
@@ -33,17 +33,19 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _simbench import READY_LINE, ROOT, SimDeploy, kill_leftovers, leftovers, machine, pid_alive, summary  # noqa: E402
+import contextlib
 
-from tui.engine import Watch  # noqa: E402
+from _simbench import READY_LINE, ROOT, SimDeploy, kill_leftovers, leftovers, machine, pid_alive, summary
+
+from tui.engine import Watch
 
 FATAL = "crashed with exit code"
 SEED_PERIOD = 15.0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def seeds_loop(d: SimDeploy, t0: float, stop: threading.Event, checks: list[dict[str, Any]], phase: float) -> None:
-    """The seeds' loop: every 15 s, process alive? and /v1/models answers with an "id"?"""
+def polling_loop(d: SimDeploy, t0: float, stop: threading.Event, checks: list[dict[str, Any]], phase: float) -> None:
+    """The polling loop: every 15 s, process alive? and /v1/models answers with an "id"?"""
     k = 0
     while True:
         t_next = t0 + phase + SEED_PERIOD * k
@@ -88,7 +90,7 @@ async def wait_until(cond: Any, timeout: float, step: float = 0.05) -> bool:
     return False
 
 
-async def crash_run(i: int, base: Path, ts: float, with_seeds: bool) -> dict[str, Any]:
+async def crash_run(i: int, base: Path, ts: float, with_poll: bool) -> dict[str, Any]:
     d = SimDeploy(base / f"crash{i}", scenario="crash-while-serving", time_scale=ts)
     settings = d.settings()
     name, dep = settings.deployment("sim")
@@ -107,10 +109,10 @@ async def crash_run(i: int, base: Path, ts: float, with_seeds: bool) -> dict[str
         if p.returncode != 0:
             out["error"] = f"start rc={p.returncode}: {err.decode()[-500:]}"
             return out
-        if with_seeds:
+        if with_poll:
             phase = random.uniform(0, SEED_PERIOD)
-            out["seeds_phase_s"] = phase
-            th = threading.Thread(target=seeds_loop, args=(d, t0, stop, checks, phase), daemon=True)
+            out["poll_phase_s"] = phase
+            th = threading.Thread(target=polling_loop, args=(d, t0, stop, checks, phase), daemon=True)
             th.start()
         ok = await wait_until(lambda: rec.first("failed") is not None, 60 * ts + 30)
         inv = str((d.current() or {}).get("invocation", ""))
@@ -127,7 +129,7 @@ async def crash_run(i: int, base: Path, ts: float, with_seeds: bool) -> dict[str
         out["failure_latency_s"] = (t_failed - crash_ts) if t_failed else None
         out["ready_latency_s"] = (t_ready - ready_ts) if (t_ready and ready_ts) else None
         out["failure_kind"] = getattr(w.state.failure, "kind", None)
-        if with_seeds:
+        if with_poll:
             def seed_detect() -> dict[str, Any] | None:
                 for c in list(checks):
                     if c["start"] >= crash_ts and not (c["alive"] and c["models_ok"]):
@@ -135,8 +137,8 @@ async def crash_run(i: int, base: Path, ts: float, with_seeds: bool) -> dict[str
                 return None
             await wait_until(lambda: seed_detect() is not None, SEED_PERIOD + 10)
             c = seed_detect()
-            out["seeds_checks"] = checks[:]
-            out["seeds_latency_s"] = (c["end"] - crash_ts) if c else None
+            out["poll_checks"] = checks[:]
+            out["poll_latency_s"] = (c["end"] - crash_ts) if c else None
         return out
     finally:
         stop.set()
@@ -165,17 +167,15 @@ async def stale_run(i: int, base: Path, ts: float) -> dict[str, Any]:
         await wait_until(lambda: str(w.state.phase) == "ready", 15)
         out["old_ready_seen"] = str(w.state.phase) == "ready"
         t_cmd = time.time()
-        # a seeds-style /v1/models check every 50 ms during the restart: does the old process still answer?
+        # a polled-style /v1/models check every 50 ms during the restart: does the old process still answer?
         stop_poll = threading.Event()
         polls: list[tuple[float, bool]] = []
 
         def poll_models() -> None:
             while not stop_poll.wait(0.05):
                 ok = False
-                try:
+                with contextlib.suppress(OSError):
                     ok = b'"id"' in _OPENER.open(f"http://127.0.0.1:{d.port}/v1/models", timeout=2).read()
-                except OSError:
-                    pass
                 polls.append((time.time(), ok))
 
         poller = threading.Thread(target=poll_models, daemon=True)
@@ -231,7 +231,7 @@ def fmt(s: dict[str, Any]) -> str:
 async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--seed-runs", type=int, default=3, help="how many of the crash runs also run the seeds' loop")
+    ap.add_argument("--seed-runs", type=int, default=3, help="how many of the crash runs also run the polling loop")
     ap.add_argument("--stale-runs", type=int, default=5)
     ap.add_argument("--time-scale", type=float, default=0.2)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lifecycle_latency.json"))
@@ -242,10 +242,10 @@ async def main() -> int:
     stales: list[dict[str, Any]] = []
     try:
         for i in range(a.runs):
-            r = await crash_run(i, base, a.time_scale, with_seeds=i < a.seed_runs)
+            r = await crash_run(i, base, a.time_scale, with_poll=i < a.seed_runs)
             crashes.append(r)
             print(f"crash run {i}: failure {r.get('failure_latency_s')} ready {r.get('ready_latency_s')} "
-                  f"seeds {r.get('seeds_latency_s')} {r.get('error', '')}", flush=True)
+                  f"hand-written {r.get('poll_latency_s')} {r.get('error', '')}", flush=True)
         for i in range(a.stale_runs):
             r = await stale_run(i, base, a.time_scale)
             stales.append(r)
@@ -259,14 +259,14 @@ async def main() -> int:
     fail = [r["failure_latency_s"] for r in crashes if r.get("failure_latency_s") is not None]
     ready = [r["ready_latency_s"] for r in crashes if r.get("ready_latency_s") is not None]
     ready_restart = [r["ready_latency_s"] for r in stales if r.get("ready_latency_s") is not None]
-    seeds = [r["seeds_latency_s"] for r in crashes if r.get("seeds_latency_s") is not None]
+    polled = [r["poll_latency_s"] for r in crashes if r.get("poll_latency_s") is not None]
     res = {
         "what": "failure/ready detection latency of bringup's engine (tui.engine.Watch, default probe settings) vs "
-                "the seeds' 15 s polling loop, on the simulated SGLang server (process manager)",
+                "a hand-written 15 s polling loop, on the simulated SGLang server (process manager)",
         "command": "python benchmarks/lifecycle_latency.py " + " ".join(sys.argv[1:]),
-        "machine": machine(), "time_scale": a.time_scale, "seeds_period_s": SEED_PERIOD,
+        "machine": machine(), "time_scale": a.time_scale, "poll_period_s": SEED_PERIOD,
         "n_crash_runs": a.runs, "n_seed_runs": a.seed_runs, "n_stale_runs": a.stale_runs,
-        "failure_detection_s": {"bringup": summary(fail), "seeds_loop": summary(seeds)},
+        "failure_detection_s": {"bringup": summary(fail), "polling_loop": summary(polled)},
         "ready_detection_s": {"bringup_start": summary(ready), "bringup_stale_health_restart": summary(ready_restart)},
         "stale_health": {
             "false_readies_new_invocation": sum(r.get("false_readies_new_invocation", 0) for r in stales),
@@ -285,7 +285,7 @@ async def main() -> int:
     Path(a.out).write_text(json.dumps(res, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"\nlifecycle latency, time-scale {a.time_scale}, {machine()['platform']}, {machine()['cores']} cores")
     print(f"{'failure detection, bringup':<42} {fmt(summary(fail))}")
-    print(f"{'failure detection, seeds 15 s loop':<42} {fmt(summary(seeds))}")
+    print(f"{'failure detection, hand-written 15 s loop':<42} {fmt(summary(polled))}")
     print(f"{'ready detection, bringup (start)':<42} {fmt(summary(ready))}")
     print(f"{'ready detection, bringup (stale restart)':<42} {fmt(summary(ready_restart))}")
     sh = res["stale_health"]

@@ -1,11 +1,11 @@
-"""Restart dead time and OOMs: bringup's release wait vs the seeds' `stop; sleep 8; start`, on the simulated server.
+"""Restart dead time and OOMs: bringup's release wait vs a hand-written `stop; sleep 8; start` (simulated server).
 
     .venv/bin/python benchmarks/restart_dead_time.py [--n 20] [--time-scale 0.1] [--seed 1]
 
 `--scenario oom-on-fast-restart`: after a process exits its simulated GPU memory is released GPU by GPU over
 `--sim-release-delay` x time-scale seconds (each GPU at 0.3..1.0 of it); a server started while memory is still held
 dies with `CUDA out of memory`. Release delays are drawn uniformly in [1, 20] s of simulated time; with time-scale
-0.1 the real delays are 0.1-2.0 s, and the seeds' fixed `sleep 8` becomes a real `sleep 0.8`.
+0.1 the real delays are 0.1-2.0 s, and the hand-written fixed `sleep 8` becomes a real `sleep 0.8`.
 
 bringup: the deployment declares `extra_flags = [{name = "sim-release-delay", kind = "float"}]`; restart i is
 `python -m tui restart sim --yes --json --set sim-release-delay=D[i+1]` while the outgoing process runs with D[i]
@@ -13,7 +13,7 @@ bringup: the deployment declares `extra_flags = [{name = "sim-release-delay", ki
 dead time = arrival of `start running` - arrival of `release done`. Also measured: start issued minus the true
 moment the old process's memory was fully released (from the sim's holder file: exited + delay x max fraction).
 OOM-free = the new invocation's log has no "CUDA out of memory".
-seeds: trial i starts `python -m tui.sim` directly with D[i], waits for its ready line, SIGTERM, waits for the exit,
+the hand-written procedure: trial i starts `python -m tui.sim` directly with D[i], waits for its ready line, SIGTERM, waits for the exit,
 sleeps 8 x time-scale, starts a second one and records whether it prints "CUDA out of memory" before ready.
 Writes benchmarks/results/restart_dead_time.json.
 """
@@ -36,7 +36,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _simbench import (  # noqa: E402
+import contextlib
+
+from _simbench import (
     READY_LINE,
     ROOT,
     SimDeploy,
@@ -47,7 +49,7 @@ from _simbench import (  # noqa: E402
     summary,
 )
 
-from tui.sim.gpus import release_fraction  # noqa: E402
+from tui.sim.gpus import release_fraction
 
 OOM = "CUDA out of memory"
 EXTRA = 'extra_flags = [{name = "sim-release-delay", kind = "float"}]'
@@ -169,16 +171,14 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             p.kill()
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         p.wait(5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
-def seeds_trials(base: Path, delays: list[float], ts: float) -> list[dict[str, Any]]:
+def poll_trials(base: Path, delays: list[float], ts: float) -> list[dict[str, Any]]:
     out = []
     for i, dl in enumerate(delays):
-        tmp = base / "seeds" / str(i)
+        tmp = base / "hand_written" / str(i)
         tmp.mkdir(parents=True, exist_ok=True)
         d = SimDeploy(tmp, scenario="oom-on-fast-restart", time_scale=ts)  # only for its sim command
         port = free_port()
@@ -198,7 +198,7 @@ def seeds_trials(base: Path, delays: list[float], ts: float) -> list[dict[str, A
             rec = {"i": i, "release_delay_sim_s": dl, "release_delay_real_s": dl * ts, "oom": got == OOM,
                    "outcome": got}
             out.append(rec)
-            print(f"seeds trial {i}: delay {dl * ts:.2f} s real -> {got}", flush=True)
+            print(f"hand-written trial {i}: delay {dl * ts:.2f} s real -> {got}", flush=True)
         finally:
             _kill(a)
             if b is not None:
@@ -229,7 +229,7 @@ def main() -> int:
     try:
         br = bringup_trials(base, delays, a.time_scale)
         t1 = time.time()
-        sd = seeds_trials(base, delays[:a.n], a.time_scale)
+        sd = poll_trials(base, delays[:a.n], a.time_scale)
         t2 = time.time()
     finally:
         left = kill_leftovers(str(base))
@@ -240,29 +240,29 @@ def main() -> int:
     dead = [r["dead_time_s"] for r in ok_b if r.get("dead_time_s") is not None]
     vs_true = [r["start_minus_true_release_s"] for r in ok_b if r.get("start_minus_true_release_s") is not None]
     res = {
-        "what": "restart through bringup (release wait) vs the seeds' stop; sleep 8; start, simulated SGLang server, "
+        "what": "restart through bringup (release wait) vs the hand-written stop; sleep 8; start, simulated SGLang server, "
                 "--scenario oom-on-fast-restart, random --sim-release-delay in [1, 20] s x time-scale",
         "command": "python benchmarks/restart_dead_time.py " + " ".join(sys.argv[1:]),
         "machine": machine(), "time_scale": a.time_scale, "n": a.n, "rng_seed": a.seed,
         "release_delay_real_s_range": [1.0 * a.time_scale, 20.0 * a.time_scale],
-        "seeds_sleep_real_s": 8 * a.time_scale,
+        "poll_sleep_real_s": 8 * a.time_scale,
         "bringup": {"restarts": len(ok_b), "oom_free": sum(1 for r in ok_b if not r["oom"]),
                     "rc0": sum(1 for r in ok_b if r["rc"] == 0),
                     "dead_time_s": summary(dead), "start_minus_true_release_s": summary(vs_true),
                     "dead_time_target_s": 0.5, "dead_time_under_target": sum(1 for x in dead if x < 0.5),
                     "wall_s": t1 - t0},
-        "seeds": {"trials": len(ok_s), "oom_free": sum(1 for r in ok_s if not r["oom"]), "wall_s": t2 - t1},
+        "hand_written": {"trials": len(ok_s), "oom_free": sum(1 for r in ok_s if not r["oom"]), "wall_s": t2 - t1},
         "errors": [r["error"] for r in br + sd if "error" in r],
         "leftover_pids_killed_at_end": left, "leftover_pids_after_cleanup": still,
-        "bringup_trials": br, "seeds_trials": sd,
+        "bringup_trials": br, "poll_trials": sd,
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2, default=str) + "\n", encoding="utf-8")
-    b, s = res["bringup"], res["seeds"]
+    b, s = res["bringup"], res["hand_written"]
     print(f"\nrestart dead time, time-scale {a.time_scale} (real release delays 0.1-2.0 s x {a.time_scale / 0.1:g}), "
           f"{machine()['platform']}, {machine()['cores']} cores")
     print(f"{'bringup restart: OOM-free':<44} {b['oom_free']}/{b['restarts']} (rc 0: {b['rc0']})")
-    print(f"{'seeds stop; sleep 8; start: OOM-free':<44} {s['oom_free']}/{s['trials']}")
+    print(f"{'hand-written stop; sleep 8; start: OOM-free':<44} {s['oom_free']}/{s['trials']}")
     print(f"{'bringup dead time (release done -> start)':<44} {fmt(b['dead_time_s'])}  "
           f"(<0.5 s: {b['dead_time_under_target']}/{len(dead)})")
     print(f"{'bringup start - true release (sim holder)':<44} {fmt(b['start_minus_true_release_s'])}")
