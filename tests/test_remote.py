@@ -300,3 +300,13 @@ def test_non_root_user_without_sudo_gets_told_what_to_do(conf: Path) -> None:
     r = bringup(conf, "restart", "no-sudo", "--yes")
     assert r.returncode != 0
     assert "sudo = true" in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+def test_unit_not_found_is_named(conf: Path) -> None:
+    bad = conf.parent / "bad.toml"
+    text = conf.read_text()
+    head, sep, rest = text.partition("[deployments.remote]")
+    bad.write_text(head + sep + rest.replace(f'unit = "{UNIT}"', 'unit = "sglang-typo.service"', 1))
+    r = bringup(bad, "status", "remote")
+    assert r.returncode == 1 and "unit sglang-typo.service not found on testhost" in r.stderr
+    assert "Traceback" not in r.stderr
