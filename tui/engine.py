@@ -431,24 +431,31 @@ class Watch:
         snap = await asyncio.to_thread(src.sample) if isinstance(src, NvmlSource) else await src.once()
         return snap
 
+    async def scrape_metrics(self) -> ThroughputSample | None:
+        """One scrape of /metrics; sets `metrics_state` (off: the server serves none) and the throughput.
+        Raises httpx.HTTPError or TimeoutError when the endpoint does not answer."""
+        async with asyncio.timeout(self.settings.probe.timeout_s):
+            r = await self.prober.client.get("/metrics")
+        if r.status_code != 200:
+            self.metrics_state = "off"
+            return None
+        tp = self._metrics.sample(r.text, time.time())
+        if tp is not None and (tp.tokens_per_s is not None or tp.running is not None):
+            self.metrics_state = "on"
+            self._set_throughput(tp)
+            return tp
+        return None
+
     async def _metrics_loop(self) -> None:
         while True:
             if self.state.phase != Phase.READY or self.paused:
                 await asyncio.sleep(1.0)
                 continue
             try:
-                async with asyncio.timeout(self.settings.probe.timeout_s):
-                    r = await self.prober.client.get("/metrics")
+                await self.scrape_metrics()
             except (httpx.HTTPError, TimeoutError):
                 await asyncio.sleep(2.0)
                 continue
-            if r.status_code == 200:
-                tp = self._metrics.sample(r.text, time.time())
-                if tp is not None and (tp.tokens_per_s is not None or tp.running is not None):
-                    self.metrics_state = "on"
-                    self._set_throughput(tp)
-            else:
-                self.metrics_state = "off"
             await asyncio.sleep(1.0)
 
     # ------------------------------------------------------------------ actions and views

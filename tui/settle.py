@@ -4,7 +4,6 @@ fed once from every source instead of followed."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 
@@ -30,17 +29,11 @@ async def settle(w: Watch) -> None:
     if gpus is not None:
         w.gpus = gpus
     if w.state.phase == Phase.READY:
-        for _ in range(2):
+        for _ in range(2):  # a counter-based rate needs two scrapes; a gauge gives it on the first
             try:
-                r = await w.prober.client.get("/metrics")
-            except httpx.HTTPError:
+                tp = await w.scrape_metrics()
+            except (httpx.HTTPError, TimeoutError):
                 break
-            if r.status_code != 200:
-                w.metrics_state = "off"
-                break
-            tp = w._metrics.sample(r.text, time.time())
-            if tp is not None and tp.tokens_per_s is not None:
-                w.throughput = tp
-                w.metrics_state = "on"
+            if w.metrics_state == "off" or (tp is not None and tp.tokens_per_s is not None):
                 break
             await asyncio.sleep(1.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import getpass
 import json
@@ -219,8 +220,7 @@ class FileLock:
         info = LockInfo(who=f"{getpass.getuser()}@{socket.gethostname()}", pid=os.getpid(), since=time.time(),
                         purpose=self.purpose)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info.__dict__ if hasattr(info, "__dict__") else {
-            "who": info.who, "pid": info.pid, "since": info.since, "purpose": info.purpose}).encode(), 0)
+        os.pwrite(fd, json.dumps(dataclasses.asdict(info)).encode(), 0)
         self._fd = fd
         return info
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import getpass
 import json
+import os
 import re
 import shlex
 import socket
@@ -272,12 +274,11 @@ class RemoteLock:
         self.path = path
         self.purpose = purpose
         self._stream: AsyncIterator[str] | None = None
-        self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> LockInfo:
-        info = LockInfo(who=f"{getpass.getuser()}@{socket.gethostname()}", pid=__import__("os").getpid(),
-                        since=time.time(), purpose=self.purpose)
-        owner = json.dumps({"who": info.who, "pid": info.pid, "since": info.since, "purpose": info.purpose})
+        info = LockInfo(who=f"{getpass.getuser()}@{socket.gethostname()}", pid=os.getpid(), since=time.time(),
+                        purpose=self.purpose)
+        owner = json.dumps(dataclasses.asdict(info))
         # flock -n: fail at once if held. While held, record who holds it, then block until our channel closes.
         script = ('exec 9>>"$1" || exit 3; flock -n 9 || exit 75; printf "%s" "$2" > "$1.owner"; '
                   'echo locked; exec sleep 2147483647')

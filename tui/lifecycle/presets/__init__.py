@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 from tui.model import FailureKind, Phase
 
-FLAG_KINDS = ("bool", "int", "float", "str", "choice")
-
 # Values that may be written into a server's argv, a unit's ExecStart or a shell-quoted remote command.
 # Deliberately narrow: paths, model ids, numbers, simple JSON-free tokens. Anything else is refused with a
 # message, so no user text can ever smuggle a second command or option through a flag.
@@ -116,14 +114,8 @@ class Preset:
     classifiers: tuple[Classifier, ...]
     hint: HintFn
     flags: tuple[FlagSpec, ...]
-    #: the flag that turns CUDA graphs off, for hints and the one-key toggle
-    graph_off_flag: str
-    #: flag name whose presence means speculative decoding is on
-    speculative_flag: str
     health_path: str = "/health"
     models_path: str = "/v1/models"
-    metrics_prefixes: tuple[str, ...] = ()
-    default_port: int = 30000
     throughput_line: re.Pattern[str] | None = None
     #: lines that only a server already serving requests prints: readiness evidence like the ready line
     serving: re.Pattern[str] | None = None
