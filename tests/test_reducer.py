@@ -456,3 +456,29 @@ def test_random_event_sequences_never_raise(events: list[Event | MemoryObserved]
             assert isinstance(s.failure.kind, FailureKind)
             assert len(s.failure.excerpt) <= MAX_EXCERPT
     s.seconds_in()
+
+
+def _all_alternations() -> list[object]:
+    out: list[object] = []
+    for p in (SGLANG, VLLM):
+        out += [p.ready, p.fatal, *(m.pattern for m in (*p.markers, *p.phase_hints)),
+                *(c.pattern for c in p.classifiers)]
+        if p.serving is not None:
+            out.append(p.serving)
+    return out
+
+
+_WORDINGS = [a.pattern for a in _all_alternations()]  # type: ignore[attr-defined]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.integers(min_value=0, max_value=len(_WORDINGS) - 1),
+       pieces=st.lists(st.one_of(st.sampled_from(["Error", "CUDA", "Scheduler hit an exception", "NCCL error",
+                                                   "Decode batch, #running-req: 3", "Capture cuda graph",
+                                                   "[Errno 98]", "in use", " (pid=12) crashed", "Subprocess x"]),
+                                 st.text(max_size=12)), max_size=6))
+def test_alternation_screen_never_hides_a_match(which: int, pieces: list[str]) -> None:
+    """The substring screen in front of each preset regex (`Alternation.search`) answers exactly like the regex."""
+    alt = _all_alternations()[which]
+    text = "".join(pieces)
+    assert (alt.search(text) is None) == (alt.regex.search(text) is None)  # type: ignore[attr-defined]

@@ -244,3 +244,32 @@ def test_cli_replay_odd_files(tmp_path: Path, content) -> None:
     assert p.returncode in (0, 1)
     assert "Traceback" not in p.stderr
     json.loads(p.stdout)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(EXPECTED)), cuts=st.lists(st.integers(min_value=0, max_value=5000), max_size=30),
+       probe=st.booleans())
+def test_reduce_lines_is_reduce_line_by_line(name: str, cuts: list[int], probe: bool) -> None:
+    """The engine folds bursts of lines with `reduce_lines`; on every real log, cut into random batches (with the
+    unit's events between them, as the engine feeds them), the state is the one line-by-line `reduce` gives."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce, reduce_lines
+    from tui.lifecycle.replay import detect_preset
+
+    lines = (LOGS / name).read_text(encoding="utf-8").splitlines()
+    preset = get_preset(detect_preset(lines))
+    events = list(events_from_lines(lines))
+    one = batched = initial(require_probe=probe)
+    batch: list[LogLine] = []
+    cut_at = set(cuts)
+    for i, ev in enumerate(events):
+        one = reduce(one, ev, preset)
+        if isinstance(ev, LogLine):
+            batch.append(ev)
+        else:
+            batched = reduce(reduce_lines(batched, batch, preset), ev, preset)
+            batch = []
+        if i in cut_at:
+            batched, batch = reduce_lines(batched, batch, preset), []
+            assert batched == one, f"{name}: differs after event {i}"
+    assert reduce_lines(batched, batch, preset) == one

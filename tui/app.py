@@ -47,6 +47,10 @@ from widgets.gpus import GpuPanel
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
 
+#: the chart is redrawn at most this often (the sparkline above it follows every sample): a plotext frame costs
+#: several milliseconds, the largest single share of an idle console's CPU
+PLOT_EVERY_S = 3.0
+
 
 def empty_snapshot(name: str, host: str) -> Snapshot:
     return Snapshot(deployment=name, host=host, phase=Phase.STOPPED, invocation="", timeline=(), failure=None,
@@ -117,7 +121,6 @@ class ConsoleApp(App[int]):
         self.query_one("#throughput").border_title = "Throughput"
         self._set_subtitle()
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
-        self.set_interval(0.1, self._flush_logs, name="logs")
         if self.live:
             self.open_watch(self.deployment)
         self.render_all()
@@ -184,7 +187,9 @@ class ConsoleApp(App[int]):
             self.render_lifecycle()
 
     def on_logs_arrived(self, m: LogsArrived) -> None:
+        """The engine already batches lines (50 ms); while frozen they wait, and the next tick shows them."""
         self._pending_logs.extend(m.lines)
+        self._flush_logs()
 
     def on_gpus_sampled(self, m: GpusSampled) -> None:
         self.gpu_snap = m.snapshot
@@ -222,6 +227,7 @@ class ConsoleApp(App[int]):
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
         if self.frozen:
             return
+        self._flush_logs()
         if self.watch_ is not None:
             self.snap = self.watch_.snapshot(self.clock())
         now = self.clock()
@@ -265,7 +271,7 @@ class ConsoleApp(App[int]):
         if self.tp is None and self.snap.phase == Phase.READY and not note:
             note = "no metrics yet (no /metrics and no throughput log lines)"
         now = time.monotonic()
-        plot = force_plot or now - self._last_plot >= 1.0
+        plot = force_plot or now - self._last_plot >= PLOT_EVERY_S
         if plot:
             self._last_plot = now
         self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot,

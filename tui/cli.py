@@ -23,9 +23,8 @@ from tui.config import DEMO, ConfigError, Settings, load
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Phase, Snapshot
+from tui.sim.scenarios import SCENARIOS
 from tui.transport import TransportError
-
-SCENARIOS = ("dflash-graph-crash", "oom-on-fast-restart", "stale-health", "hang-loading", "crash-while-serving")
 
 EPILOG = """\
 exit codes: 0 ok/ready, 1 failed, 2 usage/config error, refused or timeout, 130 interrupted.

@@ -119,7 +119,8 @@ class ProbeConfig(Strict):
 
 
 class UIConfig(Strict):
-    refresh_hz: float = Field(2.0, gt=0, le=30)
+    #: panels redraw at this rate; a phase change or a log line is shown as it arrives, whatever the rate
+    refresh_hz: float = Field(1.0, gt=0, le=30)
     theme: str = "textual-dark"
     #: action name -> key, e.g. {restart = "R"}; merged over the defaults
     keys: dict[str, str] = Field(default_factory=dict)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from tui.collectors.metrics import MetricsRates, from_log_line
 from tui.collectors.probes import Prober
 from tui.config import DeploymentConfig, HostConfig, Settings
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
-from tui.lifecycle.reducer import LifecycleState, MemoryObserved, initial, reduce
+from tui.lifecycle.reducer import LifecycleState, MemoryObserved, initial, reduce, reduce_lines
 from tui.managers import Manager, ManagerError
 from tui.managers.none import NoManager
 from tui.managers.process import ProcessManager
@@ -102,6 +102,9 @@ class Watch:
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._unit_poke = asyncio.Event()
+        self._unit_changed = asyncio.Event()
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._lines_due: list[LogLine] = []
         self._changed = asyncio.Event()
         self._metrics = MetricsRates()
         self._gpu_source: SmiSource | NvmlSource | None = None
@@ -140,10 +143,20 @@ class Watch:
 
     def feed(self, ev: Event | MemoryObserved) -> None:
         """Apply one event to the reducer; tell listeners when the phase picture changed."""
+        if self._lines_due and not isinstance(ev, LogLine):
+            self._feed_due_lines()  # events keep their order
         if isinstance(ev, ProbeResult):
             self.last_probe = ev
         before = self.state
         self.state = reduce(self.state, ev, self.preset)
+        self._phase_maybe_changed(before)
+
+    def feed_lines(self, lines: Sequence[LogLine]) -> None:
+        before = self.state
+        self.state = reduce_lines(self.state, lines, self.preset)
+        self._phase_maybe_changed(before)
+
+    def _phase_maybe_changed(self, before: LifecycleState) -> None:
         if (self.state.phase != before.phase or self.state.timeline != before.timeline
                 or self.state.failure != before.failure or self.state.invocation != before.invocation):
             self._emit("phase", self.state)
@@ -167,8 +180,7 @@ class Watch:
         with contextlib.suppress(TransportError):
             await self.connect_endpoint()
         for name, coro in (("unit", self._unit_loop()), ("logs", self._log_loop()), ("probe", self._probe_loop()),
-                           ("gpus", self._gpu_loop()), ("metrics", self._metrics_loop()),
-                           ("flush", self._flush_loop())):
+                           ("gpus", self._gpu_loop()), ("metrics", self._metrics_loop())):
             self._tasks.append(asyncio.create_task(self._guard(name, coro), name=f"bringup-{name}"))
 
     async def close(self) -> None:
@@ -212,7 +224,10 @@ class Watch:
             # first look at a run that has already ended: its log tells how it ended (a crash's traceback,
             # the phases it went through), so read that before the unit's "not running"
             await self.replay_history(unit.invocation)
+        prev = self.state.unit
         self.feed(UnitObserved(time.time(), unit))
+        if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
+            self._unit_changed.set()
         return unit
 
     async def replay_history(self, invocation: str) -> None:
@@ -220,13 +235,12 @@ class Watch:
         if read_log is None:
             return
         lines: list[LogLine] = await read_log(invocation)
-        for line in lines:
-            self.feed(line)
-            self.logs.append(line)
-            if "throughput" in line.text:
-                tp = from_log_line(self.preset, line.text, line.at)
-                if tp is not None:
-                    self.throughput = tp
+        self.feed_lines(lines)
+        self.logs.extend(lines)
+        last = next((line for line in reversed(lines) if "throughput" in line.text), None)
+        tp = from_log_line(self.preset, last.text, last.at) if last is not None else None
+        if tp is not None:
+            self.throughput = tp
         if lines:
             self._emit("logs", lines)
 
@@ -279,7 +293,10 @@ class Watch:
                             await task
                     following = unit.invocation
                     task = asyncio.create_task(self._follow(unit))
-                await asyncio.sleep(0.2)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(2.0):
+                        await self._unit_changed.wait()
+                self._unit_changed.clear()
         finally:
             if task is not None:
                 task.cancel()
@@ -288,32 +305,52 @@ class Watch:
 
     async def _follow(self, unit: UnitState) -> None:
         stream = self.manager.follow(unit)
+        loop = asyncio.get_running_loop()
         try:
             async for line in stream:
-                self.feed(line)
-                self.logs.append(line)
-                self._log_batch.append(line)
-                if "throughput" in line.text or "acceptance" in line.text:
-                    tp = from_log_line(self.preset, line.text, line.at)
-                    if tp is not None and self.metrics_state != "on":
-                        self._set_throughput(tp, merge=True)
-                if len(self._log_batch) >= 2000:
-                    self._flush_logs()
+                # lines already read arrive here without the loop running in between: they are fed to the
+                # reducer together, right after (call_soon), which costs no latency and far less per line
+                self._lines_due.append(line)
+                if len(self._lines_due) == 1:
+                    loop.call_soon(self._feed_due_lines)
+                elif len(self._lines_due) >= 2000:  # a long burst: let the screen and the keys in
+                    self._feed_due_lines()
                     await asyncio.sleep(0)
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
 
+    def _feed_due_lines(self) -> None:
+        lines, self._lines_due = self._lines_due, []
+        if not lines:
+            return
+        self.feed_lines(lines)
+        self.logs.extend(lines)
+        self._log_batch.extend(lines)
+        if len(self._log_batch) >= 2000:
+            self._flush_logs()
+        elif self._flush_at is None:
+            self._flush_at = asyncio.get_running_loop().call_later(0.05, self._flush_logs)
+        if self.metrics_state != "on":  # the log's own throughput lines, when /metrics says nothing
+            last = {}
+            for line in lines:
+                for word in ("throughput", "acceptance"):
+                    if word in line.text:
+                        last[word] = line
+            for line in sorted(last.values(), key=lambda x: x.at):
+                tp = from_log_line(self.preset, line.text, line.at)
+                if tp is not None:
+                    self._set_throughput(tp, merge=True)
+
     def _flush_logs(self) -> None:
+        """Log lines reach listeners in batches, 50 ms after the first line of a batch: cheap to render, nothing
+        waits for a next line, and a quiet log costs no wake-ups at all."""
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
         if self._log_batch:
             batch, self._log_batch = self._log_batch, []
             self._emit("logs", batch)
-
-    async def _flush_loop(self) -> None:
-        """Log lines reach listeners in batches every 50 ms: cheap to render, and nothing waits for a next line."""
-        while True:
-            await asyncio.sleep(0.05)
-            self._flush_logs()
 
     def _set_throughput(self, tp: ThroughputSample, merge: bool = False) -> None:
         if merge and self.throughput is not None and tp.tokens_per_s is None:

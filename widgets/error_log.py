@@ -29,6 +29,9 @@ class LogClassifier:
         self._in_block = False
 
     def __call__(self, raw: str) -> bool:
+        # the level words are among the error words: a line with none of them, outside a block, is not one
+        if not self._in_block and not any(w in raw for w in _ERROR_WORDS):
+            return False
         c = clean(raw)
         if c.level in ("ERROR", "CRITICAL", "WARNING") or any(w in c.text for w in _ERROR_WORDS):
             self._in_block = True
@@ -77,7 +80,12 @@ class ErrorLog(Vertical):
             return
         log = self.log_view
         at_end = log.is_vertical_scroll_end or log.max_scroll_y == 0
+        full = log.line_count + len(new) > BUFFER
         log.write_lines(new, scroll_end=at_end)
+        if full and at_end:
+            # Textual's Log, once at max_lines, drops lines from the top but repaints only the rows past the
+            # old end, and the scroll position no longer moves: without this the view freezes on old lines
+            log.refresh()
         if not at_end:
             self.unseen += len(new)
         self._update_title()

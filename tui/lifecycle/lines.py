@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 # CSI / OSC / other escape sequences, and C0 controls except tab. Stripped so that escape codes in log text can
 # neither move the cursor of the user's terminal nor defeat the anchored prefix regexes below.
@@ -74,10 +75,6 @@ def split_output(chunk: str) -> list[str]:
     return [p for p in re.split(r"\r\n|\r|\n", chunk) if p.strip()]
 
 
-def _epoch(dt: datetime) -> float:
-    return dt.timestamp()
-
-
 def clean(raw: str, ref_year: int = 2026) -> CleanLine:
     """Strip every known wrapper from one line. `ref_year` dates timestamps that carry no year (journald, vLLM)."""
     text = sanitize(raw)
@@ -87,8 +84,7 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
         month = _MONTHS.get(m["mon"][:3])
         if month is not None:
             try:
-                ts = _epoch(datetime.strptime(
-                    f"{ref_year}-{month:02d}-{int(m['day']):02d} {m['time']}", "%Y-%m-%d %H:%M:%S"))
+                ts = _local_ts(f"{ref_year}-{month:02d}-{int(m['day']):02d} {m['time']}")
             except ValueError:
                 ts = None
         text = text[m.end():]
@@ -128,17 +124,22 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
     return CleanLine(text=text, prefixed=False, body=body, ranks=proc, ts=ts)
 
 
-def _sglang_ts(m: re.Match[str], ref_year: int) -> float | None:
-    date = m["date"] or f"{ref_year}-01-01"
+@lru_cache(maxsize=64)
+def _local_ts(text: str) -> float | None:
+    """`YYYY-MM-DD HH:MM:SS` as local time. Cached: consecutive lines share their second, and strptime is most
+    of the cost of cleaning a line."""
     try:
-        t = datetime.strptime(f"{date} {m['time']}", "%Y-%m-%d %H:%M:%S").timestamp()
+        return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timestamp()
     except ValueError:
+        return None
+
+
+def _sglang_ts(m: re.Match[str], ref_year: int) -> float | None:
+    t = _local_ts(f"{m['date'] or f'{ref_year}-01-01'} {m['time']}")
+    if t is None:
         return None
     return t + (float(m["ms"]) if m["ms"] else 0.0)
 
 
 def _vllm_ts(s: str, ref_year: int) -> float | None:
-    try:
-        return datetime.strptime(f"{ref_year}-{s}", "%Y-%m-%d %H:%M:%S").timestamp()
-    except ValueError:
-        return None
+    return _local_ts(f"{ref_year}-{s}")

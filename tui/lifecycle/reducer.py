@@ -15,6 +15,7 @@ failures of a real K2.6 bring-up:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from tui.lifecycle.lines import CleanLine, clean
@@ -164,12 +165,13 @@ def _is_block_line(c: CleanLine, preset: Preset) -> bool:
     return bool(preset.fatal.search(t))
 
 
-def _on_line(s: LifecycleState, ev: LogLine, preset: Preset) -> LifecycleState:
+def _on_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine | None = None) -> LifecycleState:
     if ev.invocation and s.invocation and ev.invocation != s.invocation:
         if s.invocation_started is not None and ev.at < s.invocation_started:
             return s  # a late line of an older run
         s = _new_invocation(s, ev.invocation, ev.at)
-    c = clean(ev.text)
+    if c is None:
+        c = clean(ev.text)
     text = c.text
     shown = c.body
     if not text.strip():
@@ -293,6 +295,47 @@ def _on_probe(s: LifecycleState, ev: ProbeResult) -> LifecycleState:
         if s.ready_line_at is not None and not s.generation_failed_since_ready_line:
             at = max(s.ready_line_at, s.timeline[-1].at if s.timeline else s.ready_line_at)
         return _enter(s, Phase.READY, at, "ready line + generation probe succeeded")
+    return s
+
+
+def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset) -> bool:
+    """A line whose only effect on the state is to count as progress: the bulk of a serving server's output.
+    Mirrors `_on_line` (every branch that can change more than line_no/last_progress/now is excluded here)."""
+    if ev.invocation and s.invocation and ev.invocation != s.invocation:
+        return False
+    if s.phase in (Phase.STOPPED, Phase.FAILED, Phase.STOPPING) or s.block:
+        return False
+    t = c.text
+    if not t.strip() or c.level in ("ERROR", "CRITICAL"):
+        return False
+    if not c.prefixed and (_TB_CONT.match(t) or _EXC_LINE.match(t)):
+        return False
+    if preset.fatal.search(t):
+        return False
+    serving = preset.serving is not None and preset.serving.search(t)
+    if s.ready_line_at is None and (preset.ready.search(t) or serving):
+        return False
+    return s.phase == Phase.READY or not any(m.pattern.search(t) for m in preset.markers)
+
+
+def reduce_lines(s: LifecycleState, lines: Iterable[LogLine], preset: Preset) -> LifecycleState:
+    """Fold many log lines: the same state as `reduce` applied line by line (a property test checks), but a run
+    of quiet lines costs one state copy instead of two per line; a burst of 20,000 lines/s must fit in the
+    event loop next to the screen and the keys."""
+    n, last_at, now = 0, s.last_progress, s.now
+    for ev in lines:
+        c = clean(ev.text)
+        if _quiet(s, ev, c, preset):
+            n, last_at, now = n + 1, ev.at, max(now, ev.at)
+            continue
+        if n:
+            s, n = replace(s, line_no=s.line_no + n, last_progress=last_at, now=now), 0
+        if ev.at > s.now:
+            s = replace(s, now=ev.at)
+        s = _on_line(s, ev, preset, c)
+        now = s.now
+    if n:
+        s = replace(s, line_no=s.line_no + n, last_progress=last_at, now=now)
     return s
 
 

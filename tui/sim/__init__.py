@@ -1,1 +1,2 @@
 """The reference server: a simulated SGLang deployment, its GPUs and an nvidia-smi stand-in."""
+

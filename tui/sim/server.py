@@ -28,12 +28,12 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     from . import gpus
+    from .scenarios import SCENARIOS
 except ImportError:
     import gpus  # type: ignore[no-redef]
+    from scenarios import SCENARIOS  # type: ignore[no-redef]
 
 VERSION = "0.5.23-sim"
-SCENARIOS = ("dflash-graph-crash", "oom-on-fast-restart", "stale-health", "hang-loading",
-             "crash-while-serving")
 SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
 CAP_GIB = gpus.CAPACITY_MIB / 1024  # 139.81: what torch calls the total capacity of an H200
 SP = "/usr/local/lib/python3.12/dist-packages"
@@ -125,6 +125,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
       "oom-on-fast-restart), times --time-scale")
     a("--sim-load", type=int, default=0, help="background concurrent simulated requests")
     a("--sim-seed", type=int)
+    a("--sim-burst-rate", type=int, default=20_000, help="log-burst: lines per second")
+    a("--sim-burst-seconds", type=float, default=10.0, help="log-burst: how long (not scaled)")
+    a("--sim-burst-after", type=float, default=10.0, help="log-burst: seconds after ready (not scaled)")
     ns = p.parse_args(argv)
     ns.served_model_name = ns.served_model_name or ns.model_path
     if ns.scenario == "dflash-graph-crash" and not ns.speculative_algorithm:
@@ -420,6 +423,8 @@ class Sim:
             self.background = [self.submit_locked(self.rng.randint(200, 1200), self.rng.randint(150, 500))
                                for _ in range(a.sim_load)]
         crash_at = time.time() + 10 * self.scale if a.scenario == "crash-while-serving" else None
+        if a.scenario == "log-burst":
+            threading.Thread(target=self.burst, args=(a.sim_burst_after,), daemon=True).start()
         while True:
             time.sleep(0.05)
             if crash_at and time.time() >= crash_at:
@@ -427,6 +432,26 @@ class Sim:
                        "Triggering SIGQUIT for cleanup...")
                 self.die(None, None,
                          "SIGQUIT received. signum=3, frame=None. It usually means one child failed.")
+
+    def burst(self, after: float) -> None:
+        """log-burst: decode lines at --sim-burst-rate for --sim-burst-seconds, each numbered and stamped with
+        the time it was written (`burst-seq: N at EPOCH`) so a reader can tell how far behind it is."""
+        time.sleep(after)
+        rate, seconds, L = self.a.sim_burst_rate, self.a.sim_burst_seconds, self.log
+        t0 = time.time()
+        seq = 0
+        while (now := time.time()) - t0 < seconds:
+            due = int((now - t0) * rate)
+            ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+            chunk = "".join(f"[{ts} TP0] Decode batch, burst-seq: {i} at {now:.6f}, #running-req: 4, #token: "
+                            f"{9000 + i % 500}, token usage: 0.01, cuda graph: True, gen throughput (token/s): "
+                            "231.20, #queue-req: 0\n" for i in range(seq, due))
+            seq = due
+            with L.lock:
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+            time.sleep(0.005)
+        L.line(f"burst done: {seq} lines in {time.time() - t0:.2f} s")
 
     def stop(self, signum: int) -> int:
         """SIGTERM/SIGINT: stop accepting, exit 0 within ~0.5 s; stale-health lingers answering /v1/models."""

@@ -1,0 +1,198 @@
+"""The console's CPU and memory next to nvitop's, on a real GPU host, over the same windows.
+
+    OUT=results python3 benchmarks/console_vs_nvitop.py [--seconds 60]
+
+On a GPU host (needs torch for the load and nvitop for the comparison): starts the simulated SGLang server as a
+`process` deployment on GPU 0 (streaming log lines and /metrics, real HTTP), waits for it with `bringup wait`, puts
+a real load on the GPU (100 GiB held, matmuls running), then runs `bringup console` (GPUs through NVML, logs,
+metrics, probes; default refresh) in one pseudo-terminal and nvitop's monitor in another, both 120x40 with their
+output drained, and samples each process's CPU time and RSS from /proc over the same windows: nvitop at its
+default 2 s interval, then at 1 s (bringup's default refresh), then at 0.5 s; then a window with bringup at 2 Hz.
+Writes OUT/console_vs_nvitop.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import platform
+import pty
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HZ = os.sysconf("SC_CLK_TCK")
+OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
+
+LOAD = """
+import torch
+x = torch.empty(int(100 * 2**30), dtype=torch.uint8, device="cuda")
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+print("ready", flush=True)
+while True:
+    for _ in range(20):
+        a = (a @ a).clamp_(-1, 1)
+    torch.cuda.synchronize()
+"""
+
+
+def cpu_s(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / HZ
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class InTerminal:
+    """A program in its own pseudo-terminal of a fixed size, its output read and thrown away as a terminal would."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], rows: int = 40, cols: int = 120) -> None:
+        self.argv = argv
+        pid, fd = pty.fork()
+        if pid == 0:
+            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            os.execvpe(argv[0], argv, env)
+        self.pid, self.fd = pid, fd
+        self.bytes = 0
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.bytes += len(data)
+
+    def alive(self) -> bool:
+        return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+
+    def stop(self) -> None:
+        with_suppress_kill(self.pid)
+
+
+def with_suppress_kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                return
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def window(procs: dict[str, InTerminal], seconds: float) -> dict[str, dict[str, float]]:
+    """CPU % of one core and RSS of each process over the same window, sampled once a second."""
+    c0 = {k: cpu_s(p.pid) for k, p in procs.items()}
+    b0 = {k: p.bytes for k, p in procs.items()}
+    t0 = time.monotonic()
+    rss: dict[str, list[float]] = {k: [] for k in procs}
+    while time.monotonic() - t0 < seconds:
+        for k, p in procs.items():
+            rss[k].append(rss_mib(p.pid))
+        time.sleep(1.0)
+    wall = time.monotonic() - t0
+    return {k: {"cpu_percent_of_one_core": round(100 * (cpu_s(p.pid) - c0[k]) / wall, 2),
+                "rss_mib_max": round(max(rss[k]), 1), "seconds": round(wall, 1),
+                "terminal_output_kib": round((p.bytes - b0[k]) / 1024, 1)} for k, p in procs.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--dry-run", action="store_true",
+                    help="check the script on a machine without a GPU: no load, a sleeping placeholder for nvitop")
+    args = ap.parse_args()
+    nvitop_cmd = [sys.executable, "-m", "nvitop", "-m", "full", "--interval"]
+    load_code = LOAD
+    if args.dry_run:
+        nvitop_cmd = [sys.executable, "-c", "import sys, time; time.sleep(600)"]
+        load_code = "print('ready', flush=True); import time; time.sleep(600)"
+    OUT.mkdir(parents=True, exist_ok=True)
+    result: dict[str, object] = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                                            f"{platform.python_version()}"}
+    if not args.dry_run:
+        result["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                       capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as d, socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        cfg = Path(d) / "config.toml"
+        sim = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "1",
+               "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--sim-load", "4",
+               "--sim-state-dir", f"{d}/sim-gpus", "--time-scale", "0.2"]
+        cfg.write_text(
+            "[deployments.sim-on-gpu]\nmanager = \"process\"\npreset = \"sglang\"\n"
+            f"endpoint = \"http://127.0.0.1:{port}\"\ngpus = [0]\ncommand = {json.dumps(sim)}\n")
+        env = {**os.environ, "HOME": d, "XDG_STATE_HOME": f"{d}/state", "XDG_CONFIG_HOME": f"{d}/cfg",
+               "TERM": "xterm-256color", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        bringup = [sys.executable, "-m", "tui", "--config", str(cfg)]
+        subprocess.run([*bringup, "start", "sim-on-gpu"], env=env, cwd=ROOT, check=True, timeout=120)
+        subprocess.run([*bringup, "wait", "sim-on-gpu", "--timeout", "120"], env=env, cwd=ROOT, check=True,
+                       timeout=180)
+        load = subprocess.Popen([sys.executable, "-c", load_code], stdout=subprocess.PIPE, text=True)
+        assert load.stdout is not None
+        assert load.stdout.readline().strip() == "ready"
+        procs: list[InTerminal] = []
+        try:
+            console = InTerminal([*bringup, "console", "sim-on-gpu"], env)
+            procs.append(console)
+            time.sleep(8)  # start-up is not the steady state
+            windows = []
+            for interval in (2.0, 1.0, 0.5):
+                nvitop = InTerminal([*nvitop_cmd, str(interval)], env)
+                procs.append(nvitop)
+                time.sleep(4)
+                w = window({"bringup": console, "nvitop": nvitop}, args.seconds)
+                w["nvitop"]["interval_s"] = interval
+                w["bringup"]["refresh_hz"] = 1.0
+                windows.append(w)
+                print(json.dumps(w), flush=True)
+                nvitop.stop()
+            console.stop()
+            fast = InTerminal([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
+            procs.append(fast)
+            nvitop = InTerminal([*nvitop_cmd, "0.5"], env)
+            procs.append(nvitop)
+            time.sleep(8)
+            w = window({"bringup": fast, "nvitop": nvitop}, args.seconds)
+            w["bringup"]["refresh_hz"] = 2.0
+            w["nvitop"]["interval_s"] = 0.5
+            windows.append(w)
+            print(json.dumps(w), flush=True)
+            result["windows"] = windows
+            result["what"] = ("bringup console (NVML, simulated SGLang server's logs and /metrics, probes) and nvitop's "
+                              "monitor, each in a 120x40 pseudo-terminal, same windows, GPU under load")
+        finally:
+            for p in procs:
+                p.stop()
+            load.kill()
+            subprocess.run([*bringup, "stop", "sim-on-gpu"], env=env, cwd=ROOT, timeout=60)
+    (OUT / "console_vs_nvitop.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""A log burst: the server writes 20,000 lines/s for 10 s. How far behind is what the console shows, how much
+memory does it take, do keys still answer? Side by side with `tail -F` of the same log in the same kind of
+terminal.
+
+    python benchmarks/log_burst.py
+
+Runs `bringup demo --scenario log-burst` in a detached tmux (200x50) and switches the log panel to all lines;
+`tail -F` of the run's log file runs in a second tmux server of the same size. The simulated server numbers every
+burst line and stamps it with the time it was written (`burst-seq: N at EPOCH`). Every ~100 ms the benchmark reads
+both screens (`tmux capture-pane`), takes the newest burst line on each and computes its lag: now minus the time
+that line was written. Every second it presses `p` in the console and times until "PAUSED" is on screen, then `p`
+again until it is gone (key to screen, through the terminal). The console's RSS is sampled throughout and its CPU
+over the burst. Writes benchmarks/results/log_burst.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")
+SEQ = re.compile(r"burst-seq: (\d+) at (\d+\.\d+)")
+
+
+def cpu_s(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / HZ
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Tmux:
+    def __init__(self, sock: str, env: dict[str, str], cwd: str, command: str) -> None:
+        self.base = ["tmux", "-S", sock]
+        self.env = env
+        subprocess.run([*self.base, "new-session", "-d", "-s", "b", "-x", "200", "-y", "50", "-c", cwd, command],
+                       env=env, check=True)
+
+    def screen(self) -> str:
+        return subprocess.run([*self.base, "capture-pane", "-p", "-J", "-t", "b"], capture_output=True,
+                              text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*self.base, "send-keys", "-t", "b", *keys], check=True)
+
+    def pid(self) -> int:
+        return int(subprocess.run([*self.base, "display-message", "-p", "-t", "b", "#{pane_pid}"],
+                                  capture_output=True, text=True).stdout)
+
+    def kill(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True)
+
+
+def newest(screen: str) -> tuple[int, float] | None:
+    found = [(int(m[1]), float(m[2])) for m in SEQ.finditer(screen)]
+    return max(found) if found else None
+
+
+def wait_for(t: Tmux, pred: object, timeout: float) -> float | None:
+    """Seconds until pred(screen) holds, polling the screen as fast as tmux answers."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if pred(t.screen()):  # type: ignore[operator]
+            return time.monotonic() - t0
+    return None
+
+
+def pct(xs: list[float], q: float) -> float:
+    return round(sorted(xs)[min(len(xs) - 1, int(q * len(xs)))], 3) if xs else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.parse_args()
+    args = argparse.Namespace(rate=20_000, seconds=10.0)  # the simulated server's log-burst defaults
+    if shutil.which("tmux") is None:
+        sys.exit("tmux is needed")
+    with tempfile.TemporaryDirectory() as d:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {**os.environ, "HOME": d, "XDG_STATE_HOME": f"{d}/state", "XDG_CONFIG_HOME": f"{d}/cfg",
+               "BRINGUP_DEMO_PORT": str(port), "TERM": "xterm-256color"}
+        cmd = f"{sys.executable} -m tui demo --scenario log-burst --time-scale 0.2"
+        console = Tmux(f"{d}/a.sock", env, d, cmd)
+        tail: Tmux | None = None
+        try:
+            if wait_for(console, lambda s: "READY" in s, 120) is None:
+                sys.exit("the demo did not get ready:\n" + console.screen())
+            console.keys("e")  # all lines, not only errors: every burst line is drawn
+            cur = next(Path(d, "state").rglob("current.json"))
+            log = json.loads(cur.read_text())["log"]
+            tail = Tmux(f"{d}/b.sock", env, d, f"tail -n 0 -F {log}")
+            pid = console.pid()
+            if wait_for(console, lambda s: newest(s) is not None, 60) is None:
+                sys.exit("no burst line seen")
+            t_burst = time.monotonic()
+            c0 = cpu_s(pid)
+            lags: dict[str, list[float]] = {"bringup": [], "tail -F": []}
+            keys: list[float] = []
+            rss: list[float] = []
+            last_key = time.monotonic()
+            final_seq = args.rate * args.seconds - 1
+            caught_up: dict[str, float] = {}
+            while time.monotonic() - t_burst < args.seconds + 15 and len(caught_up) < 2:
+                now = time.time()
+                for name, t in (("bringup", console), ("tail -F", tail)):
+                    if name in caught_up:
+                        continue
+                    n = newest(t.screen())
+                    if n is None:
+                        continue
+                    lag = time.time() - n[1] if time.monotonic() - t_burst < args.seconds else None
+                    if lag is not None:
+                        lags[name].append(lag)
+                    if n[0] >= final_seq - args.rate * 0.01:  # the last 10 ms of lines
+                        caught_up[name] = round(time.time() - n[1], 3)
+                rss.append(rss_mib(pid))
+                if time.monotonic() - last_key > 1.0 and time.monotonic() - t_burst < args.seconds:
+                    last_key = time.monotonic()
+                    console.keys("p")
+                    on = wait_for(console, lambda s: "PAUSED" in s, 5)
+                    console.keys("p")
+                    off = wait_for(console, lambda s: "PAUSED" not in s, 5)
+                    keys += [x if x is not None else 5.0 for x in (on, off)]
+                time.sleep(max(0.0, 0.1 - (time.time() - now)))
+            cpu = cpu_s(pid) - c0
+            wall = time.monotonic() - t_burst
+            result = {
+                "what": f"{args.rate} lines/s for {args.seconds:g} s; console in tmux 200x50 showing all lines; "
+                        "lag = time on screen minus time written, of the newest line on screen",
+                "lines": args.rate * args.seconds,
+                "bringup": {
+                    "lag_s_p50": pct(lags["bringup"], 0.5), "lag_s_p95": pct(lags["bringup"], 0.95),
+                    "lag_s_max": pct(lags["bringup"], 1.0), "samples": len(lags["bringup"]),
+                    "last_line_shown_after_s": caught_up.get("bringup"),
+                    "rss_mib_max": round(max(rss), 1),
+                    "cpu_percent_of_one_core": round(100 * cpu / wall, 1),
+                    "key_to_screen_ms_p50": round(1000 * statistics.median(keys), 1) if keys else None,
+                    "key_to_screen_ms_max": round(1000 * max(keys), 1) if keys else None,
+                    "key_presses": len(keys),
+                },
+                "tail -F": {
+                    "lag_s_p50": pct(lags["tail -F"], 0.5), "lag_s_p95": pct(lags["tail -F"], 0.95),
+                    "lag_s_max": pct(lags["tail -F"], 1.0), "samples": len(lags["tail -F"]),
+                    "last_line_shown_after_s": caught_up.get("tail -F"),
+                },
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            }
+            print(json.dumps(result, indent=2))
+            out = Path(__file__).parent / "results" / "log_burst.json"
+            out.write_text(json.dumps(result, indent=2) + "\n")
+            console.keys("q")
+            time.sleep(3)
+        finally:
+            console.kill()
+            if tail is not None:
+                tail.kill()
+
+
+if __name__ == "__main__":
+    main()
