@@ -153,6 +153,7 @@ def main() -> None:
                     "rss_mib_max": round(max(rss), 1),
                     "cpu_percent_of_one_core": round(100 * cpu / wall, 1),
                     "key_to_screen_ms_p50": round(1000 * statistics.median(keys), 1) if keys else None,
+                    "key_to_screen_ms_p95": round(1000 * pct(keys, 0.95), 1) if keys else None,
                     "key_to_screen_ms_max": round(1000 * max(keys), 1) if keys else None,
                     "key_presses": len(keys),
                 },

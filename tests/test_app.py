@@ -184,3 +184,55 @@ async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
         assert "unit" in w.collector_errors
         await w.close()
         app.watch_ = None
+
+
+async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path) -> None:
+    """Past the 50,000-line buffer the view must still show the newest lines (Textual's Log alone froze there);
+    a new run's lines start with a marker naming the run."""
+    from tui.messages import LogsArrived
+    from widgets.error_log import BUFFER
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("e")
+        log = app.query_one(ErrorLog)
+        n = 0
+        for inv in ("aaaaaaaa1111", "bbbbbbbb2222"):
+            for _ in range(3):
+                batch = [LogLine(at=1.0 + n, text=f"seq {n + i}", invocation=inv) for i in range(12_000)]
+                n += len(batch)
+                app.post_message(LogsArrived(batch))
+                await pilot.pause(0.2)
+        await pilot.pause(0.3)
+        assert log.log_view.line_count == BUFFER
+        assert log.log_view.is_vertical_scroll_end
+        screen = "\n".join(line.text for line in log.log_view.render_lines(log.log_view.region.reset_offset))
+        assert f"seq {n - 1}" in [ln.strip() for ln in screen.splitlines()], screen[-300:]
+        markers = [t for t, _ in log.entries if t.startswith("──── run ")]
+        assert [m.split()[2] for m in markers] == ["bbbbbbbb"]  # the first run's marker fell out of the buffer
+        assert any("run aaaaaaaa" in t for t in log.matching()) is False
+
+
+async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(tmp_path: Path) -> None:
+    from tui.messages import LogsArrived
+    from tui.screens.help import HelpScreen
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.post_message(LogsArrived([LogLine(at=1.0, text=f"line {i}") for i in range(5)]))
+        await pilot.press("e", "slash", *"line 3", "enter")
+        await pilot.pause(0.2)
+        log = app.query_one(ErrorLog)
+        assert log.matching() == ["line 3"]
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert log.filter_text == "" and len(log.matching()) == 5
+        keys = dict((d, k) for k, d in app.help_rows())
+        assert keys["Restart"] == "r" and keys["Filter"] == "/"
+        assert not any("Scroll" in d for d in keys)
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, HelpScreen)

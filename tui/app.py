@@ -67,7 +67,7 @@ class ConsoleApp(App[int]):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("e", "toggle_errors", "Errors/all", id="errors"),
         Binding("p", "pause", "Pause", id="pause"),
-        Binding("end", "follow", "Follow log", show=False, id="follow"),
+        Binding("end", "follow", "Follow log", show=False, id="follow", priority=True),
         Binding("escape", "close_filter", "Close filter", show=False, id="close_filter"),
         Binding("d", "pick", "Deployments", id="pick"),
         Binding("question_mark", "help", "Help", id="help"),
@@ -221,7 +221,7 @@ class ConsoleApp(App[int]):
         if self.frozen or not self._pending_logs:
             return
         lines, self._pending_logs = self._pending_logs, []
-        self.query_one(ErrorLog).append(line.text for line in lines)
+        self.query_one(ErrorLog).append_lines(lines)
 
     def _tick(self) -> None:
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
@@ -294,9 +294,11 @@ class ConsoleApp(App[int]):
             self.query_one("#log").focus()
 
     def action_close_filter(self) -> None:
-        """Esc in the filter box clears the filter and closes the box."""
+        """Esc clears the filter: in the filter box, or after it was applied."""
         inp = self.query_one("#log-filter", Input)
         if inp.has_class("hidden"):
+            if self.query_one(ErrorLog).filter_text:
+                self.query_one(ErrorLog).set_filter("")
             return
         inp.value = ""
         self.query_one(ErrorLog).set_filter("")
@@ -321,11 +323,17 @@ class ConsoleApp(App[int]):
             self.render_all()
 
     def help_rows(self) -> list[tuple[str, str]]:
+        """The console's own keys, as currently mapped (Textual's scrolling and copy keys are not listed: they
+        work as in any Textual app, and listing them first buried the keys that matter)."""
+        ours = {b.id for cls in type(self).__mro__ if issubclass(cls, ConsoleApp)
+                for b in cls.__dict__.get("BINDINGS", ()) if isinstance(b, Binding)}
         rows = []
         for _key, bindings in self.active_bindings.items():
             b = bindings.binding
-            if b.description:
+            if b.description and b.id in ours:
                 rows.append((self.get_key_display(b), b.description))
+        rows.append(("end", "follow the log again after scrolling up"))
+        rows.append(("esc", "clear the log filter"))
         return rows
 
     def action_help(self) -> None:

@@ -222,20 +222,29 @@ class Watch:
         unit = await self.manager.state()
         if self.state.unit is None and not unit.running and unit.invocation:
             # first look at a run that has already ended: its log tells how it ended (a crash's traceback,
-            # the phases it went through), so read that before the unit's "not running"
-            await self.replay_history(unit.invocation)
+            # the phases it went through), so read that before the unit's "not running"; with its flags known,
+            # so a failure's hint is the one the live console gave (DFLASH + CUDA graphs, ...)
+            if unit.argv:
+                self.state = replace(self.state, flags=tuple(current_values(unit.argv, self.preset.flags).items()))
+            await self.replay_history(unit.invocation, ended=True)
         prev = self.state.unit
         self.feed(UnitObserved(time.time(), unit))
         if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
             self._unit_changed.set()
         return unit
 
-    async def replay_history(self, invocation: str) -> None:
+    async def replay_history(self, invocation: str, ended: bool = False) -> None:
+        """Read a run's log so far. For a run that has ended, its own ready line is the evidence it was ready (a
+        generation can no longer be asked of it, and no older process can answer for it any more)."""
         read_log = getattr(self.manager, "read_log", None)
         if read_log is None:
             return
         lines: list[LogLine] = await read_log(invocation)
+        probe = self.state.require_probe
+        if ended:
+            self.state = replace(self.state, require_probe=False)
         self.feed_lines(lines)
+        self.state = replace(self.state, require_probe=probe)
         self.logs.extend(lines)
         last = next((line for line in reversed(lines) if "throughput" in line.text), None)
         tp = from_log_line(self.preset, last.text, last.at) if last is not None else None
@@ -313,7 +322,7 @@ class Watch:
                 self._lines_due.append(line)
                 if len(self._lines_due) == 1:
                     loop.call_soon(self._feed_due_lines)
-                elif len(self._lines_due) >= 2000:  # a long burst: let the screen and the keys in
+                elif len(self._lines_due) >= 500:  # a long burst: let the screen and the keys in
                     self._feed_due_lines()
                     await asyncio.sleep(0)
         finally:
@@ -327,7 +336,7 @@ class Watch:
         self.feed_lines(lines)
         self.logs.extend(lines)
         self._log_batch.extend(lines)
-        if len(self._log_batch) >= 2000:
+        if len(self._log_batch) >= 1000:
             self._flush_logs()
         elif self._flush_at is None:
             self._flush_at = asyncio.get_running_loop().call_later(0.05, self._flush_logs)

@@ -26,10 +26,25 @@ def fmt_secs(s: float) -> str:
     return f"{m}:{sec:02d}" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
+_SIM_ONLY = ("--sim-", "--time-scale", "--scenario")
+
+
 def _server_flags(argv: Sequence[str], limit: int = 400) -> str:
-    """The options part of a server command line: what the operator toggles."""
+    """The options part of a server command line: what the operator toggles (the simulator's own options, which
+    no real server has, are left out)."""
     start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
-    text = " ".join(argv[start:])
+    shown: list[str] = []
+    skip = False
+    for a in argv[start:]:
+        if a.startswith(_SIM_ONLY):
+            skip = "=" not in a
+            continue
+        if skip and not a.startswith("--"):
+            skip = False
+            continue
+        skip = False
+        shown.append(a)
+    text = " ".join(shown)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

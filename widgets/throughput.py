@@ -9,7 +9,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from tui.model import ThroughputSample
 from widgets.gpus import spark
@@ -21,7 +20,7 @@ class ThroughputPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id="tps-now")
-        yield PlotextPlot(id="tps-plot")
+        # the chart is mounted with the first samples: plotext is 30-70 ms of imports the first frame need not wait for
 
     def show(self, tp: ThroughputSample | None, history: Sequence[tuple[float, float]], note: str = "",
              plot: bool = True, now: float | None = None) -> None:
@@ -51,8 +50,13 @@ class ThroughputPanel(Vertical):
         if note:
             t.append("\n" + note, style="yellow")
         set_text(self.query_one("#tps-now", Static), t)
-        if plot:
-            p = self.query_one("#tps-plot", PlotextPlot)
+        found = self.query("#tps-plot")
+        if plot and (history or found):
+            from textual_plotext import PlotextPlot
+
+            p = found.first(PlotextPlot) if found else PlotextPlot(id="tps-plot")
+            if not found:
+                self.mount(p)
             plt = p.plt
             plt.clear_data()
             plt.clear_figure()

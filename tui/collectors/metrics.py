@@ -12,8 +12,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import Preset
 from tui.model import ThroughputSample
@@ -31,6 +29,10 @@ WANTED = (
 
 def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Samples of the metrics we use, by sample name. Malformed lines are dropped, never raised."""
+    # imported here: the package pulls in its HTTP exposition code (http.server, urllib.request), 40 ms of the
+    # console's start-up, and the first scrape comes only once the server is ready
+    from prometheus_client.parser import text_string_to_metric_families
+
     keep = [ln for ln in text.splitlines() if ln.startswith(WANTED) or
             (ln.startswith("# TYPE ") and ln[7:].startswith(WANTED))]
     out: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)

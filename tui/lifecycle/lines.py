@@ -8,9 +8,9 @@ applied in the order they nest; nothing here can fail on arbitrary input (a hypo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from typing import NamedTuple
 
 # CSI / OSC / other escape sequences, and C0 controls except tab. Stripped so that escape codes in log text can
 # neither move the cursor of the user's terminal nor defeat the anchored prefix regexes below.
@@ -44,9 +44,9 @@ _MONTHS = {m: i for i, m in enumerate(
 MAX_LINE = 16_384
 
 
-@dataclass(frozen=True, slots=True)
-class CleanLine:
-    """A server message with its wrappers removed.
+class CleanLine(NamedTuple):
+    """A server message with its wrappers removed. (A NamedTuple: built for every line the server prints, and a
+    frozen dataclass costs three times as much to construct.)
 
     `prefixed` says whether the server's own logger prefix was present: tracebacks and tqdm bars have none, which
     is how a traceback's lines are told apart from the next ordinary log line.
@@ -65,6 +65,8 @@ def sanitize(raw: str) -> str:
     """Remove escape sequences and control characters, and cut absurdly long lines."""
     if len(raw) > MAX_LINE:
         raw = raw[:MAX_LINE] + " …[cut]"
+    if raw.isprintable():  # the common case, decided in C: no escape codes, no control characters
+        return raw
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     return _CONTROL.sub("", raw)

@@ -253,9 +253,12 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
     # the unit is not running
     if s.phase == Phase.FAILED:
         return s
+    # when it ended, if the manager knows (a run that ended before we looked must not seem to end now)
+    since = s.timeline[-1].at if s.timeline else 0.0
+    end = u.exited_at if u.exited_at is not None and since <= u.exited_at <= ev.at else ev.at
     # `inactive` is a clean end (stopped by this or another console, systemctl, or exit 0); `failed` is a crash
     if s.stop_requested or s.phase == Phase.STOPPING or u.active == "inactive":
-        return _enter(replace(s, stop_requested=False), Phase.STOPPED, ev.at)
+        return _enter(replace(s, stop_requested=False), Phase.STOPPED, end)
     if s.phase in (*_STARTUP, Phase.READY) and (prev is None or prev.running or s.invocation):
         status = "" if u.exit_status is None else f" (status {u.exit_status})"
         excerpt = s.block or s.last_block or ()
@@ -263,13 +266,13 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
         kind = preset.classify("\n".join(excerpt), s.phase) if excerpt else FailureKind.EXIT
         if kind == FailureKind.UNKNOWN:
             kind = FailureKind.EXIT
-        s = _fail(s, preset, ev.at, lines, kind, open_=True)
+        s = _fail(s, preset, end, lines, kind, open_=True)
         return replace(s, failure_is_exit=kind == FailureKind.EXIT)
     if u.active == "failed" and s.phase == Phase.STOPPED and not s.timeline:
         # first look at a unit that had already failed before we started watching
         lines = (f"unit is {u.active}/{u.sub}" + ("" if u.exit_status is None else f", status {u.exit_status}"),)
         return _fail(replace(s, invocation=u.invocation), preset, ev.at, lines, FailureKind.EXIT, open_=False)
-    return _enter(s, Phase.STOPPED, ev.at)
+    return _enter(s, Phase.STOPPED, end)
 
 
 def _on_probe(s: LifecycleState, ev: ProbeResult) -> LifecycleState:
