@@ -73,7 +73,7 @@ FAILURE = Failure(phase=Phase.WARMUP, kind=FailureKind.CUDA_GRAPH, excerpt=DFLAS
                        "(`bringup restart --set disable-cuda-graph`, or f and toggle disable-cuda-graph).")
 
 RESTART_STEPS = [
-    Step("lock", "done", "lock held by ops@console (pid 4242)", T0),
+    Step("lock", "done", "lock taken (ops@console, pid 4242)", T0),
     Step("flags", "done", "flags written: + --disable-cuda-graph", T0),
     Step("stop", "done", "stopped in 4.1 s", T0),
     Step("release", "running", "waiting for GPU memory: 412.3 GiB held on GPU 2-7 by PID 106324", T0),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -317,13 +316,32 @@ def test_two_concurrent_restarts_one_proceeds_the_other_names_the_lock_holder(
 # ---------------------------------------------------------------------------- wait, unset, stop
 
 
-def test_wait_on_a_never_started_deployment_times_out_with_exit_2(bu: Bringup) -> None:
-    t0 = time.monotonic()
+STOPPED_MSG = "bringup: sim is stopped: start it with 'bringup start sim'"
+
+
+def test_wait_on_a_never_started_deployment_says_it_is_stopped_at_once(bu: Bringup) -> None:
+    r = bu.run("wait", bu.name, "--timeout", "60")
+    assert r.rc == 2, r.describe()
+    assert r.seconds < 15, r.describe()  # not the whole --timeout
+    assert r.err.strip() == STOPPED_MSG, r.describe()
+    assert "timeout" not in r.err
+    assert "Traceback" not in r.text
+
+
+def test_wait_with_a_timeout_shorter_than_the_grace_still_times_out(bu: Bringup) -> None:
     r = bu.run("wait", bu.name, "--timeout", "1")
     assert r.rc == 2, r.describe()
-    assert time.monotonic() - t0 < 10
-    assert "timeout" in r.err and "stopped" in r.err, r.describe()
-    assert "Traceback" not in r.text
+    assert "timeout after 1 s" in r.err and "stopped" in r.err, r.describe()
+
+
+def test_restart_no_wait_says_lock_taken_then_wait_follows_it_to_ready(bu: Bringup) -> None:
+    r = bu.run("restart", bu.name, "--yes", "--no-wait")
+    assert r.rc == 0, r.describe()
+    assert re.search(r"\[ok \] lock +lock taken \(\S+@\S+, pid \d+\)", r.out), r.describe()
+    assert "lock held by" not in r.out, r.describe()
+    w = bu.run("wait", bu.name, "--timeout", "30")
+    assert w.rc == 0, w.describe()
+    assert re.search(r"\] ready ", w.out), w.describe()
 
 
 def test_unset_not_set_is_a_noop_restart_starts_a_stopped_deployment_and_stop_stops(bu: Bringup) -> None:
@@ -347,13 +365,14 @@ def test_unset_not_set_is_a_noop_restart_starts_a_stopped_deployment_and_stop_st
     assert d["unit"] is not None and d["unit"]["active"] != "active"
 
 
-def test_after_stop_status_is_stopped_and_wait_times_out(bu: Bringup) -> None:
+def test_after_stop_status_is_stopped_and_wait_says_so_at_once(bu: Bringup) -> None:
     bu.bring_up()
     assert bu.run("stop", bu.name).rc == 0
     d = bu.status()
     assert d["phase"] == "stopped", json.dumps(d["timeline"], indent=1)
-    w = bu.run("wait", bu.name, "--timeout", "1")
+    w = bu.run("wait", bu.name, "--timeout", "60")
     assert w.rc == 2, w.describe()
+    assert w.seconds < 15 and w.err.strip() == STOPPED_MSG, w.describe()
 
 
 # ---------------------------------------------------------------------------- the demo

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 GOOD = """\
 [hosts.ct200]
-ssh = "root@10.1.2.200"
+ssh = "ct200"
 
 [deployments.k26]
 host = "ct200"
@@ -75,7 +75,7 @@ def test_good_config_loads(tmp_path: Path) -> None:
     assert d.gpus == list(range(8))
     assert s.probe.interval_s == 2.0
     assert s.probe.timeout_s == 5.0  # default kept
-    assert s.host("ct200").ssh == "root@10.1.2.200"
+    assert s.host("ct200").ssh == "ct200"
     assert s.deployment(None)[0] == "k26", "the only real deployment is the default"
 
 
@@ -189,6 +189,39 @@ def test_unknown_deployment_lists_configured_ones(tmp_path: Path) -> None:
         assert name in msg
     with pytest.raises(ConfigError, match="k26"):
         s.deployment(None)  # two real deployments: the user must name one
+
+
+def test_typo_in_a_deployment_name_suggests_the_close_one(tmp_path: Path) -> None:
+    s = load(str(_write(tmp_path / "c.toml", _deployment_toml("k26") + _deployment_toml("qwen3"))))
+    with pytest.raises(ConfigError) as ei:
+        s.deployment("k62")
+    msg = str(ei.value)
+    assert msg == f"unknown deployment 'k62' (did you mean 'k26'?); configured: k26, qwen3, {DEMO}"
+    assert "no config file found" not in msg
+
+
+def test_unknown_deployment_without_a_config_file_says_where_bringup_looked(isolated: Path) -> None:
+    s = load(None)
+    with pytest.raises(ConfigError) as ei:
+        s.deployment("k26")
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"unknown deployment 'k26'; configured: {DEMO}; no config file found (looked at ")
+    xdg = isolated / "xdg" / "bringup" / "config.toml"
+    for where in ("--config", "$BRINGUP_CONFIG", "./config.toml", str(xdg)):
+        assert where in msg, msg
+
+
+@pytest.mark.parametrize("ssh", ["root@10.1.2.200", "gpu-box:2222", "root@gpu-box:2222"])
+def test_ssh_with_a_user_or_port_points_to_the_ssh_config_file(tmp_path: Path, ssh: str) -> None:
+    msg = _error(_write(tmp_path / "c.toml", f'[hosts.gpu]\nssh = "{ssh}"\n'))
+    assert "\n" not in msg and "hosts.gpu.ssh" in msg and repr(ssh) in msg
+    assert "Port" in msg and "~/.ssh/config" in msg and "ssh_config" in msg
+
+
+def test_ssh_host_names_and_ipv6_addresses_are_accepted(tmp_path: Path) -> None:
+    s = load(str(_write(tmp_path / "c.toml", '[hosts.a]\nssh = "gpu-box"\n[hosts.b]\nssh = "fe80::1"\n')))
+    assert s.host("a").ssh == "gpu-box" and s.host("b").ssh == "fe80::1"
 
 
 def test_unknown_host_lookup() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,77 @@ def test_endpoint_wrong(tmp_path: Path) -> None:
     cfg.write_text('[deployments.web]\nmanager = "none"\nendpoint = "127.0.0.1:30000"\n')
     r = bringup(tmp_path, "--config", str(cfg), "status", "web")
     assert r.returncode == 2 and "endpoint must start with http://" in one_line(r)
+
+
+def test_unknown_deployment_with_no_config_says_where_bringup_looked(tmp_path: Path) -> None:
+    r = bringup(tmp_path, "status", "k26")
+    assert r.returncode == 2
+    line = one_line(r)
+    assert line.startswith("bringup: unknown deployment 'k26'") and "configured: demo" in line
+    assert "no config file found" in line
+    for where in ("--config", "$BRINGUP_CONFIG", "./config.toml", str(tmp_path / "cfg" / "bringup" / "config.toml")):
+        assert where in line, line
+
+
+def _replay(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    env = {"HOME": str(cwd), "XDG_CONFIG_HOME": str(cwd / "cfg"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "tui", "replay", *args], input=stdin, capture_output=True, cwd=cwd,
+                       env=env, timeout=60)
+    return subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(), r.stderr.decode())
+
+
+def test_replay_of_a_binary_file_is_refused(tmp_path: Path) -> None:
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 64 + b"[2026-01-01 10:00:00] server_args=...\n")
+    for args, stdin in (([str(blob)], b""), (["-"], blob.read_bytes())):
+        r = _replay(tmp_path, *args, stdin=stdin)
+        assert r.returncode == 2, r
+        assert "binary" in one_line(r) and r.stdout == "", r
+
+
+def test_replay_of_text_that_is_no_server_log_says_so(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\nthis is not a log\nstarting the day\n")
+    r = _replay(tmp_path, str(notes))
+    assert r.returncode == 2 and r.stdout == "", r
+    assert one_line(r) == f"bringup: no SGLang or vLLM log lines recognised in {notes}"
+    r = _replay(tmp_path, "-", stdin=b"hello\n")
+    assert r.returncode == 2 and one_line(r) == "bringup: no SGLang or vLLM log lines recognised in stdin"
+    r = _replay(tmp_path, "-", "--json", stdin=b"")
+    assert r.returncode == 2 and "no SGLang or vLLM log lines" in one_line(r)
+
+
+def test_replay_of_a_real_log_still_works(tmp_path: Path) -> None:
+    log = Path(__file__).parent / "fixtures" / "logs" / "sglang_tp8_capture_in_progress.log"
+    r = _replay(tmp_path, "-", stdin=log.read_bytes())
+    assert r.returncode == 0 and r.stderr == "", r
+    assert "final: graph-capture" in r.stdout, r.stdout
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {"bringup": parser, **sub.choices}
+
+
+def test_every_positional_and_option_has_help() -> None:
+    from tui.cli import build_parser
+
+    missing = [f"{cmd} {a.dest}" for cmd, p in _options(build_parser()).items() for a in p._actions
+               if not a.help and not isinstance(a, argparse._SubParsersAction)]
+    assert not missing, missing
+
+
+def test_help_says_what_the_user_needs_to_know() -> None:
+    from tui.cli import build_parser
+
+    cmds = _options(build_parser())
+    assert "--json" not in cmds["console"]._option_string_actions
+    assert "--headless" in cmds["demo"]._option_string_actions["--json"].help  # --json only prints with --headless
+    restart = " ".join(cmds["restart"].format_help().split())
+    assert restart.count("can be repeated") == 2 and "ready_timeout_s, 1800" in restart
+    assert "default: the deployment's ready_timeout_s" in " ".join(cmds["start"].format_help().split())
+    for cmd in ("restart", "flags"):
+        text = " ".join(cmds[cmd].format_help().split())
+        assert "without the leading `--`" in text and "mem-fraction-static=0.85" in text, cmd
+    wait = " ".join(cmds["wait"].format_help().split())
+    assert "stopped" in wait and "exit 2" in wait and "default 1800" in wait

@@ -49,7 +49,7 @@ from widgets.throughput import ThroughputPanel
 
 #: the chart is redrawn at most this often (the sparkline above it follows every sample): a plotext frame costs
 #: several milliseconds, the largest single share of an idle console's CPU
-PLOT_EVERY_S = 3.0
+PLOT_EVERY_S = 5.0
 
 
 def empty_snapshot(name: str, host: str) -> Snapshot:

@@ -1,7 +1,8 @@
 """The `bringup` command line: the console by default, and headless subcommands for scripts.
 
-Exit codes: 0 success/ready, 1 failed, 2 usage or config error, refused, or timed out (`wait`), 130 interrupted.
-Every subcommand takes `--json`. Errors are one line on stderr, never a traceback.
+Exit codes: 0 success/ready, 1 failed, 2 usage or config error, refused, timed out or stopped (`wait`),
+130 interrupted. Every headless subcommand takes `--json` (`demo` with `--headless`). Errors are one line on
+stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import faulthandler
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -27,10 +29,17 @@ from tui.sim.scenarios import SCENARIOS
 from tui.transport import TransportError
 
 EPILOG = """\
-exit codes: 0 ok/ready, 1 failed, 2 usage/config error, refused or timeout, 130 interrupted.
+exit codes: 0 ok/ready, 1 failed, 2 usage/config error, refused, timeout or stopped (wait), 130 interrupted.
 config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
 always exists). Docs: README.md.
 """
+
+
+FLAG_NAMES = ("flags are named as on the server's command line without the leading `--`, e.g. "
+              "`disable-cuda-graph` or `mem-fraction-static=0.85`")
+DEPLOYMENT_HELP = "a deployment of the config (default: the only one configured, or `demo` if none is)"
+#: a unit seen stopped this long, with no restart or start in progress, is not going to become ready by itself
+STOPPED_GRACE_S = 2.0
 
 
 class UsageError(Exception):
@@ -39,10 +48,11 @@ class UsageError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     # --config and --json work before or after the subcommand; in the subcommands they default to "not given"
-    # so that they do not overwrite what the main parser read
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
-                        help="config file (default: see below)")
+    # so that they do not overwrite what the main parser read. `console` has no JSON output: no --json there.
+    conf = argparse.ArgumentParser(add_help=False)
+    conf.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                      help="config file (default: see below)")
+    common = argparse.ArgumentParser(add_help=False, parents=[conf])
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
 
     p = argparse.ArgumentParser(
@@ -50,86 +60,102 @@ def build_parser() -> argparse.ArgumentParser:
         "lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", metavar="FILE", help="config file (default: see below)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true", help="machine-readable output (headless commands)")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
     p.add_argument("--read-only", action="store_true", help="console without restart, start/stop or flag keys")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    def add(name: str, help: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=description, parents=[common], epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    def add(name: str, help: str, description: str, json: bool = True) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description, parents=[common if json else conf],
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
     c0 = add("console", "the console (the default when no command is given)",
-             "Open the console on a deployment (the only one configured, or the one named).")
-    c0.add_argument("deployment", nargs="?")
-    c0.add_argument("--read-only", action="store_true", dest="console_read_only")
+             "Open the console on a deployment (the only one configured, or the one named).", json=False)
+    c0.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    c0.add_argument("--read-only", action="store_true", dest="console_read_only",
+                    help="console without restart, start/stop or flag keys")
 
     s = add("status", "phase, timeline, failure, GPUs, throughput and flags, once",
             "Print one snapshot of a deployment: phase with its timeline, the failure (kind, excerpt, hint), "
             "GPU memory, throughput and flags.")
-    s.add_argument("deployment", nargs="?")
+    s.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
 
-    w = add("wait", "follow until ready (0), failed (1) or timeout (2)",
+    w = add("wait", "follow until ready (0), failed (1), stopped or timeout (2)",
             "Follow a deployment until it is ready (exit 0), failed (exit 1, with the error excerpt and a hint) "
-            "or the timeout passes (exit 2), printing phase changes as they happen. A drop-in for a "
-            "`systemctl is-active` + `curl` polling loop: `bringup wait k26 --timeout 1800 && run-benchmarks`.")
-    w.add_argument("deployment", nargs="?")
-    w.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="seconds (default 1800)")
+            "or the timeout passes (exit 2), printing phase changes as they happen. A deployment that is stopped "
+            f"(not running for {STOPPED_GRACE_S:g} s, and no restart or start in progress) ends the wait at once "
+            "with exit 2. A drop-in for a `systemctl is-active` + `curl` polling loop: "
+            "`bringup wait k26 --timeout 1800 && run-benchmarks`.")
+    w.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    w.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds to wait for ready (default 1800)")
 
     for name, what in (("start", "start"), ("stop", "stop")):
         detail = ("waits for the previous run to release its GPU memory first" if name == "start"
                   else "waits until it has exited")
         c = add(name, f"{what} the deployment", f"{what.capitalize()} the deployment's server ({detail}).")
-        c.add_argument("deployment", nargs="?")
+        c.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
         if name == "start":
             c.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
-            c.add_argument("--timeout", type=float, default=None, metavar="S")
+            c.add_argument("--timeout", type=float, default=None, metavar="S",
+                           help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
 
     r = add("restart", "restart safely, optionally with new flags",
             "Restart with the safe protocol: take the lock, write the flags, stop, wait until the old run's GPU "
             "memory is released, start, and follow the new process until it is ready (a real generation) or "
-            "failed. Flags are named as the server's options without dashes.\n\n"
+            f"failed. {FLAG_NAMES[0].upper()}{FLAG_NAMES[1:]} (`bringup flags k26` lists them).\n\n"
             "  bringup restart k26 --set disable-cuda-graph\n"
             "  bringup restart k26 --set speculative-algorithm=DFLASH --unset enable-metrics --yes")
-    r.add_argument("deployment", nargs="?")
-    r.add_argument("--set", action="append", default=[], metavar="NAME[=VALUE]", dest="sets")
-    r.add_argument("--unset", action="append", default=[], metavar="NAME", dest="unsets")
+    r.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    r.add_argument("--set", action="append", default=[], metavar="NAME[=VALUE]", dest="sets",
+                   help="add a server flag, or change its value (a switch takes no value); can be repeated")
+    r.add_argument("--unset", action="append", default=[], metavar="NAME", dest="unsets",
+                   help="remove a server flag from the command line; can be repeated")
     r.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     r.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
-    r.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds to wait for ready")
+    r.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
     r.add_argument("--rollback", action="store_true", help="on failure, go back to the last flags that were ready")
 
     f = add("flags", "the flags the preset knows, their values and keys",
-            "List the server flags bringup can toggle or set for this deployment, their current values and keys.")
-    f.add_argument("deployment", nargs="?")
+            "List the server flags bringup can toggle or set for this deployment, their current values and keys "
+            f"(the console's keys). The {FLAG_NAMES}, as `restart --set` and `--unset` take them.")
+    f.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
 
     rp = add("replay", "run the lifecycle reducer over a recorded log",
              "Replay a recorded log (plain text, journald short format, or `journalctl -o json` lines; - for "
              "stdin) through the same reducer as the console, and print the phase timeline, the final phase and "
-             "the failure.")
-    rp.add_argument("file", metavar="FILE|-")
-    rp.add_argument("--preset", choices=("sglang", "vllm", "auto"), default="auto")
+             "the failure. A file with no SGLang or vLLM line in it, or a binary file, is refused (exit 2).")
+    rp.add_argument("file", metavar="FILE|-", help="the log file, or - to read stdin")
+    rp.add_argument("--preset", choices=("sglang", "vllm", "auto"), default="auto",
+                    help="which server wrote the log (default auto: told from the log's lines)")
 
     b = add("bench", "measure tokens/s and TTFT with real streaming requests",
             "Send streaming chat completions to the deployment's OpenAI-compatible endpoint at each concurrency "
             "level and report time to first token, tokens/s per stream and aggregate tokens/s. Only this command "
             "sends load; nothing in bringup benchmarks on its own.\n\n  bringup bench k26 --concurrency 1,4,16")
-    b.add_argument("deployment", nargs="?")
+    b.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
     b.add_argument("--concurrency", default="1,4", metavar="N,N,...", help="levels (default 1,4)")
-    b.add_argument("--requests", type=int, default=None, metavar="N", help="requests per level (default 2x level)")
-    b.add_argument("--prompt-tokens", type=int, default=128, metavar="N")
-    b.add_argument("--max-tokens", type=int, default=128, metavar="N")
-    b.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per request")
+    b.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="requests per level (default 2x level, at least 4)")
+    b.add_argument("--prompt-tokens", type=int, default=128, metavar="N",
+                   help="prompt length in tokens, about (default 128)")
+    b.add_argument("--max-tokens", type=int, default=128, metavar="N",
+                   help="tokens to generate per request (default 128)")
+    b.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
 
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
-            "needed and stopping it on exit.")
+            "needed and stopping it on exit.", json=False)
+    d.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="with --headless: one JSON object per phase change")
     d.add_argument("--scenario", choices=SCENARIOS, default="", help="a failure to watch (from real incidents)")
     d.add_argument("--keep", action="store_true", help="leave the simulated server running on exit")
     d.add_argument("--time-scale", type=float, default=1.0, metavar="F", help="speed of the simulated bring-up "
                    "(0.2 = five times faster)")
     d.add_argument("--headless", action="store_true", help="print phases instead of opening the console")
-    d.add_argument("--read-only", action="store_true", dest="demo_read_only")
+    d.add_argument("--read-only", action="store_true", dest="demo_read_only",
+                   help="console without restart, start/stop or flag keys")
     return p
 
 
@@ -239,10 +265,58 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if d["phase"] == "failed" else 0
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _holder_active(data: bytes | None, max_age: float) -> bool:
+    """Whether a lock holder's record (who, pid, since) describes a holder still at work."""
+    try:
+        h = json.loads(data or b"{}")
+        pid, since = int(h.get("pid") or 0), float(h.get("since") or 0)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    if pid <= 0:
+        return False
+    if str(h.get("who", "")).rpartition("@")[2] == socket.gethostname():
+        return _pid_alive(pid)
+    return time.time() - since < max_age  # a holder on another machine: trust the record while it is recent
+
+
+async def _start_in_progress(w: Any) -> bool:
+    """Whether a restart or start holds the deployment's lock: it stops the unit, waits for the GPU memory and
+    starts it again, and the unit looks stopped meanwhile. Reads the holder's record (the lock file, or its
+    `.owner` file for systemd), and never takes the lock: that, even for a moment, could refuse a real restart."""
+    try:
+        path = str(getattr(w.manager.lock("wait"), "path", "") or "")
+    except (ManagerError, TransportError):
+        return False
+    max_age = w.dep.stop_timeout_s + w.dep.release_timeout_s + 60
+    for p in (path, path + ".owner") if path else ():
+        try:
+            data = await w.transport.read_file(p)
+        except (TransportError, OSError):
+            return True  # cannot tell: keep waiting
+        if _holder_active(data, max_age):
+            return True
+    return False
+
+
+def _stopped(s: Any) -> bool:
+    return s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running
+
+
 async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: str = "") -> int:
     deadline = time.monotonic() + timeout
     shown: tuple[Any, ...] = ()
     t_first = None
+    stopped_at: float | None = None
     while True:
         s = w.state
         fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
@@ -267,6 +341,15 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
                     print("  | " + x, file=sys.stderr)
                 print(f"hint: {f.hint}", file=sys.stderr)
             return 1
+        if not _stopped(s):
+            stopped_at = None
+        elif stopped_at is None:
+            stopped_at = time.monotonic()
+        elif time.monotonic() - stopped_at >= STOPPED_GRACE_S:
+            if not await _start_in_progress(w):
+                print(f"bringup: {w.name} is stopped: start it with 'bringup start {w.name}'", file=sys.stderr)
+                return 2
+            stopped_at = time.monotonic()  # a restart is under way: look again later
         left = deadline - time.monotonic()
         if left <= 0:
             print(f"timeout after {timeout:g} s; last phase: {s.phase}", file=sys.stderr)
@@ -388,9 +471,30 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _recognised(lines: list[str], preset_name: str) -> bool:
+    """Whether any line is SGLang or vLLM output: a logger prefix, a phase marker, the ready line, a fatal line,
+    or systemd's word about the unit in a JSON journal."""
+    from tui.lifecycle.lines import clean
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.replay import events_from_lines
+    from tui.model import LogLine
+
+    p = get_preset(preset_name)
+    for ev in events_from_lines(lines):
+        if not isinstance(ev, LogLine):
+            return True
+        c = clean(ev.text)
+        t = c.text
+        if (c.prefixed or p.ready.search(t) or p.fatal.search(t) or (p.serving is not None and p.serving.search(t))
+                or any(m.pattern.search(t) for m in p.markers)):
+            return True
+    return False
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from tui.lifecycle.replay import replay
 
+    name = "stdin" if args.file == "-" else args.file
     try:
         if args.file == "-":
             data = sys.stdin.buffer.read()
@@ -399,8 +503,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 data = fh.read()
     except OSError as e:
         raise UsageError(f"{args.file}: {e.strerror or e}") from None
+    if b"\0" in data[:8192]:
+        raise UsageError(f"{name}: a binary file, not a server log")
     lines = data.decode("utf-8", "replace").splitlines()
     r = replay(lines, args.preset)
+    if not _recognised(lines, r.preset):
+        raise UsageError(f"no SGLang or vLLM log lines recognised in {name}")
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=2))

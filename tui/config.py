@@ -7,13 +7,15 @@ simulated SGLang server) always exists so that `bringup demo` works with no conf
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +28,7 @@ from tui.lifecycle.presets import PRESET_NAMES, FlagSpec
 DEMO = "demo"
 _TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
 DEMO_PORT = int(os.environ.get("BRINGUP_DEMO_PORT", "30999"))
+_HOST_PORT = re.compile(r"[^:]+:\d+")  # host:port (an IPv6 address has more than one colon)
 
 
 class ConfigError(Exception):
@@ -37,10 +40,14 @@ class Strict(BaseModel):
 
 
 class HostConfig(Strict):
-    """Where servers run. `ssh` is an SSH destination or an alias from ~/.ssh/config; empty means this machine."""
+    """Where servers run. `ssh` is a host name or a Host alias of the ssh_config file; empty means this machine.
+
+    User, Port, ProxyJump and IdentityFile are given in that file (~/.ssh/config, or the file named by
+    `ssh_config`), never in `ssh` itself: `user@host` and `host:port` are not understood there.
+    """
 
     ssh: str = ""
-    #: an ssh_config file read besides ~/.ssh/config (aliases, ProxyJump, IdentityFile, known hosts...)
+    #: an ssh_config file read instead of ~/.ssh/config (aliases, User, Port, ProxyJump, IdentityFile...)
     ssh_config: str = ""
     sudo: bool = False
     #: how to read GPUs: auto (NVML locally, else nvidia-smi), nvml, nvidia-smi, none
@@ -48,6 +55,14 @@ class HostConfig(Strict):
     nvidia_smi: list[str] = Field(default_factory=lambda: ["nvidia-smi"])
     #: where the process manager keeps pid files, logs and flag history (default: bringup's state dir)
     state_dir: str = ""
+
+    @field_validator("ssh")
+    @classmethod
+    def _plain_destination(cls, v: str) -> str:
+        if "@" in v or _HOST_PORT.fullmatch(v):
+            raise ValueError(f"{v!r}: user@ and :port are not understood here; put User and Port in a Host block "
+                             "of ~/.ssh/config (or of the file named by ssh_config) and give its alias")
+        return v
 
     @property
     def is_local(self) -> bool:
@@ -135,6 +150,9 @@ class Settings(BaseSettings):
     deployments: dict[str, DeploymentConfig] = Field(default_factory=dict)
     probe: ProbeConfig = Field(default_factory=ProbeConfig)  # type: ignore[arg-type]
     ui: UIConfig = Field(default_factory=UIConfig)  # type: ignore[arg-type]
+    #: set by load(): the config file read, and whether files were searched for at all
+    _config_file: Path | None = PrivateAttr(default=None)
+    _searched: bool = PrivateAttr(default=False)
 
     @classmethod
     def settings_customise_sources(
@@ -174,10 +192,17 @@ class Settings(BaseSettings):
         try:
             return name, self.deployments[name]
         except KeyError:
-            known = ", ".join(self.deployments) or "none"
-            close = [n for n in self.deployments if n.startswith(name[:3])] if name else []
-            extra = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown deployment {name!r}{extra}; configured: {known}") from None
+            raise ConfigError(self._unknown_deployment(name)) from None
+
+    def _unknown_deployment(self, name: str) -> str:
+        known = ", ".join(self.deployments) or "none"
+        close = difflib.get_close_matches(name, list(self.deployments), n=1)
+        msg = f"unknown deployment {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        msg += f"; configured: {known}"
+        if self._searched and self._config_file is None:
+            msg += (f"; no config file found (looked at --config, $BRINGUP_CONFIG, ./config.toml, "
+                    f"{xdg_config_file()})")
+        return msg
 
 
 def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0,
@@ -216,8 +241,13 @@ def discover(explicit: str | None) -> Path | None:
     cwd = Path("config.toml")
     if cwd.is_file():
         return cwd
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bringup" / "config.toml"
+    xdg = xdg_config_file()
     return xdg if xdg.is_file() else None
+
+
+def xdg_config_file() -> Path:
+    """$XDG_CONFIG_HOME/bringup/config.toml ($XDG_CONFIG_HOME defaults to ~/.config)."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bringup" / "config.toml"
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -251,6 +281,7 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
         raise ConfigError("\n".join(msgs)) from None
     finally:
         _TOML_PATH = None
+    settings._config_file, settings._searched = path, True
     host, dep = demo_deployment(settings.state_path(), scenario=scenario, time_scale=time_scale)
     settings.hosts.setdefault("demo-host", host)
     if DEMO not in settings.deployments:

@@ -49,7 +49,7 @@ from tui.transport import Transport, TransportError
 from tui.transport.local import LocalTransport
 
 LOG_BUFFER = 50_000
-HISTORY = 600  # samples kept per series: 5 minutes at 2 Hz, fixed memory
+HISTORY = 600  # samples kept per series: 10 minutes at 1 Hz, fixed memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,10 @@ class Update:
 
     kind: str
     payload: Any = None
+
+
+#: GPU panels redraw once a second; the release wait of a restart queries the GPUs itself, every 200 ms
+GPU_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -418,7 +422,7 @@ class Watch:
                 self._gpu_error = str(e)
                 if src == "nvml":
                     return None
-        return SmiSource(self.transport, self.host.nvidia_smi)
+        return SmiSource(self.transport, self.host.nvidia_smi, interval_ms=int(GPU_INTERVAL_S * 1000))
 
     async def _gpu_loop(self) -> None:
         self._gpu_source = self._gpu_source_for_host()
@@ -430,7 +434,7 @@ class Watch:
             while True:
                 snap = await asyncio.to_thread(src.sample)
                 self._gpu_snapshot(snap)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(GPU_INTERVAL_S)
         else:
             async for snap in src.stream():
                 if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
@@ -465,7 +469,7 @@ class Watch:
         vals = [g.mem_used_mib for g in snap.gpus if g.index in idx and g.mem_used_mib is not None]
         return sum(vals) if vals else None
 
-    async def fresh_gpus(self, max_age: float = 0.7) -> GpuSnapshot | None:
+    async def fresh_gpus(self, max_age: float = 1.5) -> GpuSnapshot | None:
         """A GPU snapshot no older than `max_age` seconds (from the stream, or a one-shot query)."""
         if self.gpus is not None and time.time() - self.gpus.at <= max_age and self.gpus.gpus:
             return self.gpus

@@ -52,19 +52,25 @@ class NvmlSource:
         except pynvml.NVMLError as e:
             raise NvmlUnavailable(f"NVML failed to start: {e}") from None
         self.count = pynvml.nvmlDeviceGetCount()
+        #: handle, UUID and name per GPU: they do not change while the driver is loaded, and every NVML call is a
+        #: driver round trip (under gVisor, an intercepted ioctl); dropped when the GPU stops answering
+        self._static: dict[int, tuple[Any, str, str]] = {}
 
     def _one(self, i: int) -> tuple[GpuSample, list[GpuProcess]]:
         n = self.nvml
         try:
-            h = n.nvmlDeviceGetHandleByIndex(i)
-            uuid = _field(lambda: n.nvmlDeviceGetUUID(h)) or ""
+            if i not in self._static:
+                h = n.nvmlDeviceGetHandleByIndex(i)
+                self._static[i] = (h, _field(lambda: n.nvmlDeviceGetUUID(h)) or "",
+                                   _field(lambda: n.nvmlDeviceGetName(h)) or "")
+            h, uuid, name = self._static[i]
             mem = _field(lambda: n.nvmlDeviceGetMemoryInfo(h, version=n.nvmlMemory_v2))
             util = _field(lambda: n.nvmlDeviceGetUtilizationRates(h))
             power = _field(lambda: n.nvmlDeviceGetPowerUsage(h))
             limit = _field(lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
             procs = _field(lambda: n.nvmlDeviceGetComputeRunningProcesses(h)) or []
             sample = GpuSample(
-                index=i, uuid=uuid, name=_field(lambda: n.nvmlDeviceGetName(h)) or "",
+                index=i, uuid=uuid, name=name,
                 mem_used_mib=mem.used / MIB if mem else None, mem_total_mib=mem.total / MIB if mem else None,
                 util_pct=float(util.gpu) if util else None, mem_util_pct=float(util.memory) if util else None,
                 temp_c=_field(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
@@ -77,6 +83,7 @@ class NvmlSource:
                      for p in procs]
             return sample, plist
         except n.NVMLError as e:
+            self._static.pop(i, None)
             return GpuSample(index=i, lost=True, error=str(e)), []
 
     def sample(self) -> GpuSnapshot:

@@ -128,7 +128,7 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
     try:
         lock = mgr.lock(f"{purpose} {watch.name}")
         async with lock as info:
-            step(Step("lock", "done", f"lock held by {info.who} (pid {info.pid})"))
+            step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
             old_argv = await mgr.read_argv()
             argv = list(new_argv) if new_argv is not None else old_argv
             changes = diff(old_argv, argv, watch.flag_specs)

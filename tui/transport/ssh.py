@@ -37,21 +37,24 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     return " ".join(parts)
 
 
-def explain(dest: str, e: BaseException) -> str:
-    """One line that says what is wrong and what to do."""
+def explain(dest: str, e: BaseException, config: Sequence[str] = ()) -> str:
+    """One line that says what is wrong and what to do. `config`: the host's ssh_config files, which replace
+    ~/.ssh/config (so that is where a Host block, its HostName, Port and IdentityFile must be)."""
+    where = ", ".join(config) if config else "~/.ssh/config"
     if isinstance(e, asyncssh.HostKeyNotVerifiable):
         return (f"{dest}: unknown SSH host key; refusing to connect. Check it and accept it once with "
                 f"`ssh {dest}` (or add `ssh-keyscan` output to ~/.ssh/known_hosts)")
     if isinstance(e, asyncssh.PermissionDenied):
-        return f"{dest}: SSH permission denied (is your key in the agent or IdentityFile set in ~/.ssh/config?)"
+        return f"{dest}: SSH permission denied (is your key in the agent, or IdentityFile set in {where}?)"
     if isinstance(e, socket.gaierror):
-        return f"{dest}: unknown host (not in DNS or ~/.ssh/config)"
+        return f"{dest}: unknown host (not in DNS, and no `Host {dest}` with a HostName in {where})"
     if isinstance(e, ConnectionRefusedError):
-        return f"{dest}: SSH connection refused (is sshd running, and the port right?)"
+        return (f"{dest}: SSH connection refused (is sshd running? a port other than 22 goes in `Host {dest}` "
+                f"as `Port N` in {where})")
     if isinstance(e, (TimeoutError, asyncio.TimeoutError)):
         return f"{dest}: SSH connection timed out"
     if isinstance(e, FileNotFoundError):
-        return f"{dest}: {e.strerror}: {e.filename} (an IdentityFile in ~/.ssh/config?)"
+        return f"{dest}: {e.strerror}: {e.filename} (an IdentityFile in {where}?)"
     if isinstance(e, asyncssh.ConnectionLost):
         return f"{dest}: SSH connection lost ({e.reason})"
     return f"{dest}: SSH error: {type(e).__name__}: {e}"
@@ -100,8 +103,8 @@ class SshTransport:
             except (OSError, asyncssh.Error, TimeoutError) as e:
                 backoff = min(30.0, 0.5 * 2 ** min(self.attempt, 6))
                 self._next_try = time.monotonic() + backoff
-                self.status = f"reconnecting (attempt {self.attempt}): {explain(self.destination, e)}"
-                raise TransportError(explain(self.destination, e)) from None
+                self.status = f"reconnecting (attempt {self.attempt}): {explain(self.destination, e, self.config)}"
+                raise TransportError(explain(self.destination, e, self.config)) from None
             self._conn, self._sftp = conn, None
             self.attempt, self._next_try = 0, 0.0
             self.connections += 1
@@ -136,7 +139,7 @@ class SshTransport:
                 raise TransportError(f"{self.destination}: {argv[0]!r} did not finish within {timeout:g} s") from None
             except (asyncssh.Error, OSError) as e:
                 self._lost()
-                raise TransportError(explain(self.destination, e)) from None
+                raise TransportError(explain(self.destination, e, self.config)) from None
         rc = res.exit_status if res.exit_status is not None else (128 + 9 if res.exit_signal else -1)
         out = res.stdout if isinstance(res.stdout, bytes) else (res.stdout or "").encode()
         err = res.stderr if isinstance(res.stderr, bytes) else (res.stderr or "").encode()
@@ -152,7 +155,7 @@ class SshTransport:
                                                  term_size=(4096, 24), encoding=None)
             except (asyncssh.Error, OSError) as e:
                 self._lost()
-                raise TransportError(explain(self.destination, e)) from None
+                raise TransportError(explain(self.destination, e, self.config)) from None
             splitter = LineSplitter()
             try:
                 while True:
@@ -160,7 +163,7 @@ class SshTransport:
                         data = await proc.stdout.read(65536)
                     except (asyncssh.Error, OSError) as e:
                         self._lost()
-                        raise TransportError(explain(self.destination, e)) from None
+                        raise TransportError(explain(self.destination, e, self.config)) from None
                     if not data:
                         for line in splitter.flush():
                             yield line
@@ -192,7 +195,7 @@ class SshTransport:
             raise TransportError(f"{self.destination}: cannot read {path}: {e.reason}") from None
         except (asyncssh.Error, OSError) as e:
             self._lost()
-            raise TransportError(explain(self.destination, e)) from None
+            raise TransportError(explain(self.destination, e, self.config)) from None
 
     async def write_file(self, path: str, data: bytes) -> None:
         tmp = f"{path}.bringup-{os.getpid()}.tmp"
@@ -208,7 +211,7 @@ class SshTransport:
             raise TransportError(f"{self.destination}: cannot write {path}: {e.reason}") from None
         except (asyncssh.Error, OSError) as e:
             self._lost()
-            raise TransportError(explain(self.destination, e)) from None
+            raise TransportError(explain(self.destination, e, self.config)) from None
 
     async def forward(self, host: str, port: int) -> int:
         """A local port that reaches host:port as seen from the SSH host (its loopback, typically)."""
