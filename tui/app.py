@@ -9,6 +9,7 @@ class without the control bindings, so those keys do not exist at all rather tha
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import threading
@@ -50,6 +51,8 @@ from widgets.throughput import ThroughputPanel
 #: the chart is redrawn at most this often (the sparkline above it follows every sample): a plotext frame costs
 #: several milliseconds, the largest single share of an idle console's CPU
 PLOT_EVERY_S = 5.0
+#: new log lines are drawn at most this often
+LOG_EVERY_S = 0.1
 
 
 def empty_snapshot(name: str, host: str) -> Snapshot:
@@ -92,6 +95,8 @@ class ConsoleApp(App[int]):
         self.read_only = True
         self.status_note = ""
         self._pending_logs: list[Any] = []
+        self._last_log_flush = 0.0
+        self._log_flush_due = False
         self._dirty: set[str] = set()
         self._last_lifecycle = 0.0
         self._last_plot = 0.0
@@ -187,9 +192,15 @@ class ConsoleApp(App[int]):
             self.render_lifecycle()
 
     def on_logs_arrived(self, m: LogsArrived) -> None:
-        """The engine already batches lines (50 ms); while frozen they wait, and the next tick shows them."""
+        """Lines are drawn at most every LOG_EVERY_S (a burst repaints the log 10 times a second, not at every
+        batch, which leaves the loop free for keys); while frozen they wait, and the next tick shows them."""
         self._pending_logs.extend(m.lines)
-        self._flush_logs()
+        wait = self._last_log_flush + LOG_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self._flush_logs()
+        elif not self._log_flush_due:
+            self._log_flush_due = True
+            self.set_timer(wait, self._flush_logs)
 
     def on_gpus_sampled(self, m: GpusSampled) -> None:
         self.gpu_snap = m.snapshot
@@ -218,8 +229,10 @@ class ConsoleApp(App[int]):
         return self.paused or len(self.screen_stack) > 1
 
     def _flush_logs(self) -> None:
+        self._log_flush_due = False
         if self.frozen or not self._pending_logs:
             return
+        self._last_log_flush = time.monotonic()
         lines, self._pending_logs = self._pending_logs, []
         self.query_one(ErrorLog).append_lines(lines)
 
@@ -537,6 +550,9 @@ def run_app(settings: Settings, deployment: str | None, *, read_only: bool = Fal
         threading.Thread(target=_on_hangup, args=(settings, name, stop_demo), daemon=True).start()
 
     signal.signal(signal.SIGHUP, hangup)
+    # everything imported and built so far lives as long as the process: out of the collector's full passes, which
+    # otherwise walk it again and again while log lines stream in
+    gc.freeze()
     code = app.run()
     if stop_demo:
         _stop_demo(settings, name)

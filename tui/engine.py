@@ -326,7 +326,7 @@ class Watch:
                 self._lines_due.append(line)
                 if len(self._lines_due) == 1:
                     loop.call_soon(self._feed_due_lines)
-                elif len(self._lines_due) >= 500:  # a long burst: let the screen and the keys in
+                elif len(self._lines_due) >= 250:  # a long burst: let the screen and the keys in
                     self._feed_due_lines()
                     await asyncio.sleep(0)
         finally:
