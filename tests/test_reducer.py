@@ -8,6 +8,7 @@ uses the events' own `at`, never the line's prefix or a clock.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -429,10 +430,10 @@ _argvs = st.one_of(st.just(()), st.just(DFLASH_ARGV),
                             max_size=8).map(tuple))
 _events = st.one_of(
     st.builds(LogLine, at=_times, text=_text, invocation=_invs),
-    st.builds(lambda at, active, inv, started, status, argv: UnitObserved(at, UnitState(
-        active=active, invocation=inv, started_at=started, exit_status=status, argv=argv)),
+    st.builds(lambda at, active, inv, started, status, argv, exited: UnitObserved(at, UnitState(
+        active=active, invocation=inv, started_at=started, exit_status=status, argv=argv, exited_at=exited)),
         _times, st.sampled_from(["active", "activating", "deactivating", "inactive", "failed", "unknown", ""]),
-        _invs, st.none() | _times, st.none() | st.integers(-300, 300), _argvs),
+        _invs, st.none() | _times, st.none() | st.integers(-300, 300), _argvs, st.none() | _times),
     st.builds(ProbeResult, at=_times, kind=st.sampled_from(["connect", "health", "models", "generate", "?"]),
               ok=st.booleans()),
     st.builds(ActionTaken, at=_times, action=st.sampled_from(["start", "stop", "restart", "dance"])),
@@ -458,6 +459,28 @@ def test_random_event_sequences_never_raise(events: list[Event | MemoryObserved]
     s.seconds_in()
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(events=st.lists(_events, max_size=40), preset=st.sampled_from([SGLANG, VLLM]),
+       require_probe=st.booleans(), logs_available=st.booleans())
+def test_reduce_lines_equals_reduce_on_random_events(events: list[Event | MemoryObserved], preset,
+                                                     require_probe: bool, logs_available: bool) -> None:
+    """Runs of log lines folded by `reduce_lines` (as the engine does) give the state `reduce` gives line by
+    line, whatever the unit, probe and action events between them and whatever the lines say."""
+    from tui.lifecycle.reducer import reduce_lines
+
+    one = batched = initial(require_probe=require_probe, logs_available=logs_available, stall_after=30.0)
+    run: list[LogLine] = []
+    for ev in events:
+        one = reduce(one, ev, preset)
+        if isinstance(ev, LogLine):
+            run.append(ev)
+            continue
+        batched = reduce(reduce_lines(batched, run, preset), ev, preset)
+        run = []
+        assert batched == one
+    assert reduce_lines(batched, run, preset) == one
+
+
 def _all_alternations() -> list[object]:
     out: list[object] = []
     for p in (SGLANG, VLLM):
@@ -471,14 +494,27 @@ def _all_alternations() -> list[object]:
 _WORDINGS = [a.pattern for a in _all_alternations()]  # type: ignore[attr-defined]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(which=st.integers(min_value=0, max_value=len(_WORDINGS) - 1),
-       pieces=st.lists(st.one_of(st.sampled_from(["Error", "CUDA", "Scheduler hit an exception", "NCCL error",
-                                                   "Decode batch, #running-req: 3", "Capture cuda graph",
-                                                   "[Errno 98]", "in use", " (pid=12) crashed", "Subprocess x"]),
-                                 st.text(max_size=12)), max_size=6))
-def test_alternation_screen_never_hides_a_match(which: int, pieces: list[str]) -> None:
-    """The substring screen in front of each preset regex (`Alternation.search`) answers exactly like the regex."""
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data(), which=st.integers(min_value=0, max_value=len(_WORDINGS) - 1))
+def test_alternation_screen_never_hides_a_match(data: st.DataObject, which: int) -> None:
+    """The substring screen in front of each preset regex (`Alternation.search`) answers exactly like the regex:
+    on text around a string the regex itself generates (so matches are common), and on arbitrary text."""
     alt = _all_alternations()[which]
-    text = "".join(pieces)
+    inner = data.draw(st.one_of(st.from_regex(alt.regex, fullmatch=True), st.text(max_size=40)))  # type: ignore[attr-defined]
+    text = data.draw(st.text(max_size=10)) + inner + data.draw(st.text(max_size=10))
     assert (alt.search(text) is None) == (alt.regex.search(text) is None)  # type: ignore[attr-defined]
+
+
+def test_a_run_that_ended_before_we_looked_ends_when_the_manager_says() -> None:
+    """A stopped run first seen minutes later: its stop (or crash) is dated by the unit's exit time, not by the
+    moment we looked, so the last phase does not seem to have lasted until now."""
+    s = feed([*warmup_seen(100.0), gen(105.0)])
+    assert s.phase == Phase.READY
+    u = UnitState(active="inactive", sub="dead", main_pid=0, invocation=INV, started_at=100.0, exited_at=160.0)
+    stopped = reduce(s, UnitObserved(400.0, u), SGLANG)
+    assert stopped.phase == Phase.STOPPED and stopped.timeline[-1].at == 160.0
+    crashed = reduce(s, UnitObserved(400.0, replace(u, active="failed", sub="failed", exit_status=1)), SGLANG)
+    assert crashed.phase == Phase.FAILED and crashed.failure is not None and crashed.failure.at == 160.0
+    # an exit time from before the last transition (clock skew, a stale record) is not believed
+    odd = reduce(s, UnitObserved(400.0, replace(u, exited_at=50.0)), SGLANG)
+    assert odd.timeline[-1].at == 400.0

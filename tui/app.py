@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -53,6 +54,8 @@ from widgets.throughput import ThroughputPanel
 PLOT_EVERY_S = 5.0
 #: new log lines are drawn at most this often
 LOG_EVERY_S = 0.1
+#: lines held while paused or behind a dialog: the log keeps no more than this anyway
+LOG_PENDING_MAX = 50_000
 
 
 def empty_snapshot(name: str, host: str) -> Snapshot:
@@ -70,7 +73,7 @@ class ConsoleApp(App[int]):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("e", "toggle_errors", "Errors/all", id="errors"),
         Binding("p", "pause", "Pause", id="pause"),
-        Binding("end", "follow", "Follow log", show=False, id="follow", priority=True),
+        Binding("end", "follow", "Follow log", show=False, id="follow"),
         Binding("escape", "close_filter", "Close filter", show=False, id="close_filter"),
         Binding("d", "pick", "Deployments", id="pick"),
         Binding("question_mark", "help", "Help", id="help"),
@@ -94,7 +97,7 @@ class ConsoleApp(App[int]):
         self.paused = False
         self.read_only = True
         self.status_note = ""
-        self._pending_logs: list[Any] = []
+        self._pending_logs: deque[Any] = deque(maxlen=LOG_PENDING_MAX)
         self._last_log_flush = 0.0
         self._log_flush_due = False
         self._dirty: set[str] = set()
@@ -233,7 +236,8 @@ class ConsoleApp(App[int]):
         if self.frozen or not self._pending_logs:
             return
         self._last_log_flush = time.monotonic()
-        lines, self._pending_logs = self._pending_logs, []
+        lines = list(self._pending_logs)
+        self._pending_logs.clear()
         self.query_one(ErrorLog).append_lines(lines)
 
     def _tick(self) -> None:
@@ -267,7 +271,9 @@ class ConsoleApp(App[int]):
         for n in self.snap.notes:
             if n.startswith(("unit", "logs", "probe", "ssh")):
                 note = (note + "\n" if note else "") + n
-        self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note)
+        dep = self.settings.deployments.get(self.deployment)
+        self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note,
+                                            hide_flags=dep.hide_flags if dep else ())
 
     def render_gpus(self) -> None:
         unit = self.snap.unit

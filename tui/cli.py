@@ -276,7 +276,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _holder_active(data: bytes | None, max_age: float) -> bool:
-    """Whether a lock holder's record (who, pid, since) describes a holder still at work."""
+    """Whether a lock holder's record (who, pid, since) describes a holder still at work: `wait` must not give up
+    on a unit that looks stopped only because a restart is between its stop and its start."""
     try:
         h = json.loads(data or b"{}")
         pid, since = int(h.get("pid") or 0), float(h.get("since") or 0)
@@ -309,6 +310,7 @@ async def _start_in_progress(w: Any) -> bool:
 
 
 def _stopped(s: Any) -> bool:
+    """Stopped as the unit reports it, not merely not seen yet: only then can `wait` say so and return."""
     return s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running
 
 
@@ -472,8 +474,8 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _recognised(lines: list[str], preset_name: str) -> bool:
-    """Whether any line is SGLang or vLLM output: a logger prefix, a phase marker, the ready line, a fatal line,
-    or systemd's word about the unit in a JSON journal."""
+    """Whether any line is SGLang or vLLM output (a logger prefix, a phase marker, the ready line, a fatal line,
+    or systemd's word about the unit in a JSON journal): replaying the wrong file must say so, not "starting"."""
     from tui.lifecycle.lines import clean
     from tui.lifecycle.presets import get_preset
     from tui.lifecycle.replay import events_from_lines

@@ -102,6 +102,8 @@ class DeploymentConfig(Strict):
     ready_timeout_s: float = 1800.0
     #: roll back to the last flags that reached ready when a restart fails
     auto_rollback: bool = False
+    #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
+    hide_flags: list[str] = Field(default_factory=list)
 
     @field_validator("preset")
     @classmethod
@@ -220,6 +222,7 @@ def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0
     host = HostConfig(gpu_source="nvidia-smi",
                       nvidia_smi=[sys.executable, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", sim_state])
     dep = DeploymentConfig(host="demo-host", manager="process", command=cmd, preset="sglang",
+                           hide_flags=["--sim-", "--time-scale", "--scenario"],  # the simulator's own
                            endpoint=f"http://127.0.0.1:{port}", gpus=list(range(8)),
                            release_timeout_s=120.0, release_tolerance_mib=512.0, stop_timeout_s=30.0)
     return host, dep
@@ -246,7 +249,8 @@ def discover(explicit: str | None) -> Path | None:
 
 
 def xdg_config_file() -> Path:
-    """$XDG_CONFIG_HOME/bringup/config.toml ($XDG_CONFIG_HOME defaults to ~/.config)."""
+    """$XDG_CONFIG_HOME/bringup/config.toml ($XDG_CONFIG_HOME defaults to ~/.config); one place for discovery
+    and for the error that lists where bringup looked."""
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bringup" / "config.toml"
 
 

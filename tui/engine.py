@@ -156,6 +156,7 @@ class Watch:
         self._phase_maybe_changed(before)
 
     def feed_lines(self, lines: Sequence[LogLine]) -> None:
+        """Many lines at once (a burst, a log read back): one state copy per run of quiet lines."""
         before = self.state
         self.state = reduce_lines(self.state, lines, self.preset)
         self._phase_maybe_changed(before)
@@ -189,7 +190,13 @@ class Watch:
 
     async def close(self) -> None:
         """Stop every collector and the commands they run. Bounded: a caller (a CLI about to exit, a console
-        quitting) must never wait on a collector that does not stop."""
+        quitting) must never wait on a collector that does not stop. Nothing is delivered after close: a console
+        switching deployments must not get the old one's last lines."""
+        self._listeners.clear()
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        self._lines_due, self._log_batch = [], []
         for t in self._tasks:
             t.cancel()
         if self._tasks:
@@ -250,8 +257,7 @@ class Watch:
         self.feed_lines(lines)
         self.state = replace(self.state, require_probe=probe)
         self.logs.extend(lines)
-        last = next((line for line in reversed(lines) if "throughput" in line.text), None)
-        tp = from_log_line(self.preset, last.text, last.at) if last is not None else None
+        tp = self._last_log_sample(lines, "throughput")
         if tp is not None:
             self.throughput = tp
         if lines:
@@ -334,6 +340,7 @@ class Watch:
                 await stream.aclose()  # type: ignore[attr-defined]
 
     def _feed_due_lines(self) -> None:
+        """The lines read since the loop last ran, to the reducer and the log buffers together."""
         lines, self._lines_due = self._lines_due, []
         if not lines:
             return
@@ -345,15 +352,19 @@ class Watch:
         elif self._flush_at is None:
             self._flush_at = asyncio.get_running_loop().call_later(0.05, self._flush_logs)
         if self.metrics_state != "on":  # the log's own throughput lines, when /metrics says nothing
-            last = {}
-            for line in lines:
-                for word in ("throughput", "acceptance"):
-                    if word in line.text:
-                        last[word] = line
-            for line in sorted(last.values(), key=lambda x: x.at):
-                tp = from_log_line(self.preset, line.text, line.at)
+            for word in ("throughput", "acceptance"):  # the newest sample of each kind in this batch
+                tp = self._last_log_sample(lines, word)
                 if tp is not None:
                     self._set_throughput(tp, merge=True)
+
+    def _last_log_sample(self, lines: Sequence[LogLine], word: str) -> ThroughputSample | None:
+        """The newest line with `word` that parses: a Prefill line says "input throughput" and is no sample."""
+        for line in reversed(lines):
+            if word in line.text:
+                tp = from_log_line(self.preset, line.text, line.at)
+                if tp is not None:
+                    return tp
+        return None
 
     def _flush_logs(self) -> None:
         """Log lines reach listeners in batches, 50 ms after the first line of a batch: cheap to render, nothing

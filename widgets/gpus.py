@@ -120,10 +120,11 @@ class GpuPanel(ScrollView):
     def show(self, snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],
              server_pid: int = 0, releasing: bool = False, attribution: Attribution | None = None) -> None:
         self._shown = (snap, history, gpus, server_pid, releasing, attribution)
-        rows = rows_for(snap, history, gpus, server_pid, releasing, max(30, self.size.width), attribution)
-        if rows == self.rows and self.virtual_size.height == len(rows):
+        width = self.scrollable_content_region.width  # less the scrollbar, when there is one
+        rows = rows_for(snap, history, gpus, server_pid, releasing, max(30, width), attribution)
+        if rows == self.rows and self.virtual_size == Size(width, len(rows)):
             return
-        self.virtual_size = Size(self.size.width, len(rows))
+        self.virtual_size = Size(width, len(rows))
         self.rows = rows
         keep = set(rows)
         self._strips = {k: s for k, s in self._strips.items() if k[0] in keep}
@@ -142,7 +143,7 @@ class GpuPanel(ScrollView):
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        width = self.size.width
+        width = self.scrollable_content_region.width
         i = y + scroll_y
         if i >= len(self.rows):
             return Strip.blank(width, self._base)

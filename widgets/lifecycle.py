@@ -26,17 +26,15 @@ def fmt_secs(s: float) -> str:
     return f"{m}:{sec:02d}" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
-_SIM_ONLY = ("--sim-", "--time-scale", "--scenario")
-
-
-def _server_flags(argv: Sequence[str], limit: int = 400) -> str:
-    """The options part of a server command line: what the operator toggles (the simulator's own options, which
-    no real server has, are left out)."""
+def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 400) -> str:
+    """The options part of a server command line: what the operator toggles, less the deployment's `hide_flags`
+    (options that are noise to an operator, such as the demo simulator's own) and their values."""
     start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
     shown: list[str] = []
     skip = False
+    prefixes = tuple(hide)
     for a in argv[start:]:
-        if a.startswith(_SIM_ONLY):
+        if prefixes and a.startswith(prefixes):
             skip = "=" not in a
             continue
         if skip and not a.startswith("--"):
@@ -72,7 +70,8 @@ class LifecyclePanel(Vertical):
         yield Static(id="steps")
         yield Static(id="context")
 
-    def show(self, snap: Snapshot, now: float, steps: Sequence[object] = (), note: str = "") -> None:
+    def show(self, snap: Snapshot, now: float, steps: Sequence[object] = (), note: str = "",
+             hide_flags: Sequence[str] = ()) -> None:
         phase = snap.phase
         big = self.query_one("#phase-big", Static)
         set_text(big, f" {str(phase).upper()} ")
@@ -98,7 +97,7 @@ class LifecyclePanel(Vertical):
         ctx = Text(no_wrap=True, overflow="ellipsis")
         if snap.endpoint:
             ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
-        flags = _server_flags(snap.flags)
+        flags = _server_flags(snap.flags, hide_flags)
         if flags:
             ctx.append(flags, style="dim")
         set_text(self.query_one("#context", Static), ctx)
