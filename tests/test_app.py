@@ -236,3 +236,32 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_log_follows_while_the_filter_box_is_open_and_stops_when_scrolled_up(tmp_path: Path) -> None:
+    from tui.messages import LogsArrived
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = app.query_one(ErrorLog)
+
+        async def send(a: int, b: int) -> None:
+            app.post_message(LogsArrived([LogLine(at=1.0, text=f"n{i}") for i in range(a, b)]))
+            await pilot.pause(0.3)
+
+        await pilot.press("e")
+        await send(0, 200)
+        await pilot.press("slash")  # the filter box takes three rows from the log: the end moves
+        await pilot.pause(0.2)
+        await send(200, 400)
+        assert log.log_view.is_vertical_scroll_end and log.unseen == 0
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        log.log_view.scroll_to(y=10, animate=False, immediate=True)  # the user scrolls up
+        await pilot.pause(0.1)
+        await send(400, 450)
+        assert not log.following and log.unseen == 50 and log.log_view.scroll_y == 10
+        await pilot.press("end")
+        await pilot.pause(0.3)
+        await send(450, 460)
+        assert log.following and log.log_view.is_vertical_scroll_end

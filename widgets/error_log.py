@@ -65,6 +65,9 @@ class ErrorLog(Vertical):
         self.show_all = False
         self.filter_text = ""
         self.unseen = 0
+        #: the view follows new lines until the user scrolls up; decided from the user's scrolling, not from the
+        #: scroll position at append time, which a layout change (the filter box opening) moves off the end
+        self.following = True
         self._run = ""
         self._classify = LogClassifier()
 
@@ -110,13 +113,17 @@ class ErrorLog(Vertical):
         if not new:
             return
         log = self.log_view
-        at_end = log.is_vertical_scroll_end or log.max_scroll_y == 0
+        at_end = self.following or log.max_scroll_y == 0
         full = log.line_count + len(new) > BUFFER
-        log.write_lines(new, scroll_end=at_end)
-        if full and at_end:
-            # Textual's Log, once at max_lines, drops lines from the top but repaints only the rows past the
-            # old end, and the scroll position no longer moves: without this the view freezes on old lines
-            log.refresh()
+        log.write_lines(new, scroll_end=False)
+        if at_end:
+            # scrolled here rather than by write_lines, which only follows when the view was at the end before,
+            # and a layout change (the filter box opening) can have moved the end
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
+            if full:
+                # Textual's Log, once at max_lines, drops lines from the top but repaints only the rows past the
+                # old end, and the scroll position no longer moves: without this the view freezes on old lines
+                log.refresh()
         if not at_end:
             self.unseen += len(new)
         self._update_title()
@@ -133,10 +140,13 @@ class ErrorLog(Vertical):
         self.rebuild()
 
     def set_filter(self, text: str) -> None:
+        if text == self.filter_text:
+            return  # a rebuild redraws up to 50,000 lines: not for closing an empty filter box
         self.filter_text = text
         self.rebuild()
 
     def follow(self) -> None:
+        self.following = True
         self.log_view.scroll_end(animate=False)
         self.unseen = 0
         self._update_title()
@@ -158,7 +168,15 @@ class ErrorLog(Vertical):
         self.border_subtitle = f"↓ {self.unseen} new (End to follow)" if self.unseen else ""
 
     def on_mount(self) -> None:
+        self.watch(self.log_view, "scroll_y", self._scrolled, init=False)
         self._update_title()
+
+    def _scrolled(self, old: float, new: float) -> None:
+        log = self.log_view
+        if new < old and new < log.max_scroll_y - 0.5:
+            self.following = False  # the user scrolled up
+        elif new >= log.max_scroll_y - 0.5:
+            self.following = True
 
     def check_follow(self) -> None:
         """Called on the refresh tick: back at the end by scrolling means following again."""
