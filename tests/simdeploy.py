@@ -43,6 +43,7 @@ endpoint = "http://127.0.0.1:{port}"
 gpus = [0, 1, 2, 3, 4, 5, 6, 7]
 release_tolerance_mib = 512
 stop_timeout_s = 20
+hide_flags = ["--sim-", "--time-scale"]
 """)
     return cfg
 
