@@ -8,7 +8,7 @@ Runs `bringup demo --scenario log-burst` in a detached tmux (200x50) and switche
 `tail -F` of the run's log file runs in a second tmux server of the same size. The simulated server numbers every
 burst line and stamps it with the time it was written (`burst-seq: N at EPOCH`). Every ~100 ms the benchmark reads
 both screens (`tmux capture-pane`), takes the newest burst line on each and computes its lag: now minus the time
-that line was written. Every second it presses `/` in the console and times until the filter box is on screen,
+that line was written. Every second it presses `/` in the console and times until the filter box asks for text,
 then Esc until it is gone (key to screen, through the terminal; the log keeps streaming meanwhile). The console's
 RSS is sampled throughout and its CPU over the burst. Each run is a fresh demo; figures are pooled over the runs,
 each run's own are kept too. Writes benchmarks/results/log_burst.json.
@@ -33,7 +33,7 @@ from typing import Any
 
 HZ = os.sysconf("SC_CLK_TCK")
 SEQ = re.compile(r"burst-seq: (\d+) at (\d+\.\d+)")
-FILTER_BOX = "filter (Enter to apply"
+FILTER_BOX = "Enter to apply"  # the filter box's prompt while it is being typed in
 
 
 def cpu_s(pid: int) -> float:

@@ -44,7 +44,7 @@ from tui.screens.flags import FlagsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.picker import PickerScreen
 from tui.transport.local import kill_all_children
-from widgets.error_log import ErrorLog
+from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
@@ -299,31 +299,31 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ actions: viewing
 
     def action_filter(self) -> None:
+        """The filter box is always on screen, one row: opening it changes no layout (a re-layout of the whole
+        screen was most of the time a key took to show during a log burst)."""
         inp = self.query_one("#log-filter", Input)
         inp.disabled = False
-        inp.remove_class("hidden")
+        inp.placeholder = FILTER_EDITING
         inp.value = self.query_one(ErrorLog).filter_text
         inp.focus()
+
+    def _end_filter_edit(self, inp: Input) -> None:
+        inp.disabled = True
+        inp.placeholder = FILTER_IDLE
+        self.query_one("#log").focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "log-filter":
             self.query_one(ErrorLog).set_filter(event.value)
-            event.input.add_class("hidden")
-            event.input.disabled = True
-            self.query_one("#log").focus()
+            self._end_filter_edit(event.input)
 
     def action_close_filter(self) -> None:
-        """Esc clears the filter: in the filter box, or after it was applied."""
+        """Esc clears the filter: while typing it, or after it was applied."""
         inp = self.query_one("#log-filter", Input)
-        if inp.has_class("hidden"):
-            if self.query_one(ErrorLog).filter_text:
-                self.query_one(ErrorLog).set_filter("")
-            return
         inp.value = ""
         self.query_one(ErrorLog).set_filter("")
-        inp.add_class("hidden")
-        inp.disabled = True
-        self.query_one("#log").focus()
+        if not inp.disabled:
+            self._end_filter_edit(inp)
 
     def action_toggle_errors(self) -> None:
         log = self.query_one(ErrorLog)

@@ -21,6 +21,8 @@ from tui.lifecycle.lines import clean, sanitize
 from tui.model import LogLine
 
 BUFFER = 50_000
+FILTER_IDLE = "/ filter   e errors or all lines   End follow"
+FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
 _ERROR_WORDS = ("Error", "ERROR", "error:", "Exception", "Traceback", "WARNING", "Warning", "Killed", "failed",
                 "Failed", "sigquit", "SIGQUIT", "died", "crashed", "CRITICAL", "FATAL", "out of memory")
 
@@ -72,8 +74,7 @@ class ErrorLog(Vertical):
         self._classify = LogClassifier()
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter (Enter to apply, Esc to clear)", id="log-filter", classes="hidden",
-                    disabled=True)
+        yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
         yield Static("no errors or warnings so far  (e: show all lines)", id="log-empty")
         yield BurstLog(id="log", max_lines=BUFFER, auto_scroll=False)
 
