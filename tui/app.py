@@ -9,6 +9,7 @@ class without the control bindings, so those keys do not exist at all rather tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
@@ -22,6 +23,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Grid
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
@@ -272,15 +274,17 @@ class ConsoleApp(App[int]):
             if n.startswith(("unit", "logs", "probe", "ssh")):
                 note = (note + "\n" if note else "") + n
         dep = self.settings.deployments.get(self.deployment)
-        self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note,
-                                            hide_flags=dep.hide_flags if dep else ())
+        with contextlib.suppress(NoMatches):  # a message that arrives while the app is closing its panels
+            self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note,
+                                                hide_flags=dep.hide_flags if dep else ())
 
     def render_gpus(self) -> None:
         unit = self.snap.unit
         gpus = self.watch_.deployment_gpus() if self.watch_ else list(range(len(self.gpu_snap.gpus)
                                                                              if self.gpu_snap else 0))
-        self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
-                                      self.releasing, self.snap.attribution)
+        with contextlib.suppress(NoMatches):
+            self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
+                                          self.releasing, self.snap.attribution)
 
     def render_throughput(self, force_plot: bool = False) -> None:
         note = ""
@@ -293,8 +297,8 @@ class ConsoleApp(App[int]):
         plot = force_plot or now - self._last_plot >= PLOT_EVERY_S
         if plot:
             self._last_plot = now
-        self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot,
-                                             now=self.clock())
+        with contextlib.suppress(NoMatches):
+            self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot, now=self.clock())
 
     # ------------------------------------------------------------------ actions: viewing
 
