@@ -17,6 +17,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def portable(text: str) -> str:
+    """Results name paths relative to the repository: they are read on other machines."""
+    return text.replace(str(ROOT) + "/", "")
 PY = sys.executable
 READY_LINE = "The server is fired up and ready to roll!"
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import contextlib
 
-from _simbench import READY_LINE, ROOT, SimDeploy, kill_leftovers, leftovers, machine, pid_alive, summary
+from _simbench import READY_LINE, ROOT, SimDeploy, kill_leftovers, leftovers, machine, pid_alive, portable, summary
 
 from tui.engine import Watch
 
@@ -282,7 +282,7 @@ async def main() -> int:
         "crash_runs": crashes, "stale_runs": stales,
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=2, default=str) + "\n", encoding="utf-8")
+    Path(a.out).write_text(portable(json.dumps(res, indent=2, default=str)) + "\n", encoding="utf-8")
     print(f"\nlifecycle latency, time-scale {a.time_scale}, {machine()['platform']}, {machine()['cores']} cores")
     print(f"{'failure detection, bringup':<42} {fmt(summary(fail))}")
     print(f"{'failure detection, hand-written 15 s loop':<42} {fmt(summary(polled))}")

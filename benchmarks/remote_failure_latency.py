@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _simbench import machine, summary  # noqa: E402
+from _simbench import machine, portable, summary  # noqa: E402
 
 from tui.config import load  # noqa: E402
 from tui.engine import Watch  # noqa: E402
@@ -198,7 +198,7 @@ choices = ["crash-while-serving"]
         "runs": runs,
     }
     out = ROOT / "benchmarks" / "results" / "remote_failure_latency.json"
-    out.write_text(json.dumps(res, indent=2, default=str) + "\n")
+    out.write_text(portable(json.dumps(res, indent=2, default=str)) + "\n")
     print(json.dumps(res["failure_detection_s"], indent=2))
     print(f"errors: {res['errors']}")
     return 0

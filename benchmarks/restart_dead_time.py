@@ -46,6 +46,7 @@ from _simbench import (
     kill_leftovers,
     leftovers,
     machine,
+    portable,
     summary,
 )
 
@@ -257,7 +258,7 @@ def main() -> int:
         "bringup_trials": br, "poll_trials": sd,
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=2, default=str) + "\n", encoding="utf-8")
+    Path(a.out).write_text(portable(json.dumps(res, indent=2, default=str)) + "\n", encoding="utf-8")
     b, s = res["bringup"], res["hand_written"]
     print(f"\nrestart dead time, time-scale {a.time_scale} (real release delays 0.1-2.0 s x {a.time_scale / 0.1:g}), "
           f"{machine()['platform']}, {machine()['cores']} cores")
