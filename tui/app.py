@@ -246,6 +246,10 @@ class ConsoleApp(App[int]):
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
         if self.frozen:
             return
+        with contextlib.suppress(NoMatches):  # the app is closing its panels
+            self._render_changed()
+
+    def _render_changed(self) -> None:
         self._flush_logs()
         if self.watch_ is not None:
             self.snap = self.watch_.snapshot(self.clock())
