@@ -19,13 +19,14 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Grid
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Header, Input, Static
 
 from tui.config import DEMO, Settings
 from tui.engine import Update, Watch
@@ -119,7 +120,7 @@ class ConsoleApp(App[int]):
             yield GpuPanel(id="gpus")
             yield ErrorLog(id="errors")
             yield ThroughputPanel(id="throughput")
-        yield Footer()
+        yield Static(id="keys")
 
     def on_mount(self) -> None:
         self.theme = self.settings.ui.theme
@@ -130,6 +131,7 @@ class ConsoleApp(App[int]):
         self.query_one("#gpus").border_title = "GPUs"
         self.query_one("#throughput").border_title = "Throughput"
         self._set_subtitle()
+        self._show_keys()
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
         if self.live:
             self.open_watch(self.deployment)
@@ -349,7 +351,20 @@ class ConsoleApp(App[int]):
             self._flush_logs()
             self.render_all()
 
+    def _show_keys(self) -> None:
+        """The key bar: the console's keys as mapped, drawn once. (Textual's Footer recomposes itself whenever the
+        focus moves, which during a log burst made `/` take a third longer to show and the log fall behind.)"""
+        t = Text()
+        for key, desc in self.key_rows(shown_only=True):
+            t.append(f" {key} ", style="bold")
+            t.append(f"{desc} ")
+        t.append(" ^p palette", style="dim")
+        self.query_one("#keys", Static).update(t)
+
     def help_rows(self) -> list[tuple[str, str]]:
+        return [*self.key_rows(), ("end", "follow the log again after scrolling up"), ("esc", "clear the log filter")]
+
+    def key_rows(self, shown_only: bool = False) -> list[tuple[str, str]]:
         """The console's own keys, as currently mapped (Textual's scrolling and copy keys are not listed: they
         work as in any Textual app, and listing them first buried the keys that matter)."""
         ours = {b.id for cls in type(self).__mro__ if issubclass(cls, ConsoleApp)
@@ -357,10 +372,8 @@ class ConsoleApp(App[int]):
         rows = []
         for _key, bindings in self.active_bindings.items():
             b = bindings.binding
-            if b.description and b.id in ours:
+            if b.description and b.id in ours and (b.show or not shown_only):
                 rows.append((self.get_key_display(b), b.description))
-        rows.append(("end", "follow the log again after scrolling up"))
-        rows.append(("esc", "clear the log filter"))
         return rows
 
     def action_help(self) -> None:
