@@ -14,30 +14,17 @@ import json
 import os
 import platform
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _terminal import Tmux, cpu_seconds, demo_env, rss_mib
 
 from tui.config import UIConfig
-
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> None:
@@ -47,26 +34,12 @@ def main() -> None:
     if shutil.which("tmux") is None:
         sys.exit("tmux is needed")
     with tempfile.TemporaryDirectory() as d:
-        Path(d)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = {**os.environ, "HOME": d, "XDG_STATE_HOME": f"{d}/state", "XDG_CONFIG_HOME": f"{d}/cfg",
-               "BRINGUP_DEMO_PORT": str(port), "TERM": "xterm-256color"}
-        sock = f"{d}/tmux.sock"
-        tmux = ["tmux", "-S", sock]
-        subprocess.run([*tmux, "new-session", "-d", "-s", "b", "-x", "120", "-y", "36", "-c", d,
-                        f"{sys.executable} -m tui demo --time-scale 0.3"], env=env, check=True)
+        t = Tmux(f"{d}/tmux.sock", demo_env(d), d, f"{sys.executable} -m tui demo --time-scale 0.3", size=(120, 36))
         try:
-            t0 = time.monotonic()
-            while "READY" not in subprocess.run([*tmux, "capture-pane", "-p", "-t", "b"], capture_output=True,
-                                                text=True).stdout:
-                if time.monotonic() - t0 > 90:
-                    sys.exit("demo did not get ready")
-                time.sleep(0.5)
+            if t.wait_for(lambda screen: "READY" in screen, 90) is None:
+                sys.exit("demo did not get ready")
             time.sleep(5)
-            pane = int(subprocess.run([*tmux, "display-message", "-p", "-t", "b", "#{pane_pid}"],
-                                      capture_output=True, text=True).stdout)
+            pane = t.pid()
             c0, w0 = cpu_seconds(pane), time.monotonic()
             rss = []
             while time.monotonic() - w0 < args.seconds:
@@ -84,10 +57,10 @@ def main() -> None:
             print(json.dumps(result, indent=2))
             out = Path(__file__).parent / "results" / "console_cost.json"
             out.write_text(json.dumps(result, indent=2) + "\n")
-            subprocess.run([*tmux, "send-keys", "-t", "b", "q"])
+            t.keys("q")
             time.sleep(5)
         finally:
-            subprocess.run([*tmux, "kill-server"], capture_output=True)
+            t.kill()
 
 
 if __name__ == "__main__":

@@ -31,32 +31,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HZ = os.sysconf("SC_CLK_TCK")
 OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
 
-LOAD = """
-import torch
-x = torch.empty(int(100 * 2**30), dtype=torch.uint8, device="cuda")
-a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-torch.cuda.synchronize()
-print("ready", flush=True)
-while True:
-    for _ in range(20):
-        a = (a @ a).clamp_(-1, 1)
-    torch.cuda.synchronize()
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def cpu_s(pid: int) -> float:
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / HZ
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+from _terminal import cpu_seconds, rss_mib  # noqa: E402
+from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 GiB, and matmuls)
 
 
 class InTerminal:
@@ -104,7 +84,7 @@ def with_suppress_kill(pid: int) -> None:
 
 def window(procs: dict[str, InTerminal], seconds: float) -> dict[str, dict[str, float]]:
     """CPU % of one core and RSS of each process over the same window, sampled once a second."""
-    c0 = {k: cpu_s(p.pid) for k, p in procs.items()}
+    c0 = {k: cpu_seconds(p.pid) for k, p in procs.items()}
     b0 = {k: p.bytes for k, p in procs.items()}
     t0 = time.monotonic()
     rss: dict[str, list[float]] = {k: [] for k in procs}
@@ -113,7 +93,7 @@ def window(procs: dict[str, InTerminal], seconds: float) -> dict[str, dict[str, 
             rss[k].append(rss_mib(p.pid))
         time.sleep(1.0)
     wall = time.monotonic() - t0
-    return {k: {"cpu_percent_of_one_core": round(100 * (cpu_s(p.pid) - c0[k]) / wall, 2),
+    return {k: {"cpu_percent_of_one_core": round(100 * (cpu_seconds(p.pid) - c0[k]) / wall, 2),
                 "rss_mib_max": round(max(rss[k]), 1), "seconds": round(wall, 1),
                 "terminal_output_kib": round((p.bytes - b0[k]) / 1024, 1)} for k, p in procs.items()}
 

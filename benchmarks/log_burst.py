@@ -22,66 +22,24 @@ import os
 import platform
 import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HZ = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _terminal import Tmux, cpu_seconds, demo_env, rss_mib
+
 SEQ = re.compile(r"burst-seq: (\d+) at (\d+\.\d+)")
 FILTER_BOX = "Enter to apply"  # the filter box's prompt while it is being typed in
-
-
-def cpu_s(pid: int) -> float:
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / HZ
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class Tmux:
-    def __init__(self, sock: str, env: dict[str, str], cwd: str, command: str) -> None:
-        self.base = ["tmux", "-S", sock]
-        self.env = env
-        subprocess.run([*self.base, "new-session", "-d", "-s", "b", "-x", "200", "-y", "50", "-c", cwd, command],
-                       env=env, check=True)
-
-    def screen(self) -> str:
-        return subprocess.run([*self.base, "capture-pane", "-p", "-J", "-t", "b"], capture_output=True,
-                              text=True).stdout
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run([*self.base, "send-keys", "-t", "b", *keys], check=True)
-
-    def pid(self) -> int:
-        return int(subprocess.run([*self.base, "display-message", "-p", "-t", "b", "#{pane_pid}"],
-                                  capture_output=True, text=True).stdout)
-
-    def kill(self) -> None:
-        subprocess.run([*self.base, "kill-server"], capture_output=True)
 
 
 def newest(screen: str) -> tuple[int, float] | None:
     found = [(int(m[1]), float(m[2])) for m in SEQ.finditer(screen)]
     return max(found) if found else None
-
-
-def wait_for(t: Tmux, pred: object, timeout: float) -> float | None:
-    """Seconds until pred(screen) holds, polling the screen as fast as tmux answers."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if pred(t.screen()):  # type: ignore[operator]
-            return time.monotonic() - t0
-    return None
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -90,26 +48,22 @@ def pct(xs: list[float], q: float) -> float:
 
 def run_once(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = {**os.environ, "HOME": d, "XDG_STATE_HOME": f"{d}/state", "XDG_CONFIG_HOME": f"{d}/cfg",
-               "BRINGUP_DEMO_PORT": str(port), "TERM": "xterm-256color"}
+        env = demo_env(d)
         cmd = f"{sys.executable} -m tui demo --scenario log-burst --time-scale 0.2"
-        console = Tmux(f"{d}/a.sock", env, d, cmd)
+        console = Tmux(f"{d}/a.sock", env, d, cmd, size=(200, 50))
         tail: Tmux | None = None
         try:
-            if wait_for(console, lambda s: "READY" in s, 120) is None:
+            if console.wait_for(lambda s: "READY" in s, 120) is None:
                 sys.exit("the demo did not get ready:\n" + console.screen())
             console.keys("e")  # all lines, not only errors: every burst line is drawn
             cur = next(Path(d, "state").rglob("current.json"))
             log = json.loads(cur.read_text())["log"]
-            tail = Tmux(f"{d}/b.sock", env, d, f"tail -n 0 -F {log}")
+            tail = Tmux(f"{d}/b.sock", env, d, f"tail -n 0 -F {log}", size=(200, 50))
             pid = console.pid()
-            if wait_for(console, lambda s: newest(s) is not None, 60) is None:
+            if console.wait_for(lambda s: newest(s) is not None, 60) is None:
                 sys.exit("no burst line seen")
             t_burst = time.monotonic()
-            c0 = cpu_s(pid)
+            c0 = cpu_seconds(pid)
             lags: dict[str, list[float]] = {"bringup": [], "tail -F": []}
             keys: list[float] = []
             rss: list[float] = []
@@ -133,12 +87,12 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
                 if time.monotonic() - last_key > 1.0 and time.monotonic() - t_burst < args.seconds:
                     last_key = time.monotonic()
                     console.keys("/")
-                    on = wait_for(console, lambda s: FILTER_BOX in s, 5)
+                    on = console.wait_for(lambda s: FILTER_BOX in s, 5)
                     console.keys("Escape")
-                    off = wait_for(console, lambda s: FILTER_BOX not in s, 5)
+                    off = console.wait_for(lambda s: FILTER_BOX not in s, 5)
                     keys += [x if x is not None else 5.0 for x in (on, off)]
                 time.sleep(max(0.0, 0.1 - (time.time() - now)))
-            cpu = cpu_s(pid) - c0
+            cpu = cpu_seconds(pid) - c0
             wall = time.monotonic() - t_burst
             result = {
                 "raw": {"lags": lags, "keys": keys},

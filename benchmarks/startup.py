@@ -16,13 +16,16 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _terminal import Tmux, demo_env
 
 TITLES = ("Lifecycle", "GPUs", "Log:", "Throughput")
 
@@ -35,32 +38,24 @@ def main() -> None:
         sys.exit("tmux is needed")
     times: list[float] = []
     with tempfile.TemporaryDirectory() as d:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = {**os.environ, "HOME": d, "XDG_STATE_HOME": f"{d}/state", "XDG_CONFIG_HOME": f"{d}/cfg",
-               "BRINGUP_DEMO_PORT": str(port), "TERM": "xterm-256color"}
-        tmux = ["tmux", "-S", f"{d}/tmux.sock"]
+        env = demo_env(d)
+        t: Tmux | None = None
         for i in range(args.runs):
             t0 = time.monotonic()
-            subprocess.run([*tmux, "new-session", "-d", "-s", f"s{i}", "-x", "120", "-y", "36", "-c", d,
-                            f"{sys.executable} -m tui demo --keep"], env=env, check=True)
-            while True:
-                screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", f"s{i}"], capture_output=True,
-                                        text=True).stdout
-                if all(t in screen for t in TITLES):
-                    times.append(time.monotonic() - t0)
-                    break
-                if time.monotonic() - t0 > 30:
-                    sys.exit("no full frame in 30 s:\n" + screen)
-            subprocess.run([*tmux, "send-keys", "-t", f"s{i}", "q"])
+            t = Tmux(f"{d}/tmux.sock", env, d, f"{sys.executable} -m tui demo --keep", size=(120, 36),
+                     session=f"s{i}")
+            took = t.wait_for(lambda screen: all(title in screen for title in TITLES), 30)
+            if took is None:
+                sys.exit("no full frame in 30 s:\n" + t.screen())
+            times.append(time.monotonic() - t0)
+            t.keys("q")
             end = time.monotonic() + 10
-            while time.monotonic() < end and subprocess.run([*tmux, "has-session", "-t", f"s{i}"],
-                                                             capture_output=True).returncode == 0:
+            while time.monotonic() < end and t.alive():
                 time.sleep(0.05)
             print(f"run {i}: {times[-1]:.3f} s", flush=True)
         subprocess.run([sys.executable, "-m", "tui", "stop", "demo"], env=env, capture_output=True, timeout=60)
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        if t is not None:
+            t.kill()
     warm = times[1:]
     result = {
         "what": "`bringup demo` launched in tmux 120x36 until all four panels are drawn",
