@@ -1,12 +1,19 @@
 """Shared by the benchmarks that watch a program in a real terminal: a process's CPU time and RSS from /proc, an
-isolated environment for `bringup demo`, and a detached tmux session to start, read and type into.
+isolated environment for `bringup demo`, a detached tmux session to start, read and type into, and a bare
+pseudo-terminal whose output is read as it is written.
 Stdlib only: it also runs on the GPU host, where only the wheels carried there are installed."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import signal
 import socket
+import struct
 import subprocess
+import termios
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +64,7 @@ class Tmux:
         while time.monotonic() - t0 < timeout:
             if pred(self.screen()):
                 return time.monotonic() - t0
+            time.sleep(0.01)
         return None
 
     def keys(self, *keys: str) -> None:
@@ -71,3 +79,78 @@ class Tmux:
 
     def kill(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True)
+
+
+class Pty:
+    """A program in its own pseudo-terminal of a fixed size, its output read as it is written.
+
+    No terminal emulator: what `wait_for` times is the program writing the bytes that draw something, not a
+    terminal parsing them (tmux, on a 2-core machine also running the server, adds its own share). `on_output`,
+    if given, sees every chunk, in the reading thread."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], *, rows: int = 40, cols: int = 120,
+                 cwd: str | None = None, on_output: Callable[[bytes], None] | None = None) -> None:
+        self.argv = argv
+        pid, fd = pty.fork()
+        if pid == 0:
+            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            if cwd:
+                os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        self.pid, self.fd = pid, fd
+        self.bytes = 0
+        self._on_output = on_output
+        self._since = bytearray()  # output since the last mark(), for wait_for
+        self._cond = threading.Condition()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.bytes += len(data)
+            if self._on_output is not None:
+                self._on_output(data)
+            with self._cond:
+                self._since += data
+                del self._since[:-262144]  # a needle is found in the latest output: keep 256 KiB of it
+                self._cond.notify_all()
+
+    def mark(self) -> None:
+        """From now on, wait_for looks only at output written after this call."""
+        with self._cond:
+            self._since.clear()
+
+    def wait_for(self, needle: bytes, timeout: float) -> float | None:
+        """Seconds until the output since the last mark() contains `needle`; None after `timeout`."""
+        t0 = time.monotonic()
+        with self._cond:
+            while needle not in self._since:
+                left = timeout - (time.monotonic() - t0)
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+        return time.monotonic() - t0
+
+    def keys(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def alive(self) -> bool:
+        return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s."""
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+            for _ in range(50):
+                if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+                    return
+                time.sleep(0.1)
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass

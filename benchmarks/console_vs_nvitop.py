@@ -14,19 +14,13 @@ Writes OUT/console_vs_nvitop.json.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import platform
-import pty
-import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
-import threading
 import time
 from pathlib import Path
 
@@ -35,54 +29,11 @@ OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _terminal import cpu_seconds, rss_mib  # noqa: E402
+from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
 from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 GiB, and matmuls)
 
 
-class InTerminal:
-    """A program in its own pseudo-terminal of a fixed size, its output read and thrown away as a terminal would."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], rows: int = 40, cols: int = 120) -> None:
-        self.argv = argv
-        pid, fd = pty.fork()
-        if pid == 0:
-            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-            os.execvpe(argv[0], argv, env)
-        self.pid, self.fd = pid, fd
-        self.bytes = 0
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            self.bytes += len(data)
-
-    def alive(self) -> bool:
-        return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
-
-    def stop(self) -> None:
-        with_suppress_kill(self.pid)
-
-
-def with_suppress_kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(50):
-            if os.waitpid(pid, os.WNOHANG) != (0, 0):
-                return
-            time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
-
-
-def window(procs: dict[str, InTerminal], seconds: float) -> dict[str, dict[str, float]]:
+def window(procs: dict[str, Pty], seconds: float) -> dict[str, dict[str, float]]:
     """CPU % of one core and RSS of each process over the same window, sampled once a second."""
     c0 = {k: cpu_seconds(p.pid) for k, p in procs.items()}
     b0 = {k: p.bytes for k, p in procs.items()}
@@ -135,14 +86,14 @@ def main() -> None:
         load = subprocess.Popen([sys.executable, "-c", load_code], stdout=subprocess.PIPE, text=True)
         assert load.stdout is not None
         assert load.stdout.readline().strip() == "ready"
-        procs: list[InTerminal] = []
+        procs: list[Pty] = []
         try:
-            console = InTerminal([*bringup, "console", "sim-on-gpu"], env)
+            console = Pty([*bringup, "console", "sim-on-gpu"], env)
             procs.append(console)
             time.sleep(8)  # start-up is not the steady state
             windows = []
             for interval in (2.0, 1.0, 0.5):
-                nvitop = InTerminal([*nvitop_cmd, str(interval)], env)
+                nvitop = Pty([*nvitop_cmd, str(interval)], env)
                 procs.append(nvitop)
                 time.sleep(4)
                 w = window({"bringup": console, "nvitop": nvitop}, args.seconds)
@@ -152,9 +103,9 @@ def main() -> None:
                 print(json.dumps(w), flush=True)
                 nvitop.stop()
             console.stop()
-            fast = InTerminal([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
+            fast = Pty([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
             procs.append(fast)
-            nvitop = InTerminal([*nvitop_cmd, "0.5"], env)
+            nvitop = Pty([*nvitop_cmd, "0.5"], env)
             procs.append(nvitop)
             time.sleep(8)
             w = window({"bringup": fast, "nvitop": nvitop}, args.seconds)

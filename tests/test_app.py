@@ -265,3 +265,28 @@ async def test_log_follows_while_the_filter_box_is_open_and_stops_when_scrolled_
         await pilot.pause(0.3)
         await send(450, 460)
         assert log.following and log.log_view.is_vertical_scroll_end
+
+
+async def test_lines_arriving_while_paused_past_the_buffer_show_the_newest_on_resume(tmp_path: Path) -> None:
+    """Lines are classified as they arrive and drawn at the next flush; while paused they queue, and past the
+    buffer the queue gives way to a rebuild from the buffer: the newest lines show, none twice."""
+    from tui.messages import LogsArrived
+    from widgets.error_log import BUFFER
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("e", "p")
+        log = app.query_one(ErrorLog)
+        n = BUFFER + 5_000
+        for start in range(0, n, 10_000):
+            batch = [LogLine(at=1.0, text=f"seq {i}") for i in range(start, min(n, start + 10_000))]
+            app.post_message(LogsArrived(batch))
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+        assert log.log_view.line_count == 0 and log.has_due
+        assert len(log._due) <= BUFFER  # what waits for the screen is bounded like the buffer
+        await pilot.press("p")
+        await pilot.pause(0.5)
+        assert log.log_view.line_count == BUFFER
+        assert log.log_view.lines[0] == f"seq {n - BUFFER}" and log.log_view.lines[-1] == f"seq {n - 1}"
+        assert not log.has_due

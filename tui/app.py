@@ -15,7 +15,6 @@ import os
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -58,7 +57,6 @@ PLOT_EVERY_S = 5.0
 #: new log lines are drawn at most this often
 LOG_EVERY_S = 0.1
 #: lines held while paused or behind a dialog: the log keeps no more than this anyway
-LOG_PENDING_MAX = 50_000
 
 
 def empty_snapshot(name: str, host: str) -> Snapshot:
@@ -100,7 +98,6 @@ class ConsoleApp(App[int]):
         self.paused = False
         self.read_only = True
         self.status_note = ""
-        self._pending_logs: deque[Any] = deque(maxlen=LOG_PENDING_MAX)
         self._last_log_flush = 0.0
         self._log_flush_due = False
         self._dirty: set[str] = set()
@@ -201,7 +198,8 @@ class ConsoleApp(App[int]):
     def on_logs_arrived(self, m: LogsArrived) -> None:
         """Lines are drawn at most every LOG_EVERY_S (a burst repaints the log 10 times a second, not at every
         batch, which leaves the loop free for keys); while frozen they wait, and the next tick shows them."""
-        self._pending_logs.extend(m.lines)
+        with contextlib.suppress(NoMatches):  # the app is closing its panels
+            self.query_one(ErrorLog).ingest(m.lines)
         wait = self._last_log_flush + LOG_EVERY_S - time.monotonic()
         if wait <= 0:
             self._flush_logs()
@@ -237,12 +235,13 @@ class ConsoleApp(App[int]):
 
     def _flush_logs(self) -> None:
         self._log_flush_due = False
-        if self.frozen or not self._pending_logs:
+        if self.frozen:
             return
-        self._last_log_flush = time.monotonic()
-        lines = list(self._pending_logs)
-        self._pending_logs.clear()
-        self.query_one(ErrorLog).append_lines(lines)
+        with contextlib.suppress(NoMatches):
+            errors = self.query_one(ErrorLog)
+            if errors.has_due:
+                self._last_log_flush = time.monotonic()
+                errors.flush()
 
     def _tick(self) -> None:
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""

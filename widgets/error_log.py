@@ -72,6 +72,8 @@ class ErrorLog(Vertical):
         self.following = True
         self._run = ""
         self._classify = LogClassifier()
+        self._due: list[str] = []
+        self._due_overflowed = False
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
@@ -87,9 +89,11 @@ class ErrorLog(Vertical):
             return False
         return not self.filter_text or self.filter_text.lower() in text.lower()
 
-    def append_lines(self, lines: Iterable[LogLine]) -> None:
-        """Server lines, with a marker where a new run begins (an older run's lines, read from its log when the
-        console starts, must not read as the current run's)."""
+    def ingest(self, lines: Iterable[LogLine]) -> None:
+        """Keep and classify lines as they arrive, in the engine's small batches, and queue those the view shows
+        for the next `flush`. Classifying at flush time instead made one step of 2,000 lines in a burst, and a
+        key pressed meanwhile waited for it. A marker goes where a new run begins (an older run's lines, read
+        from its log when the console starts, must not read as the current run's)."""
         def texts() -> Iterator[str | tuple[str]]:
             for line in lines:
                 if line.invocation and line.invocation != self._run:
@@ -97,11 +101,11 @@ class ErrorLog(Vertical):
                     when = time.strftime("%H:%M:%S", time.localtime(line.at))
                     yield (f"──── run {line.invocation[:8]} (first line {when}) ────",)
                 yield line.text
-        self.append(texts())
+        self.ingest_raw(texts())
 
-    def append(self, raw_lines: Iterable[str | tuple[str]]) -> None:
+    def ingest_raw(self, raw_lines: Iterable[str | tuple[str]]) -> None:
         """Raw lines; a 1-tuple is a marker of the console's own, shown in every view."""
-        new = []
+        due = self._due
         for raw in raw_lines:
             if isinstance(raw, tuple):
                 text, is_error = raw[0], True
@@ -110,9 +114,28 @@ class ErrorLog(Vertical):
                 is_error = self._classify(text)
             self.entries.append((text, is_error))
             if self._matches(text, is_error):
-                new.append(text)
-        if not new:
+                due.append(text)
+        if len(due) > BUFFER:  # frozen for long: the next flush rebuilds from the buffer instead
+            due.clear()
+            self._due_overflowed = True
+
+    @property
+    def has_due(self) -> bool:
+        return bool(self._due) or self._due_overflowed
+
+    def append(self, raw_lines: Iterable[str | tuple[str]]) -> None:
+        """Ingest and show at once."""
+        self.ingest_raw(raw_lines)
+        self.flush()
+
+    def flush(self) -> None:
+        """Show the lines ingested since the last flush."""
+        if self._due_overflowed:
+            self.rebuild()
             return
+        if not self._due:
+            return
+        new, self._due = self._due, []
         log = self.log_view
         at_end = self.following or log.max_scroll_y == 0
         full = log.line_count + len(new) > BUFFER
@@ -130,6 +153,7 @@ class ErrorLog(Vertical):
         self._update_title()
 
     def rebuild(self) -> None:
+        self._due, self._due_overflowed = [], False
         log = self.log_view
         log.clear()
         log.write_lines([t for t, e in self.entries if self._matches(t, e)], scroll_end=True)
