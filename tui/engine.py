@@ -581,7 +581,8 @@ def describe_probe(p: ProbeResult | None) -> str:
     what = {"connect": "connect", "health": "/health", "models": "/v1/models", "generate": "generation"}[p.kind] \
         if p.kind in ("connect", "health", "models", "generate") else p.kind
     if p.ok:
-        lat = f" {p.latency_s:.2f}s" if p.latency_s is not None else ""
+        # a slow answer is worth its figure; a fast one's would change at every probe and redraw the panel
+        lat = f" {p.latency_s:.1f}s" if p.latency_s is not None and p.latency_s >= 0.1 else ""
         return f"{what} ok{lat}"
     if p.status is not None:
         return f"{what} {p.status}"

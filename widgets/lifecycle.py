@@ -26,6 +26,20 @@ def fmt_secs(s: float) -> str:
     return f"{m}:{sec:02d}" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
+#: phases a server rests in: their clock need not tick every second
+RESTING = (Phase.READY, Phase.FAILED, Phase.STOPPED)
+
+
+def fmt_age(s: float, phase: Phase) -> str:
+    """How long the current phase has lasted. A phase in progress keeps tenths of a second (still loading, or
+    hung?); a resting one (ready, failed, stopped) counts whole minutes after its first minute, so a console
+    left on a ready server redraws its lifecycle panel once a minute, not every second."""
+    if phase not in RESTING or s < 60:
+        return fmt_secs(s).strip()
+    m = int(s // 60)
+    return f"{m}m" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
 def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 400) -> str:
     """The options part of a server command line: what the operator toggles, less the deployment's `hide_flags`
     (options that are noise to an operator, such as the demo simulator's own) and their values."""
@@ -79,7 +93,7 @@ class LifecyclePanel(Vertical):
             big.set_classes(f"phase-{phase}")
         detail = Text()
         if snap.timeline:
-            detail.append(f"for {fmt_secs(max(0.0, now - snap.timeline[-1].at)).strip()}", style="bold")
+            detail.append(f"for {fmt_age(max(0.0, now - snap.timeline[-1].at), phase)}", style="bold")
         if snap.invocation:
             detail.append(f"  run {snap.invocation[:8]}", style="dim")
         if snap.unit is not None and snap.unit.main_pid:
@@ -113,7 +127,8 @@ class LifecyclePanel(Vertical):
             style = "bold" if last else ""
             if tr.phase == Phase.FAILED:
                 style = "bold red"
-            t.append(f"{tr.phase} {fmt_secs(max(0.0, end - tr.at)).strip()}", style=style)
+            took = fmt_age(max(0.0, end - tr.at), tr.phase) if last else fmt_secs(max(0.0, end - tr.at)).strip()
+            t.append(f"{tr.phase} {took}", style=style)
         if not snap.timeline:
             t.append("no run observed yet", style="dim")
         return t
