@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _terminal import Pty, Tmux, cpu_seconds, demo_env, rss_mib
 
-OUT = Path(os.environ.get("OUT", str(Path(__file__).resolve().parent / "results")))
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
 SEQ = re.compile(r"burst-seq: (\d+) at (\d+\.\d+)")
 SEQ_B = re.compile(rb"burst-seq: (\d+) at (\d+\.\d+)")
 FILTER_BOX = "Enter to apply"  # the filter box's prompt while it is being typed in
@@ -122,14 +123,14 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         env = demo_env(d)
         argv = [sys.executable, "-m", "tui", "demo", "--scenario", "log-burst", "--time-scale", "0.2"]
-        make: Callable[[str, list[str]], TmuxView | PtyView]
+        make: Callable[[str, list[str], str], TmuxView | PtyView]
         if args.terminal == "tmux":
-            def make(name: str, argv: list[str]) -> TmuxView | PtyView:
-                return TmuxView(f"{d}/{name}.sock", env, d, argv)
+            def make(name: str, argv: list[str], cwd: str) -> TmuxView | PtyView:
+                return TmuxView(f"{d}/{name}.sock", env, cwd, argv)
         else:
-            def make(name: str, argv: list[str]) -> TmuxView | PtyView:
-                return PtyView(env, d, argv)
-        console = make("a", argv)
+            def make(name: str, argv: list[str], cwd: str) -> TmuxView | PtyView:
+                return PtyView(env, cwd, argv)
+        console = make("a", argv, str(ROOT))  # `-m tui` from the checkout, installed or not
         tail: TmuxView | PtyView | None = None
         try:
             if console.wait_text("READY", 120) is None:
@@ -137,7 +138,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             console.keys("e")  # all lines, not only errors: every burst line is drawn
             cur = next(Path(d, "state").rglob("current.json"))
             log = json.loads(cur.read_text())["log"]
-            tail = make("b", ["tail", "-n", "0", "-F", log])
+            tail = make("b", ["tail", "-n", "0", "-F", log], d)
             pid = console.pid()
             t_wait = time.monotonic()
             while console.newest() is None:
