@@ -6,7 +6,7 @@ Each run starts `bringup demo` in a fresh detached tmux session (120x36) and pol
 as fast as tmux answers) until the four panel titles are all drawn; then `q`. The first run is cold for this
 process tree (the OS page cache may already hold the files); the later ones have warm imports (.pyc written, files
 cached). The console draws before the simulated server is up: a frame does not wait for the deployment.
-Writes benchmarks/results/startup.json.
+Writes OUT/startup.json (OUT defaults to benchmarks/results).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _terminal import Tmux, demo_env
 
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
+
 TITLES = ("Lifecycle", "GPUs", "Log:", "Throughput")
 
 
@@ -42,7 +45,7 @@ def main() -> None:
         t: Tmux | None = None
         for i in range(args.runs):
             t0 = time.monotonic()
-            t = Tmux(f"{d}/tmux.sock", env, d, f"{sys.executable} -m tui demo --keep", size=(120, 36),
+            t = Tmux(f"{d}/tmux.sock", env, str(ROOT), f"{sys.executable} -m tui demo --keep", size=(120, 36),
                      session=f"s{i}")
             took = t.wait_for(lambda screen: all(title in screen for title in TITLES), 30)
             if took is None:
@@ -53,7 +56,8 @@ def main() -> None:
             while time.monotonic() < end and t.alive():
                 time.sleep(0.05)
             print(f"run {i}: {times[-1]:.3f} s", flush=True)
-        subprocess.run([sys.executable, "-m", "tui", "stop", "demo"], env=env, capture_output=True, timeout=60)
+        subprocess.run([sys.executable, "-m", "tui", "stop", "demo"], env=env, cwd=ROOT, capture_output=True,
+                       timeout=60)
         if t is not None:
             t.kill()
     warm = times[1:]
@@ -66,7 +70,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
     }
     print(json.dumps(result, indent=2))
-    (Path(__file__).parent / "results" / "startup.json").write_text(json.dumps(result, indent=2) + "\n")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "startup.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
