@@ -310,3 +310,22 @@ def test_unit_not_found_is_named(conf: Path) -> None:
     r = bringup(bad, "status", "remote")
     assert r.returncode == 1 and "unit sglang-typo.service not found on testhost" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+async def test_a_released_lock_leaves_no_holder_record_for_wait_to_trust(conf: Path) -> None:
+    """A console that restarted the server and stays open must not read, to a later `bringup wait` on the stopped
+    unit, as a restart still in progress: the lock's record is cleared when the lock is released."""
+    settings = load(str(conf))
+    w = Watch(settings, "remote", settings.deployments["remote"])
+    record = f"/run/lock/bringup-{UNIT}.lock.owner"
+    try:
+        async with w.manager.lock("restart"):
+            held = json.loads(await asyncio.to_thread(texec, "cat", record))
+            assert held["pid"] == os.getpid() and held["purpose"] == "restart"
+        assert (await asyncio.to_thread(texec, "cat", record)) == ""
+        t0 = time.monotonic()
+        r = await asyncio.to_thread(bringup, conf, "wait", "remote", "--timeout", "40")
+        assert r.returncode == 2, r.stdout + r.stderr  # stopped, said at once, while this process lives on
+        assert time.monotonic() - t0 < 20 and "stopped" in (r.stdout + r.stderr).lower()
+    finally:
+        await w.close()

@@ -310,6 +310,10 @@ class RemoteLock:
 
     async def __aexit__(self, *exc: object) -> None:
         if self._stream is not None:
+            # the record goes while the lock is still ours (a later holder's is never erased): a holder that lives
+            # on, such as a console, would otherwise read as a restart in progress to `bringup wait`
+            with contextlib.suppress(TransportError, OSError):
+                await self.transport.write_file(self.path + ".owner", b"")
             with contextlib.suppress(Exception):
                 await self._stream.aclose()  # type: ignore[attr-defined]
             self._stream = None
