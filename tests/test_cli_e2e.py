@@ -494,3 +494,12 @@ def test_config_option_before_the_subcommand(bu: Bringup) -> None:
     r2 = bu.run("--json", "status", bu.name)
     assert r2.rc == 0, r2.describe()
     assert r2.json()["deployment"] == bu.name
+
+
+def test_flags_lists_booleans_on_or_off_and_values_as_the_console_does(bu: Bringup) -> None:
+    r = bu.run("flags", bu.name)
+    assert r.rc == 0, r.describe()
+    rows = {ln.split()[0]: ln.split()[1] for ln in r.out.splitlines()[2:] if ln.strip()}
+    assert rows["disable-cuda-graph"] == "off"  # a boolean the command line does not have
+    assert rows["tp-size"].isdigit()  # a value it has
+    assert "-" in {v for k, v in rows.items() if k not in ("disable-cuda-graph",)}  # a value flag it lacks

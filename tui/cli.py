@@ -466,7 +466,8 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
         value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values else None
         rows.append({"name": f.name, "kind": f.kind, "value": value, "choices": list(f.choices), "key": f.key,
                      "help": f.help})
-        shown = "on" if value is True else "-" if value is None else str(value)
+        absent = "off" if f.kind == "bool" else "-"  # as the console's flags dialog shows them
+        shown = "on" if value is True else absent if value is None else str(value)
         kind = "|".join(f.choices) if f.choices else f.kind
         text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
     out(rows, args.json, "\n".join(text))
