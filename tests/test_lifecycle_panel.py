@@ -18,3 +18,4 @@ def test_a_ready_server_past_a_minute_reads_the_same_for_the_rest_of_the_minute(
     shown = {fmt_age(t, Phase.READY) for t in range(120, 180)}
     assert shown == {"2m"}
     assert {fmt_age(t, Phase.GRAPH_CAPTURE) for t in range(120, 180)} != {"2:00"}
+

@@ -39,6 +39,18 @@ def parse_log_line(raw: str, invocation: str) -> LogLine | None:
     return LogLine(at=at, text=text if sep else "", invocation=invocation)
 
 
+def describe_command(command: Sequence[str]) -> str:
+    """The program, and for `python -m module` the module: "python3" alone says nothing of what runs."""
+    if not command:
+        return "?"
+    name = Path(command[0]).name
+    if name.startswith("python") and "-m" in command[1:4]:
+        i = command.index("-m", 1)
+        if i + 1 < len(command):
+            return f"{name} -m {command[i + 1]}"
+    return name
+
+
 class ProcessManager:
     kind = "process"
     can_control = True
@@ -51,7 +63,7 @@ class ProcessManager:
         self.env = dict(env)
         self.stop_timeout = stop_timeout
         self.python = python or (sys.executable if transport.name == "local" else "python3")
-        self.target = f"process {Path(self.command[0]).name if self.command else '?'}"
+        self.target = f"process {describe_command(self.command)}"
 
     def _p(self, name: str) -> str:
         return f"{self.run_dir}/{name}"
