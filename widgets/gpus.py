@@ -122,12 +122,19 @@ class GpuPanel(ScrollView):
         self._shown = (snap, history, gpus, server_pid, releasing, attribution)
         width = self.scrollable_content_region.width  # less the scrollbar, when there is one
         rows = rows_for(snap, history, gpus, server_pid, releasing, max(30, width), attribution)
-        if rows == self.rows and self.virtual_size == Size(width, len(rows)):
+        size = Size(width, len(rows))
+        if rows == self.rows and self.virtual_size == size:
             return
-        self.virtual_size = Size(width, len(rows))
-        self.rows = rows
+        old, self.rows = self.rows, rows
         keep = set(rows)
         self._strips = {k: s for k, s in self._strips.items() if k[0] in keep}
+        if self.virtual_size == size and len(old) == len(rows):
+            # only the rows whose numbers moved: a frame then renders those lines, not the panel's whole height
+            for i, (was, now) in enumerate(zip(old, rows, strict=True)):  # same size, same count
+                if was != now:
+                    self.refresh_line(i)
+            return
+        self.virtual_size = size
         self.refresh()
 
     def on_resize(self) -> None:
