@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import itertools
 import json
 import statistics
 import threading
@@ -140,3 +141,17 @@ def test_status_attributes_gpu_memory_to_the_run(bu: Bringup) -> None:
     a = bu.status()["attribution"]
     # the simulated server holds its memory from its own process: the process group of this run
     assert a["current_mib"] > 8 * 100_000 and a["previous_mib"] == 0 and a["other_mib"] == 0 and a["note"] is None
+
+
+def test_chart_points_are_averaged_down_to_what_braille_can_draw() -> None:
+    from widgets.throughput import downsample
+
+    pts = [(1000.0 + i, 100.0 + (i % 7)) for i in range(300)]
+    assert downsample(pts[:50], 112) == pts[:50]  # fewer than it can draw: as they are
+    out = downsample(pts, 112)
+    assert len(out) == 112
+    assert out[-1][0] == pts[-1][0] and out[0][0] < out[-1][0]  # ends at the newest sample, in time order
+    assert all(a[0] < b[0] for a, b in itertools.pairwise(out))
+    assert all(100.0 <= v <= 106.0 for _, v in out)  # averages of the samples, nothing invented
+    mean = sum(v for _, v in pts) / len(pts)
+    assert abs(sum(v for _, v in out) / len(out) - mean) < 0.5

