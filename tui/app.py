@@ -56,7 +56,6 @@ from widgets.throughput import ThroughputPanel
 PLOT_EVERY_S = 5.0
 #: new log lines are drawn at most this often
 LOG_EVERY_S = 0.1
-#: lines held while paused or behind a dialog: the log keeps no more than this anyway
 
 
 def empty_snapshot(name: str, host: str) -> Snapshot:

@@ -123,11 +123,6 @@ class ErrorLog(Vertical):
     def has_due(self) -> bool:
         return bool(self._due) or self._due_overflowed
 
-    def append(self, raw_lines: Iterable[str | tuple[str]]) -> None:
-        """Ingest and show at once."""
-        self.ingest_raw(raw_lines)
-        self.flush()
-
     def flush(self) -> None:
         """Show the lines ingested since the last flush."""
         if self._due_overflowed:
