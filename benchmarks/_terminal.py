@@ -59,7 +59,8 @@ class Tmux:
                               text=True).stdout
 
     def wait_for(self, pred: Callable[[str], bool], timeout: float) -> float | None:
-        """Seconds until pred(screen) holds, polling as fast as tmux answers; None after `timeout`."""
+        """Seconds until pred(screen) holds, or None after `timeout`. Polls every 10 ms: a tighter loop of tmux
+        clients would take CPU from the program it times."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             if pred(self.screen()):

@@ -3,7 +3,7 @@
     python benchmarks/startup.py [--runs 6]
 
 Each run starts `bringup demo` in a fresh detached tmux session (120x36) and polls the screen (`tmux capture-pane`,
-as fast as tmux answers) until the four panel titles are all drawn; then `q`. The first run is cold for this
+every 10 ms) until the four panel titles are all drawn; then `q`. The first run is cold for this
 process tree (the OS page cache may already hold the files); the later ones have warm imports (.pyc written, files
 cached). The console draws before the simulated server is up: a frame does not wait for the deployment.
 Writes OUT/startup.json (OUT defaults to benchmarks/results).
