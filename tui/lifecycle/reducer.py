@@ -315,8 +315,9 @@ def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset) -> bool
         return False
     if preset.fatal.search(t):
         return False
-    serving = preset.serving is not None and preset.serving.search(t)
-    if s.ready_line_at is None and (preset.ready.search(t) or serving):
+    # the ready line and serving lines are searched only before the ready line: after it they change nothing
+    serving = preset.serving
+    if s.ready_line_at is None and (preset.ready.search(t) or (serving is not None and serving.search(t))):
         return False
     return s.phase == Phase.READY or not any(m.pattern.search(t) for m in preset.markers)
 
