@@ -133,3 +133,14 @@ def test_help_says_what_the_user_needs_to_know() -> None:
         assert "without the leading `--`" in text and "mem-fraction-static=0.85" in text, cmd
     wait = " ".join(cmds["wait"].format_help().split())
     assert "stopped" in wait and "exit 2" in wait and "default 1800" in wait
+
+
+def test_the_console_without_a_terminal_says_so_at_once_and_starts_nothing(tmp_path: Path) -> None:
+    """A script that forgets its subcommand must not hang on a console nobody sees, nor start the demo."""
+    for args in ((), ("demo",), ("console", "demo")):
+        r = bringup(tmp_path, *args)  # stdin and stderr are pipes here
+        assert r.returncode == 2, (args, r.stderr)
+        assert "needs a terminal" in one_line(r) and "for scripts" in one_line(r)
+    assert "demo --headless" in one_line(bringup(tmp_path, "demo"))
+    st = bringup(tmp_path, "status", "demo")
+    assert "stopped" in st.stdout.lower(), st.stdout  # no demo server was started behind the refusal

@@ -566,6 +566,14 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return await run_demo(settings, args)
 
 
+def _need_terminal(what: str) -> None:
+    """The console reads keys from stdin and draws on stderr: without a terminal on both it would wait for keys
+    that never come (a script that forgot its subcommand would hang, with a demo server started behind it)."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        hint = "bringup demo --headless" if what == "demo" else "bringup status | wait | restart"
+        raise UsageError(f"the {what} needs a terminal (stdin and stderr are not one here); for scripts: {hint}")
+
+
 def run_console(settings: Settings, deployment: str | None, read_only: bool) -> int:
     from tui.app import run_app
 
@@ -604,6 +612,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       or getattr(args, "console_read_only", False)) else None
         settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
                         time_scale=getattr(args, "time_scale", 1.0))
+        if args.cmd in (None, "console") or (args.cmd == "demo" and not args.headless):
+            _need_terminal(args.cmd or "console")
         if args.cmd in (None, "console"):
             return run_console(settings, getattr(args, "deployment", None), settings.read_only)
         handlers = {"status": cmd_status, "wait": cmd_wait, "stop": cmd_stop, "flags": cmd_flags,
