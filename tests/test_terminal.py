@@ -128,3 +128,22 @@ def test_sighup_ends_app_and_demo_server(tmp_path: Path, demo_env: dict[str, str
         t("kill-server")
         for pid in procs_with(str(tmp_path)):
             os.kill(pid, 9)
+
+
+def test_sigterm_quits_like_q_and_stops_the_demo_server(tmp_path: Path, demo_env: dict[str, str]) -> None:
+    """`kill <pid>` from a supervisor or a shell must not leave the simulated server running."""
+    t = start_demo(tmp_path, demo_env)
+    try:
+        t.wait_for("READY", 40)
+        pane = int(t("display-message", "-p", "-t", t.session, "#{pane_pid}").strip())
+        assert procs_with(str(tmp_path / "state")), "the demo server is not running"
+        os.kill(pane, 15)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (Path(f"/proc/{pane}").exists() or procs_with(str(tmp_path / "state"))):
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pane}").exists(), "the console kept running after SIGTERM"
+        assert procs_with(str(tmp_path / "state")) == [], "the demo server outlived the console"
+    finally:
+        t("kill-server")
+        for pid in procs_with(str(tmp_path)):
+            os.kill(pid, 9)

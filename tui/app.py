@@ -129,6 +129,12 @@ class ConsoleApp(App[int]):
         self._set_subtitle()
         self._show_keys()
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
+        # `kill <pid>` (SIGTERM) or SIGINT from outside: leave as `q` does, restoring the terminal and stopping the
+        # demo server, instead of dying with the server left running and the terminal in raw mode
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.exit, 128 + sig)
         if self.live:
             self.open_watch(self.deployment)
         self.render_all()
