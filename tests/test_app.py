@@ -325,3 +325,27 @@ async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_oth
         panel.refresh()  # a full repaint shows the same
         await pilot.pause(0.2)
         assert screen_text(app) == text
+
+
+async def test_a_flag_change_answered_no_is_dropped_and_a_later_r_restarts_without_it(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim")
+    async with app.run_test(size=(120, 36)) as pilot:
+        try:
+            assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+            await pilot.press("f")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, FlagsScreen)
+            await pilot.press("space", "a")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, ConfirmScreen)
+            assert "+ --disable-cuda-graph" in "\n".join(app.screen.lines)
+            await pilot.press("n")
+            await pilot.pause(0.2)
+            await pilot.press("r")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, ConfirmScreen)
+            body = "\n".join(app.screen.lines)
+            assert "disable-cuda-graph" not in body and "no flag change" in body, body
+            await pilot.press("n")
+        finally:
+            await stop_quietly(app)

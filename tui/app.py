@@ -102,7 +102,6 @@ class ConsoleApp(App[int]):
         self._dirty: set[str] = set()
         self._last_lifecycle = 0.0
         self._last_plot = 0.0
-        self.pending_changes: list[FlagChange] = []
         self.restarting = False
         #: the console's notion of now; snapshot tests pin it so durations render the same every run
         self.clock = time.time
@@ -446,14 +445,13 @@ class ControlConsoleApp(ConsoleApp):
                  "stop, wait for GPU memory release, start, verify a real generation"]
 
         def answered(yes: bool | None) -> None:
-            if yes:
-                self.pending_changes = []
+            if yes:  # a No drops the change: a later `r` restarts with the flags as they are
                 self.run_protocol(new, True)
 
         self.push_screen(ConfirmScreen(f"Restart {self.deployment}?", lines), answered)
 
     async def action_restart(self) -> None:
-        await self._confirm_restart(self.pending_changes)
+        await self._confirm_restart([])
 
     async def action_flags(self) -> None:
         w = self.watch_
@@ -464,7 +462,6 @@ class ControlConsoleApp(ConsoleApp):
 
         async def applied(changes: list[FlagChange] | None) -> None:
             if changes:
-                self.pending_changes = changes
                 await self._confirm_restart(changes)
 
         self.push_screen(FlagsScreen(w.flag_specs, values, dep.flags), applied)
