@@ -149,6 +149,7 @@ def test_dflash_with_cuda_graphs_fails_with_hint_then_disable_cuda_graph_recover
     assert r.rc == 1, r.describe()
     final = r.json()
     assert final["ok"] is False and final["phase"] == "failed", final
+    assert [json.loads(ln) for ln in r.out.splitlines() if ln.strip()][-1] == final  # JSON Lines, one per line
     assert_dflash_failure(final["failure"])
     assert final["invocation"] == bu.invocation()
     assert any(s["step"] == "follow" and s["status"] == "failed" for s in steps(r)), r.describe()
@@ -326,12 +327,17 @@ def test_wait_on_a_never_started_deployment_says_it_is_stopped_at_once(bu: Bring
     assert r.err.strip() == STOPPED_MSG, r.describe()
     assert "timeout" not in r.err
     assert "Traceback" not in r.text
+    j = bu.run("wait", bu.name, "--timeout", "60", "--json")
+    assert j.rc == 2 and [json.loads(ln) for ln in j.out.splitlines()] == \
+        [{"result": "stopped", "phase": "stopped", "invocation": ""}], j.describe()
 
 
 def test_wait_with_a_timeout_shorter_than_the_grace_still_times_out(bu: Bringup) -> None:
     r = bu.run("wait", bu.name, "--timeout", "1")
     assert r.rc == 2, r.describe()
     assert "timeout after 1 s" in r.err and "stopped" in r.err, r.describe()
+    j = bu.run("wait", bu.name, "--timeout", "1", "--json")
+    assert j.rc == 2 and json.loads(j.out.splitlines()[-1])["result"] == "timeout", j.describe()
 
 
 def test_restart_no_wait_says_lock_taken_then_wait_follows_it_to_ready(bu: Bringup) -> None:

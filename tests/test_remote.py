@@ -169,7 +169,7 @@ def test_dflash_fails_with_cuda_graph_hint_then_toggle_reaches_ready(conf: Path)
     r = bringup(conf, "restart", "remote", "--set", "speculative-algorithm=DFLASH", "--set",
                 "speculative-dflash-block-size=8", "--yes", "--json")
     assert r.returncode == 1
-    out = json.loads(r.stdout[r.stdout.index("{\n"):])
+    out = json.loads(r.stdout.strip().splitlines()[-1])  # JSON Lines: the final record is the last line
     f = out["failure"]
     assert f["kind"] == "cuda-graph" and "disable-cuda-graph" in f["hint"]
     assert "cuda_graph_runner" in f["excerpt"] and "torch.AcceleratorError" in f["excerpt"]

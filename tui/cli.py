@@ -163,8 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def out(obj: Any, as_json: bool, text: str) -> None:
+    """`--json` output is JSON Lines: one object per line, so a stream of steps or phases and its final record
+    read the same way (`jq`, or `json.loads` per line)."""
     if as_json:
-        print(json.dumps(obj, indent=2, default=str))
+        print(json.dumps(obj, default=str))
     else:
         print(text)
 
@@ -309,6 +311,12 @@ async def _start_in_progress(w: Any) -> bool:
     return False
 
 
+def _result(as_json: bool, result: str, s: Any) -> None:
+    """The last JSON line of `wait`: how it ended (ready, failed, stopped or timeout), whatever came before."""
+    if as_json:
+        print(json.dumps({"result": result, "phase": str(s.phase), "invocation": s.invocation}), flush=True)
+
+
 def _stopped(s: Any) -> bool:
     """Stopped as the unit reports it, not merely not seen yet: only then can `wait` say so and return."""
     return s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running
@@ -331,6 +339,7 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
                     print(f"[{fmt_s(t.at - t_first)}] {t.phase!s:<14} {t.line[:100]}", flush=True)
             shown = s.timeline
         if fresh and s.phase == Phase.READY:
+            _result(as_json, "ready", s)
             return 0
         if fresh and s.phase == Phase.FAILED and s.failure is not None:
             await w.settle_failure()
@@ -342,6 +351,7 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
                 for x in f.excerpt[-40:]:
                     print("  | " + x, file=sys.stderr)
                 print(f"hint: {f.hint}", file=sys.stderr)
+            _result(as_json, "failed", w.state)
             return 1
         if not _stopped(s):
             stopped_at = None
@@ -350,11 +360,13 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
         elif time.monotonic() - stopped_at >= STOPPED_GRACE_S:
             if not await _start_in_progress(w):
                 print(f"bringup: {w.name} is stopped: start it with 'bringup start {w.name}'", file=sys.stderr)
+                _result(as_json, "stopped", s)
                 return 2
             stopped_at = time.monotonic()  # a restart is under way: look again later
         left = deadline - time.monotonic()
         if left <= 0:
             print(f"timeout after {timeout:g} s; last phase: {s.phase}", file=sys.stderr)
+            _result(as_json, "timeout", s)
             return 2
         await w.wait_changed(min(left, 0.5))
 
@@ -514,7 +526,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise UsageError(f"no SGLang or vLLM log lines recognised in {name}")
     d = r.as_dict()
     if args.json:
-        print(json.dumps(d, indent=2))
+        print(json.dumps(d))
     else:
         s = r.state
         t0 = s.timeline[0].at if s.timeline else 0
