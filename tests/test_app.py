@@ -349,3 +349,19 @@ async def test_a_flag_change_answered_no_is_dropped_and_a_later_r_restarts_witho
             await pilot.press("n")
         finally:
             await stop_quietly(app)
+
+
+async def test_the_console_keeps_updating_behind_a_dialog(tmp_path: Path) -> None:
+    """A restart is confirmed over the server's current state, not a picture from when the dialog opened."""
+    from tui.messages import LogsArrived
+    from tui.screens.help import HelpScreen
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("e", "question_mark")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen)
+        app.post_message(LogsArrived([LogLine(at=1.0, text="written while the help was open")]))
+        await pilot.pause(0.4)
+        assert isinstance(app.screen, HelpScreen)
+        assert app.query_one(ErrorLog).log_view.lines == ["written while the help was open"]

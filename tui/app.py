@@ -234,8 +234,9 @@ class ConsoleApp(App[int]):
 
     @property
     def frozen(self) -> bool:
-        """Refresh pauses while the user asked for it or a dialog is open."""
-        return self.paused or len(self.screen_stack) > 1
+        """Refresh pauses while the user asked for it. Not behind a dialog: a restart is confirmed over the
+        server's current state, and a crash while the flags dialog is open shows at once."""
+        return self.paused
 
     def _flush_logs(self) -> None:
         self._log_flush_due = False
