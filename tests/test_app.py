@@ -365,3 +365,26 @@ async def test_the_console_keeps_updating_behind_a_dialog(tmp_path: Path) -> Non
         await pilot.pause(0.4)
         assert isinstance(app.screen, HelpScreen)
         assert app.query_one(ErrorLog).log_view.lines == ["written while the help was open"]
+
+
+async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> None:
+    """A restart from the CLI adds a flag: the lifecycle panel's command line grows by a row, and the flag added
+    at its end must be on screen (the panel kept its old height and cut it)."""
+    import dataclasses
+
+    from tests import console_states as cs
+    from tui.messages import PhaseChanged
+
+    def screen_text(app: ControlConsoleApp) -> str:
+        return "\n".join(s.text for s in app.screen._compositor.render_strips())
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        snap = cs.snapshot(Phase.READY)
+        app.post_message(PhaseChanged(snap))
+        await pilot.pause(0.3)
+        longer = (*cs.ARGV, "--mem-fraction-static", "0.85", "--disable-cuda-graph")
+        app.post_message(PhaseChanged(dataclasses.replace(snap, flags=longer, invocation="new-run")))
+        await pilot.pause(0.3)
+        text = " ".join(screen_text(app).split())
+        assert "--disable-cuda-graph" in text, screen_text(app)

@@ -108,7 +108,7 @@ class LifecyclePanel(Vertical):
         set_text(self.query_one("#phase-detail", Static), detail)
         set_text(self.query_one("#steps", Static), self._steps(steps))
         set_text(self.query_one("#failure", Static), self._failure(snap))
-        ctx = Text(no_wrap=True, overflow="ellipsis")
+        ctx = Text()  # wrapped: set_text counts its rows as drawn, so a longer command line gets its rows
         if snap.endpoint:
             ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
         flags = _server_flags(snap.flags, hide_flags)
@@ -149,7 +149,7 @@ class LifecyclePanel(Vertical):
         return t
 
     def _steps(self, steps: Sequence[object]) -> Text:
-        t = Text(no_wrap=True, overflow="ellipsis")
+        t = Text()  # wrapped, like the command line: a long step detail gets its rows
         shown: dict[str, object] = {}
         for s in steps:
             shown[getattr(s, "name", "")] = s
