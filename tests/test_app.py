@@ -388,3 +388,37 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
         await pilot.pause(0.3)
         text = " ".join(screen_text(app).split())
         assert "--disable-cuda-graph" in text, screen_text(app)
+
+
+async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_old_steps(tmp_path: Path) -> None:
+    import dataclasses
+
+    from tests import console_states as cs
+    from tui.messages import PhaseChanged, RestartStepped, ThroughputSampled
+    from tui.ops import restart as protocol
+
+    def panel(app: ControlConsoleApp, sel: str) -> str:
+        return "\n".join(str(w.render()) for w in app.query(f"{sel} Static"))
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ready = cs.snapshot(Phase.READY)
+        app.post_message(PhaseChanged(ready))
+        sample, hist = cs.throughput()
+        app.post_message(ThroughputSampled(sample, hist))
+        app.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
+        await pilot.pause(0.3)
+        app.render_all()
+        await pilot.pause(0.2)
+        assert "running 4" in panel(app, "#throughput") and "endpoint: generation ok" in panel(app, "#lifecycle")
+        app.post_message(PhaseChanged(cs.snapshot(Phase.STOPPED)))
+        await pilot.pause(0.3)
+        app.render_all()
+        await pilot.pause(0.2)
+        tp = panel(app, "#throughput")
+        assert "the last while it served" in tp and "running 4" not in tp, tp
+        assert "endpoint:" not in panel(app, "#lifecycle")
+        assert "stop" in panel(app, "#lifecycle")  # this console's own last action still shows
+        app.post_message(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli")))
+        await pilot.pause(0.3)
+        assert app.steps == [] and "stopped" not in panel(app, "#steps")

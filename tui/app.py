@@ -193,6 +193,8 @@ class ConsoleApp(App[int]):
             self.post_message(CollectorFailed(name, err))
 
     def on_phase_changed(self, m: PhaseChanged) -> None:
+        if m.snapshot.invocation != self.snap.invocation and not self.restarting:
+            self.steps = []  # a run this console did not start: the steps of its own last action are history
         self.snap = m.snapshot
         self._dirty.add("lifecycle")
         self._set_subtitle()
@@ -308,7 +310,8 @@ class ConsoleApp(App[int]):
         if plot:
             self._last_plot = now
         with contextlib.suppress(NoMatches):
-            self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot, now=self.clock())
+            self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot, now=self.clock(),
+                                                 serving=self.snap.phase == Phase.READY)
 
     # ------------------------------------------------------------------ actions: viewing
 

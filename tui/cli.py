@@ -232,7 +232,8 @@ def render_status(d: dict[str, Any]) -> str:
     tp = d["throughput"]
     if tp and tp["tokens_per_s"] is not None:
         acc = f", accept length {tp['accept_len']:.2f}" if tp["accept_len"] else ""
-        lines.append(f"throughput: {tp['tokens_per_s']:.1f} tok/s ({tp['source']}){acc}")
+        what = "throughput" if d["phase"] == "ready" else "last throughput while it served"
+        lines.append(f"{what}: {tp['tokens_per_s']:.1f} tok/s ({tp['source']}){acc}")
     if d["flags"]:
         lines.append("flags: " + " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in d["flags"].items()))
     lines.extend(f"note: {n}" for n in d["notes"])

@@ -109,7 +109,7 @@ class LifecyclePanel(Vertical):
         set_text(self.query_one("#steps", Static), self._steps(steps))
         set_text(self.query_one("#failure", Static), self._failure(snap))
         ctx = Text()  # wrapped: set_text counts its rows as drawn, so a longer command line gets its rows
-        if snap.endpoint:
+        if snap.endpoint and phase not in (Phase.STOPPED, Phase.STOPPING, Phase.FAILED):  # no probes then: stale
             ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
         flags = _server_flags(snap.flags, hide_flags)
         if flags:
@@ -149,7 +149,7 @@ class LifecyclePanel(Vertical):
         return t
 
     def _steps(self, steps: Sequence[object]) -> Text:
-        t = Text()  # wrapped, like the command line: a long step detail gets its rows
+        t = Text(no_wrap=True, overflow="ellipsis")  # one row a step (and `text-wrap: nowrap` in the CSS)
         shown: dict[str, object] = {}
         for s in steps:
             shown[getattr(s, "name", "")] = s

@@ -37,22 +37,24 @@ class ThroughputPanel(Vertical):
         # the chart is mounted with the first samples: plotext is 30-70 ms of imports the first frame need not wait for
 
     def show(self, tp: ThroughputSample | None, history: Sequence[tuple[float, float]], note: str = "",
-             plot: bool = True, now: float | None = None) -> None:
+             plot: bool = True, now: float | None = None, serving: bool = True) -> None:
         """`history` is (time, tokens/s); a sample older than 10 s is marked stale (the server stopped
-        reporting, e.g. during a restart)."""
+        reporting, e.g. during a restart). When the server is not serving (stopped, failed, starting again) the
+        last figures are labelled as such and its request counts are not shown as if current."""
         t = Text()
         values = [v for _, v in history]
         stale = tp is not None and now is not None and now - tp.at > 10
+        label = ", stale" if stale and serving else "" if serving else ", the last while it served"
         if tp is None or tp.tokens_per_s is None:
             t.append("no throughput yet", style="dim")
         else:
             t.append(f"{tp.tokens_per_s:,.1f}", style="bold")
             t.append(" tok/s", style="bold")
-            t.append(f"  ({tp.source}{', stale' if stale else ''})", style="dim")
+            t.append(f"  ({tp.source}{label})", style="dim")
             if values:
                 width = max(8, min(60, self.size.width - 4))
                 t.append("\n" + spark(values[-width:], width), style="cyan")
-        if tp is not None:
+        if tp is not None and serving:
             if tp.running is not None:
                 t.append(f"\nrunning {tp.running}  queued {tp.queued if tp.queued is not None else '-'}")
             if tp.ttft_s is not None:
