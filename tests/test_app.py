@@ -228,6 +228,8 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
         await pilot.pause(0.1)
         assert log.filter_text == "" and len(log.matching()) == 5
         keys = dict((d, k) for k, d in app.help_rows())
+        listed = [k for k, _ in app.help_rows()]
+        assert len(listed) == len(set(listed)) and "end" in listed and "esc" in listed, listed  # each key once
         assert keys["Restart"] == "r" and keys["Filter"] == "/"
         assert not any("Scroll" in d for d in keys)
         await pilot.press("question_mark")

@@ -73,8 +73,8 @@ class ConsoleApp(App[int]):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("e", "toggle_errors", "Errors/all", id="errors"),
         Binding("p", "pause", "Pause", id="pause"),
-        Binding("end", "follow", "Follow log", show=False, id="follow"),
-        Binding("escape", "close_filter", "Close filter", show=False, id="close_filter"),
+        Binding("end", "follow", "Follow the log again after scrolling up", show=False, id="follow"),
+        Binding("escape", "close_filter", "Clear the log filter", show=False, id="close_filter"),
         Binding("d", "pick", "Deployments", id="pick"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
@@ -369,7 +369,10 @@ class ConsoleApp(App[int]):
         self.query_one("#keys", Static).update(t)
 
     def help_rows(self) -> list[tuple[str, str]]:
-        return [*self.key_rows(), ("end", "follow the log again after scrolling up"), ("esc", "clear the log filter")]
+        rows = self.key_rows()  # each key once: the bar's keys and those it leaves out (Esc, End)
+        if not any(k == "end" for k, _ in rows):  # the focused log's own End binding shadows ours: it does the same
+            rows.append(("end", "Follow the log again after scrolling up"))
+        return rows
 
     def key_rows(self, shown_only: bool = False) -> list[tuple[str, str]]:
         """The console's own keys, as currently mapped (Textual's scrolling and copy keys are not listed: they

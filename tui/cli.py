@@ -400,7 +400,8 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
     from tui.ops.flags import apply_changes, diff, parse_changes
 
     if settings.read_only:
-        raise UsageError("read-only mode: restarts and flag changes are disabled (read_only in config)")
+        raise UsageError("read-only mode: restarts and flag changes are disabled (--read-only, read_only in the config "
+                         "or BRINGUP_READ_ONLY)")
     name, dep = settings.deployment(args.deployment)
     w = Watch(settings, name, dep)
     try:
