@@ -424,3 +424,24 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         app.post_message(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli")))
         await pilot.pause(0.3)
         assert app.steps == [] and "stopped" not in panel(app, "#steps")
+
+
+async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: Path) -> None:
+    app = ControlConsoleApp(settings_for(tmp_path), "sim")
+    async with app.run_test(size=(120, 36)) as pilot:
+        try:
+            assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+            await pilot.press("f")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, FlagsScreen)
+            key = {f.name: f.key for f in app.screen.specs}["disable-cuda-graph"]
+            assert key
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert "disable-cuda-graph" in app.screen.pending
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert "disable-cuda-graph" not in app.screen.pending  # toggled back
+            await pilot.press("escape")
+        finally:
+            await stop_quietly(app)

@@ -30,10 +30,13 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         self.values = values
         self.pending: dict[str, FlagChange] = {}
         self._editing: FlagSpec | None = None
+        for f in self.specs:  # the preset's one-letter keys (the "key" column) toggle their flag
+            if f.key:
+                self._bindings.bind(f.key, f"toggle_named({f.name!r})", f"Toggle {f.name}", show=False)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-dialog"):
-            yield Static("Server flags — space/enter: toggle or edit · a: apply and restart · u: undo · esc",
+            yield Static("Flags · space: toggle/edit · its key: toggle · a: apply + restart · u: undo · esc: close",
                          id="dialog-title")
             yield DataTable(id="flags-table", cursor_type="row", zebra_stripes=True)
             yield Input(id="flag-input", classes="hidden")
@@ -89,6 +92,13 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         else:
             self.pending[f.name] = change
         self._refresh_row(f)
+
+    def action_toggle_named(self, name: str) -> None:
+        if self._editing is not None:
+            return
+        table = self.query_one(DataTable)
+        table.move_cursor(row=table.get_row_index(name))
+        self.action_toggle_flag()
 
     def action_toggle_flag(self) -> None:
         if self._editing is not None:
