@@ -445,3 +445,23 @@ async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: P
             await pilot.press("escape")
         finally:
             await stop_quietly(app)
+
+
+async def test_the_log_scrolls_by_keyboard_after_a_filter_that_matched_nothing_is_cleared(tmp_path: Path) -> None:
+    from tui.messages import LogsArrived
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("e")
+        app.post_message(LogsArrived([LogLine(at=1.0, text=f"n{i}") for i in range(300)]))
+        await pilot.pause(0.4)
+        log = app.query_one(ErrorLog).log_view
+        await pilot.press("slash", "z", "z", "enter")  # matches nothing: the log is replaced by a note
+        await pilot.pause(0.2)
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert app.focused is log
+        end = log.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause(0.2)
+        assert log.scroll_y < end

@@ -178,7 +178,12 @@ class ErrorLog(Vertical):
         empty = self.log_view.line_count == 0
         note = self.query_one("#log-empty", Static)
         note.display = empty
+        shown_again = empty is False and not self.log_view.display
         self.log_view.display = not empty
+        if shown_again and self.app.focused is None:
+            # hidden while a filter matched nothing, the log lost the focus: give it back, or the arrow keys,
+            # PgUp and Home scroll nothing once the filter is cleared
+            self.log_view.focus()
         if empty:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             note.update(f"no {what}  (e: {'errors only' if self.show_all else 'show all lines'}, /: filter)")
