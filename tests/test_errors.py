@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,18 @@ def test_the_console_without_a_terminal_says_so_at_once_and_starts_nothing(tmp_p
     assert "demo --headless" in one_line(bringup(tmp_path, "demo"))
     st = bringup(tmp_path, "status", "demo")
     assert "stopped" in st.stdout.lower(), st.stdout  # no demo server was started behind the refusal
+
+
+def test_a_demo_already_running_is_left_running_by_a_demo_that_found_it(tmp_path: Path) -> None:
+    """`bringup demo` stops on exit only what it started: a demo started by `bringup start demo` (or another
+    console) is still running afterwards."""
+    try:
+        assert bringup(tmp_path, "start", "demo", "--no-wait").returncode == 0
+        r = bringup(tmp_path, "demo", "--headless", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout.splitlines()[-1])["result"] == "ready"
+        st = bringup(tmp_path, "status", "demo", "--json")
+        assert json.loads(st.stdout)["phase"] == "ready", st.stdout  # not stopped by the headless demo
+    finally:
+        bringup(tmp_path, "stop", "demo")
+    assert "stopped" in bringup(tmp_path, "status", "demo").stdout.lower()

@@ -103,6 +103,8 @@ class ConsoleApp(App[int]):
         self._last_lifecycle = 0.0
         self._last_plot = 0.0
         self.restarting = False
+        #: the demo server was started by this console (not found running): it stops it on exit
+        self.demo_started = False
         #: the console's notion of now; snapshot tests pin it so durations render the same every run
         self.clock = time.time
 
@@ -170,7 +172,8 @@ class ConsoleApp(App[int]):
             from tui.demo import prepare
 
             self.status_note = "starting the simulated deployment…"
-            await prepare(w)
+            self.demo_started = True  # until prepare says it found the demo running: a quit meanwhile stops it
+            self.demo_started = await prepare(w)
             self.status_note = ""
         await w.start()
 
@@ -582,13 +585,14 @@ def run_app(settings: Settings, deployment: str | None, *, read_only: bool = Fal
     stop_demo = name == DEMO and not demo_keep
 
     def hangup(signum: int, frame: object) -> None:
-        threading.Thread(target=_on_hangup, args=(settings, name, stop_demo), daemon=True).start()
+        threading.Thread(target=_on_hangup, args=(settings, name, stop_demo and app.demo_started),
+                         daemon=True).start()
 
     signal.signal(signal.SIGHUP, hangup)
     # everything imported and built so far lives as long as the process: out of the collector's full passes, which
     # otherwise walk it again and again while log lines stream in
     gc.freeze()
     code = app.run()
-    if stop_demo:
+    if stop_demo and app.demo_started:
         _stop_demo(settings, name)
     return code or 0

@@ -14,13 +14,15 @@ from tui.engine import Watch
 from tui.ops import restart as protocol
 
 
-async def prepare(w: Watch) -> None:
-    """Make sure the demo server runs the configured command (scenario, time scale); start it if needed."""
+async def prepare(w: Watch) -> bool:
+    """Make sure the demo server runs the configured command (scenario, time scale); start it if needed. True when
+    this call started (or restarted) it: only then is it this process's to stop on exit. A demo already running as
+    wanted, started by `bringup start demo` or another console, is left running."""
     wanted = list(w.dep.command)
     unit = await w.poll_unit()
     current = list(unit.argv) if unit.running else None
     if current == wanted:
-        return
+        return False
     await w.manager.write_argv(wanted)
     await w.manager.save_argv("ready", wanted)
 
@@ -28,7 +30,11 @@ async def prepare(w: Watch) -> None:
         if step.status == "failed":
             print(f"bringup demo: {step.name}: {step.detail}", file=sys.stderr)
 
+    if unit.running:
+        print("bringup demo: the running demo had other settings (scenario, time scale): restarting it",
+              file=sys.stderr)
     await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
+    return True
 
 
 async def stop_demo(w: Watch) -> None:
@@ -40,11 +46,12 @@ async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
     from tui.cli import _follow_until
 
     w = Watch(settings, DEMO, settings.deployments[DEMO])
+    started = False
     try:
-        await prepare(w)
+        started = await prepare(w)
         await w.start()
         return await _follow_until(w, 600, args.json)
     finally:
-        if not args.keep:
+        if started and not args.keep:
             await stop_demo(w)
         await w.close()
