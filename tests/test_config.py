@@ -323,3 +323,11 @@ def test_cli_broken_config_before_subcommand_exits_2_with_one_line(tmp_path: Pat
     assert len(err) == 1, p.stderr
     assert str(bad) in err[0]
     assert "Traceback" not in p.stderr
+
+
+def test_a_command_written_as_a_shell_string_is_refused_with_the_list_it_should_be(tmp_path: Path) -> None:
+    p = _write(tmp_path / "c.toml",
+               '[deployments.x]\nmanager = "process"\ncommand = "python3 -m sglang.launch_server"\n')
+    msg = _error(p)
+    assert "deployments.x.command" in msg and "not a shell string" in msg
+    assert '["python3", "-m", "sglang.launch_server", ...]' in msg

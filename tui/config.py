@@ -8,6 +8,7 @@ simulated SGLang server) always exists so that `bringup demo` works with no conf
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import sys
@@ -104,6 +105,13 @@ class DeploymentConfig(Strict):
     auto_rollback: bool = False
     #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
     hide_flags: list[str] = Field(default_factory=list)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_list(cls, v: object) -> object:
+        if isinstance(v, str):  # never split here: a shell's quoting rules are exactly what bringup keeps out
+            raise ValueError(f'an argv list such as {json.dumps(v.split()[:3])[:-1]}, ...], not a shell string')
+        return v
 
     @field_validator("preset")
     @classmethod
