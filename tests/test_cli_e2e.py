@@ -509,3 +509,5 @@ def test_flags_lists_booleans_on_or_off_and_values_as_the_console_does(bu: Bring
     assert rows["disable-cuda-graph"] == "off"  # a boolean the command line does not have
     assert rows["tp-size"].isdigit()  # a value it has
     assert "-" in {v for k, v in rows.items() if k not in ("disable-cuda-graph",)}  # a value flag it lacks
+    j = {row["name"]: row["value"] for row in json.loads(bu.run("flags", bu.name, "--json").out)}
+    assert j["disable-cuda-graph"] is False and j["tp-size"].isdigit()

@@ -477,11 +477,13 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     text = [f"{name} ({dep.preset})", f"  {'FLAG':<32}{'VALUE':<12}{'KEY':<5}HELP"]
     for f in w.flag_specs:
-        value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values else None
+        absent_value = False if f.kind == "bool" else None  # a switch that is not given is off, in JSON too
+        value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values \
+            else absent_value
         rows.append({"name": f.name, "kind": f.kind, "value": value, "choices": list(f.choices), "key": f.key,
                      "help": f.help})
         absent = "off" if f.kind == "bool" else "-"  # as the console's flags dialog shows them
-        shown = "on" if value is True else absent if value is None else str(value)
+        shown = "on" if value is True else absent if value in (None, False) else str(value)
         kind = "|".join(f.choices) if f.choices else f.kind
         text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
     out(rows, args.json, "\n".join(text))
