@@ -273,3 +273,10 @@ def test_reduce_lines_is_reduce_line_by_line(name: str, cuts: list[int], probe: 
             batched, batch = reduce_lines(batched, batch, preset), []
             assert batched == one, f"{name}: differs after event {i}"
     assert reduce_lines(batched, batch, preset) == one
+
+
+def test_replay_text_labels_its_columns() -> None:
+    p = _cli("replay", str(LOGS / "sglang_tp8_capture_in_progress.log"))
+    lines = p.stdout.splitlines()
+    assert lines[1].split() == ["PHASE", "BEGAN", "LASTED"], p.stdout
+    assert lines[2].split()[0] == "starting" and lines[2].split()[1].startswith("+"), p.stdout

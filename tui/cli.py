@@ -527,7 +527,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     lines = data.decode("utf-8", "replace").splitlines()
     r = replay(lines, args.preset)
     if not _recognised(lines, r.preset):
-        raise UsageError(f"no SGLang or vLLM log lines recognised in {name}")
+        raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
+                         "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
     d = r.as_dict()
     if args.json:
         print(json.dumps(d))
@@ -535,8 +536,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         s = r.state
         t0 = s.timeline[0].at if s.timeline else 0
         print(f"preset: {r.preset}")
+        print(f"  {'PHASE':<14} {'BEGAN':>10} {'LASTED':>9}")
         for phase, at, secs in s.seconds_in():
-            print(f"  {phase!s:<14} +{at - t0:8.1f}s  {secs:8.1f}s")
+            print(f"  {phase!s:<14} {f'+{at - t0:.1f}s':>10} {f'{secs:.1f}s':>9}")
         print(f"final: {s.phase}")
         if s.failure:
             f = s.failure
