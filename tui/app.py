@@ -206,7 +206,7 @@ class ConsoleApp(App[int]):
 
     def on_logs_arrived(self, m: LogsArrived) -> None:
         """Lines are drawn at most every LOG_EVERY_S (a burst repaints the log 10 times a second, not at every
-        batch, which leaves the loop free for keys); while frozen they wait, and the next tick shows them."""
+        batch, which leaves the loop free for keys); while paused they wait, and the next tick shows them."""
         with contextlib.suppress(NoMatches):  # the app is closing its panels
             self.query_one(ErrorLog).ingest(m.lines)
         wait = self._last_log_flush + LOG_EVERY_S - time.monotonic()
@@ -237,15 +237,9 @@ class ConsoleApp(App[int]):
 
     # ------------------------------------------------------------------ rendering
 
-    @property
-    def frozen(self) -> bool:
-        """Refresh pauses while the user asked for it. Not behind a dialog: a restart is confirmed over the
-        server's current state, and a crash while the flags dialog is open shows at once."""
-        return self.paused
-
     def _flush_logs(self) -> None:
         self._log_flush_due = False
-        if self.frozen:
+        if self.paused:  # not behind a dialog: a restart is confirmed over the server's current state
             return
         with contextlib.suppress(NoMatches):
             errors = self.query_one(ErrorLog)
@@ -255,7 +249,7 @@ class ConsoleApp(App[int]):
 
     def _tick(self) -> None:
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
-        if self.frozen:
+        if self.paused:
             return
         with contextlib.suppress(NoMatches):  # the app is closing its panels
             self._render_changed()

@@ -477,13 +477,12 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     text = [f"{name} ({dep.preset})", f"  {'FLAG':<32}{'VALUE':<12}{'KEY':<5}HELP"]
     for f in w.flag_specs:
-        absent_value = False if f.kind == "bool" else None  # a switch that is not given is off, in JSON too
         value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values \
-            else absent_value
+            else False if f.kind == "bool" else None  # a switch that is not given is off, in JSON too
         rows.append({"name": f.name, "kind": f.kind, "value": value, "choices": list(f.choices), "key": f.key,
                      "help": f.help})
-        absent = "off" if f.kind == "bool" else "-"  # as the console's flags dialog shows them
-        shown = "on" if value is True else absent if value in (None, False) else str(value)
+        # as the console's flags dialog shows them
+        shown = "on" if value is True else "off" if value is False else "-" if value is None else str(value)
         kind = "|".join(f.choices) if f.choices else f.kind
         text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
     out(rows, args.json, "\n".join(text))
@@ -630,13 +629,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       or getattr(args, "console_read_only", False)) else None
         settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
                         time_scale=getattr(args, "time_scale", 1.0))
-        if args.cmd in (None, "console") or (args.cmd == "demo" and not args.headless):
-            _need_terminal(args.cmd or "console")
         if args.cmd in (None, "console"):
+            _need_terminal("console")
             return run_console(settings, getattr(args, "deployment", None), settings.read_only)
         handlers = {"status": cmd_status, "wait": cmd_wait, "stop": cmd_stop, "flags": cmd_flags,
                     "demo": cmd_demo, "bench": cmd_bench}
         if args.cmd == "demo" and not args.headless:
+            _need_terminal("demo")
             from tui.app import run_app
 
             return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from rich.cells import cell_len
 from textual.app import ComposeResult
@@ -93,29 +93,22 @@ class ErrorLog(Vertical):
         """Keep and classify lines as they arrive, in the engine's small batches, and queue those the view shows
         for the next `flush`. Classifying at flush time instead made one step of 2,000 lines in a burst, and a
         key pressed meanwhile waited for it. A marker goes where a new run begins (an older run's lines, read
-        from its log when the console starts, must not read as the current run's)."""
-        def texts() -> Iterator[str | tuple[str]]:
-            for line in lines:
-                if line.invocation and line.invocation != self._run:
-                    self._run = line.invocation
-                    when = time.strftime("%H:%M:%S", time.localtime(line.at))
-                    yield (f"──── run {line.invocation[:8]} (first line {when}) ────",)
-                yield line.text
-        self.ingest_raw(texts())
-
-    def ingest_raw(self, raw_lines: Iterable[str | tuple[str]]) -> None:
-        """Raw lines; a 1-tuple is a marker of the console's own, shown in every view."""
+        from its log when the console starts, must not read as the current run's); it shows in every view."""
         due = self._due
-        for raw in raw_lines:
-            if isinstance(raw, tuple):
-                text, is_error = raw[0], True
-            else:
-                text = sanitize(raw)
-                is_error = self._classify(text)
+        for line in lines:
+            if line.invocation and line.invocation != self._run:
+                self._run = line.invocation
+                when = time.strftime("%H:%M:%S", time.localtime(line.at))
+                marker = f"──── run {line.invocation[:8]} (first line {when}) ────"
+                self.entries.append((marker, True))
+                if self._matches(marker, True):
+                    due.append(marker)
+            text = sanitize(line.text)
+            is_error = self._classify(text)
             self.entries.append((text, is_error))
             if self._matches(text, is_error):
                 due.append(text)
-        if len(due) > BUFFER:  # frozen for long: the next flush rebuilds from the buffer instead
+        if len(due) > BUFFER:  # paused for long: the next flush rebuilds from the buffer instead
             due.clear()
             self._due_overflowed = True
 
@@ -178,7 +171,7 @@ class ErrorLog(Vertical):
         empty = self.log_view.line_count == 0
         note = self.query_one("#log-empty", Static)
         note.display = empty
-        shown_again = empty is False and not self.log_view.display
+        shown_again = not empty and not self.log_view.display
         self.log_view.display = not empty
         if shown_again and self.app.focused is None:
             # hidden while a filter matched nothing, the log lost the focus: give it back, or the arrow keys,

@@ -24,7 +24,7 @@ def downsample(points: Sequence[tuple[float, float]], n: int) -> list[tuple[floa
     out = []
     size = len(points) / n
     for k in range(n):
-        group = points[int(k * size): int((k + 1) * size)] or points[int(k * size): int(k * size) + 1]
+        group = points[int(k * size): int((k + 1) * size)]  # size > 1: never empty
         out.append((group[-1][0], sum(v for _, v in group) / len(group)))
     return out
 
@@ -44,7 +44,7 @@ class ThroughputPanel(Vertical):
         t = Text()
         values = [v for _, v in history]
         stale = tp is not None and now is not None and now - tp.at > 10
-        label = ", stale" if stale and serving else "" if serving else ", the last while it served"
+        label = ", the last while it served" if not serving else ", stale" if stale else ""
         if tp is None or tp.tokens_per_s is None:
             t.append("no throughput yet", style="dim")
         else:
