@@ -44,6 +44,20 @@ async def start_from_console(app: ControlConsoleApp, pilot) -> None:  # type: ig
     await pilot.press("y")
 
 
+async def open_flags(app: ControlConsoleApp, pilot) -> FlagsScreen:  # type: ignore[no-untyped-def]
+    """The live console, connected, with its flags dialog open."""
+    assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+    await pilot.press("f")
+    await pilot.pause(0.3)
+    assert isinstance(app.screen, FlagsScreen)
+    return app.screen
+
+
+def screen_text(app: ControlConsoleApp) -> str:
+    """What the compositor paints now, as text: stale lines a partial repaint missed would show here."""
+    return "\n".join(s.text for s in app.screen._compositor.render_strips())
+
+
 async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp_path: Path) -> None:
     app = ControlConsoleApp(settings_for(tmp_path), "sim")
     async with app.run_test(size=(120, 36)) as pilot:
@@ -303,9 +317,6 @@ async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_oth
     from tui.messages import GpusSampled
     from widgets.gpus import GpuPanel
 
-    def screen_text(app: ControlConsoleApp) -> str:
-        return "\n".join(s.text for s in app.screen._compositor.render_strips())
-
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         first = cs.gpus(128.4, 68)
@@ -333,10 +344,7 @@ async def test_a_flag_change_answered_no_is_dropped_and_a_later_r_restarts_witho
     app = ControlConsoleApp(settings_for(tmp_path), "sim")
     async with app.run_test(size=(120, 36)) as pilot:
         try:
-            assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
-            await pilot.press("f")
-            await pilot.pause(0.3)
-            assert isinstance(app.screen, FlagsScreen)
+            await open_flags(app, pilot)
             await pilot.press("space", "a")
             await pilot.pause(0.3)
             assert isinstance(app.screen, ConfirmScreen)
@@ -377,9 +385,6 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
     from tests import console_states as cs
     from tui.messages import PhaseChanged
 
-    def screen_text(app: ControlConsoleApp) -> str:
-        return "\n".join(s.text for s in app.screen._compositor.render_strips())
-
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         snap = cs.snapshot(Phase.READY)
@@ -394,6 +399,8 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
 
 async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_old_steps(tmp_path: Path) -> None:
     import dataclasses
+
+    from textual.widgets import Static
 
     from tests import console_states as cs
     from tui.messages import PhaseChanged, RestartStepped, ThroughputSampled
@@ -420,28 +427,25 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         tp = panel(app, "#throughput")
         assert "the last while it served" in tp and "running 4" not in tp, tp
         assert "endpoint:" not in panel(app, "#lifecycle")
-        assert "stop" in panel(app, "#lifecycle")  # this console's own last action still shows
+        assert "stop" in str(app.query_one("#steps", Static).render())  # this console's own last action shows
         app.post_message(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli")))
         await pilot.pause(0.3)
-        assert app.steps == [] and "stopped" not in panel(app, "#steps")
+        assert app.steps == [] and "stop" not in str(app.query_one("#steps", Static).render())
 
 
 async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: Path) -> None:
     app = ControlConsoleApp(settings_for(tmp_path), "sim")
     async with app.run_test(size=(120, 36)) as pilot:
         try:
-            assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
-            await pilot.press("f")
-            await pilot.pause(0.3)
-            assert isinstance(app.screen, FlagsScreen)
-            key = {f.name: f.key for f in app.screen.specs}["disable-cuda-graph"]
+            flags = await open_flags(app, pilot)
+            key = {f.name: f.key for f in flags.specs}["disable-cuda-graph"]
             assert key
             await pilot.press(key)
             await pilot.pause(0.1)
-            assert "disable-cuda-graph" in app.screen.pending
+            assert "disable-cuda-graph" in flags.pending
             await pilot.press(key)
             await pilot.pause(0.1)
-            assert "disable-cuda-graph" not in app.screen.pending  # toggled back
+            assert "disable-cuda-graph" not in flags.pending  # toggled back
             await pilot.press("escape")
         finally:
             await stop_quietly(app)
