@@ -8,7 +8,10 @@ a real load on the GPU (100 GiB held, matmuls running), then runs `bringup conso
 metrics, probes; default refresh) in one pseudo-terminal and nvitop's monitor in another, both 120x40 with their
 output drained, and samples each process's CPU time and RSS from /proc over the same windows: nvitop at its
 default 2 s interval, then at 1 s (bringup's default refresh), then at 0.5 s; then a window with bringup at 2 Hz.
-Writes OUT/console_vs_nvitop.json.
+Two more processes run in the same windows, to say where bringup's share goes: the engine alone
+(`_engine_only.py`: every collector the console runs, nothing drawn), and the Textual floor
+(`_textual_floor_app.py`, in a third terminal: bringup's layout with two rows changing once a second and no work,
+what Textual itself takes to keep such a screen live). Writes OUT/console_vs_nvitop.json.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
 from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 GiB, and matmuls)
 
 
-def window(procs: dict[str, Pty], seconds: float) -> dict[str, dict[str, float]]:
-    """CPU % of one core and RSS of each process over the same window, sampled once a second."""
+def window(procs: dict[str, Pty | subprocess.Popen[bytes]], seconds: float) -> dict[str, dict[str, float]]:
+    """CPU % of one core and RSS of each process over the same window, sampled once a second (and, for those in a
+    terminal, what they wrote to it)."""
     c0 = {k: cpu_seconds(p.pid) for k, p in procs.items()}
-    b0 = {k: p.bytes for k, p in procs.items()}
+    b0 = {k: getattr(p, "bytes", 0) for k, p in procs.items()}
     t0 = time.monotonic()
     rss: dict[str, list[float]] = {k: [] for k in procs}
     while time.monotonic() - t0 < seconds:
@@ -44,9 +48,13 @@ def window(procs: dict[str, Pty], seconds: float) -> dict[str, dict[str, float]]
             rss[k].append(rss_mib(p.pid))
         time.sleep(1.0)
     wall = time.monotonic() - t0
-    return {k: {"cpu_percent_of_one_core": round(100 * (cpu_seconds(p.pid) - c0[k]) / wall, 2),
-                "rss_mib_max": round(max(rss[k]), 1), "seconds": round(wall, 1),
-                "terminal_output_kib": round((p.bytes - b0[k]) / 1024, 1)} for k, p in procs.items()}
+    out: dict[str, dict[str, float]] = {}
+    for k, p in procs.items():
+        out[k] = {"cpu_percent_of_one_core": round(100 * (cpu_seconds(p.pid) - c0[k]) / wall, 2),
+                  "rss_mib_max": round(max(rss[k]), 1), "seconds": round(wall, 1)}
+        if isinstance(p, Pty):
+            out[k]["terminal_output_kib"] = round((p.bytes - b0[k]) / 1024, 1)
+    return out
 
 
 def main() -> None:
@@ -90,19 +98,26 @@ def main() -> None:
         try:
             console = Pty([*bringup, "console", "sim-on-gpu"], env)
             procs.append(console)
+            floor = Pty([sys.executable, str(ROOT / "benchmarks" / "_textual_floor_app.py")], env)
+            procs.append(floor)
+            engine = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_engine_only.py"), "--config",
+                                       str(cfg), "sim-on-gpu"], env=env, cwd=ROOT)
             time.sleep(8)  # start-up is not the steady state
             windows = []
             for interval in (2.0, 1.0, 0.5):
                 nvitop = Pty([*nvitop_cmd, str(interval)], env)
                 procs.append(nvitop)
                 time.sleep(4)
-                w = window({"bringup": console, "nvitop": nvitop}, args.seconds)
+                w = window({"bringup": console, "nvitop": nvitop, "textual floor": floor,
+                            "bringup engine alone": engine}, args.seconds)
                 w["nvitop"]["interval_s"] = interval
                 w["bringup"]["refresh_hz"] = 1.0
                 windows.append(w)
                 print(json.dumps(w), flush=True)
                 nvitop.stop()
             console.stop()
+            floor.stop()
+            engine.kill()
             fast = Pty([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
             procs.append(fast)
             nvitop = Pty([*nvitop_cmd, "0.5"], env)
@@ -115,7 +130,9 @@ def main() -> None:
             print(json.dumps(w), flush=True)
             result["windows"] = windows
             result["what"] = ("bringup console (NVML, simulated SGLang server's logs and /metrics, probes) and nvitop's "
-                              "monitor, each in a 120x40 pseudo-terminal, same windows, GPU under load")
+                              "monitor, each in a 120x40 pseudo-terminal, same windows, GPU under load; with them, "
+                              "bringup's engine alone (nothing drawn) and the Textual floor (bringup's layout, two "
+                              "rows changing once a second, no work)")
         finally:
             for p in procs:
                 p.stop()
