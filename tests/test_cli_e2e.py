@@ -10,8 +10,11 @@ killed and fails the test.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -264,6 +267,18 @@ def test_wait_started_while_another_bringup_restarts_follows_the_new_run(
 # ---------------------------------------------------------------------------- fast restart vs GPU memory
 
 
+def stop_by_hand(bu: Bringup) -> dict[str, Any]:
+    """SIGTERM to the server, as `systemctl stop` or a kill by hand does, until it has exited; its run record."""
+    cur = bu.current()
+    assert cur is not None
+    os.kill(int(cur["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while (bu.current() or {}).get("exited_at") is None:
+        assert time.monotonic() < deadline, "the server did not exit on SIGTERM"
+        time.sleep(0.1)
+    return cur
+
+
 def test_restart_waits_for_gpu_memory_while_a_naive_stop_and_start_ooms(
         make_bringup: Callable[..., Bringup]) -> None:
     bu = make_bringup(scenario="oom-on-fast-restart", sim_args=("--sim-release-delay", "40"))  # 4 s at 0.1
@@ -277,15 +292,45 @@ def test_restart_waits_for_gpu_memory_while_a_naive_stop_and_start_ooms(
     assert inv
     assert not any("out of memory" in text for _, text in bu.log_lines(inv))
 
-    # the naive way: stop, then start the same server at once without waiting for the memory to be released
-    s = bu.run("stop", bu.name)
-    assert s.rc == 0, s.describe()
+    # the naive way: stop (the server exits, as `systemctl stop` returns), then start the same server at once
+    # without waiting for the memory to be released (`bringup stop` would wait: see the next tests)
+    stop_by_hand(bu)
     naive = subprocess.run(bu.sim_command(free_port()), cwd=bu.tmp, env=bu.env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
     text = naive.stdout.decode("utf-8", "replace")
     assert naive.returncode != 0, text[-3000:]
     assert "Traceback (most recent call last):" in text, text[-3000:]
     assert "torch.OutOfMemoryError: CUDA out of memory." in text, text[-3000:]
+
+
+def test_stop_then_start_as_two_commands_waits_for_gpu_memory(make_bringup: Callable[..., Bringup]) -> None:
+    """`bringup stop && bringup start`, the seeds' stop/sleep/start in two commands: stopped means released."""
+    bu = make_bringup(scenario="oom-on-fast-restart", sim_args=("--sim-release-delay", "40"))  # 4 s at 0.1
+    bu.bring_up()
+    s = bu.run("stop", bu.name, timeout=60)
+    assert s.rc == 0, s.describe()
+    m = re.search(r"stopped in \d+\.\d s; GPU memory released after (\d+\.\d) s", s.out)
+    assert m, s.describe()
+    assert float(m[1]) >= 1.0, s.describe()  # the simulated driver frees the last GPU 1.2-4 s after the exit
+    r = bu.run("start", bu.name, timeout=60)
+    assert r.rc == 0, r.describe()
+    inv = bu.invocation()
+    assert inv
+    assert not any("out of memory" in text for _, text in bu.log_lines(inv))
+
+
+def test_start_after_a_stop_it_did_not_see_waits_for_gpu_memory(make_bringup: Callable[..., Bringup]) -> None:
+    """The server stopped behind bringup's back (SIGTERM by hand, `systemctl stop`): a new `bringup start` knows
+    no old PIDs, and the memory the dead run still holds must not pass for another tenant's."""
+    bu = make_bringup(scenario="oom-on-fast-restart", sim_args=("--sim-release-delay", "40"))
+    bu.bring_up()
+    cur = stop_by_hand(bu)
+    r = bu.run("start", bu.name, timeout=60)
+    assert r.rc == 0, r.describe()
+    assert "waiting for GPU memory" in r.out, r.describe()
+    inv = bu.invocation()
+    assert inv and inv != cur["invocation"]
+    assert not any("out of memory" in text for _, text in bu.log_lines(inv))
 
 
 # ---------------------------------------------------------------------------- the restart lock

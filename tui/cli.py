@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, what in (("start", "start"), ("stop", "stop")):
         detail = ("waits for the previous run to release its GPU memory first" if name == "start"
-                  else "waits until it has exited")
+                  else "waits until it has exited and its GPU memory is released, so that a start right after it cannot "
+                  "hit a CUDA OOM")
         c = add(name, f"{what} the deployment", f"{what.capitalize()} the deployment's server ({detail}).")
         c.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
         if name == "start":
@@ -446,6 +447,7 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
 
 async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Watch
+    from tui.ops import restart as protocol
 
     if settings.read_only:
         raise UsageError("read-only mode: start/stop is disabled")
@@ -457,9 +459,24 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
             out({"ok": True, "phase": "stopped"}, args.json, f"{name} is not running")
             return 0
         t0 = time.monotonic()
+        pids = protocol.old_pids(w)
         w.action("stop")
         await w.manager.stop()
-        out({"ok": True, "phase": "stopped"}, args.json, f"{name} stopped in {time.monotonic() - t0:.1f} s")
+        took = time.monotonic() - t0
+        # stopped means the GPUs are free again: `bringup stop && bringup start` must not start into the old
+        # run's memory (the seeds' fixed `sleep 8` did, and every config of a sweep "failed to start")
+        release: list[protocol.Step] = []
+        try:
+            await protocol.wait_for_release(w, pids, release.append, dep.release_timeout_s)
+        except protocol.RestartError:
+            why = f"GPU memory {release[-1].detail}"
+            out({"ok": False, "phase": "stopped", "stop_s": round(took, 1), "error": why}, args.json,
+                f"{name} stopped in {took:.1f} s, but its {why}")
+            return 1
+        last = release[-1] if release else None
+        freed = f"; {last.detail}" if last is not None else ""
+        out({"ok": True, "phase": "stopped", "stop_s": round(took, 1), "release": last.detail if last else None},
+            args.json, f"{name} stopped in {took:.1f} s{freed}")
         return 0
     finally:
         await w.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -102,7 +103,11 @@ class Watch:
         self.logs: deque[LogLine] = deque(maxlen=LOG_BUFFER)
         self.collector_errors: dict[str, str] = {}
         self.metrics_state = "unknown"  # unknown | on | off
-        self.baseline_mib: dict[int, float] = {}
+        #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
+        #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
+        #: memory still being released for another tenant's and start into a CUDA OOM
+        self.baseline_path = settings.state_path() / "deployments" / name / "gpu-baseline.json"
+        self.baseline_mib: dict[int, float] = self._load_baseline()
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._unit_poke = asyncio.Event()
@@ -136,6 +141,22 @@ class Watch:
         from tui.managers.systemd import SystemdManager
 
         return SystemdManager(self.transport, self.dep.unit, sudo=self.host.sudo, stop_timeout=self.dep.stop_timeout_s)
+
+    def _load_baseline(self) -> dict[int, float]:
+        try:
+            raw = json.loads(self.baseline_path.read_text())
+            return {int(k): float(v) for k, v in raw.items()}
+        except (OSError, ValueError, TypeError, AttributeError):  # none yet, or not ours to trust
+            return {}
+
+    def save_baseline(self, snap: GpuSnapshot) -> None:
+        """Each GPU's memory now, just before a start: what "released" means for the next stop."""
+        self.baseline_mib = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
+        with contextlib.suppress(OSError):  # a read-only state dir loses only this safeguard, not the start
+            self.baseline_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.baseline_path.with_name(f".{self.baseline_path.name}.tmp")
+            tmp.write_text(json.dumps(self.baseline_mib))
+            tmp.replace(self.baseline_path)
 
     def subscribe(self, fn: Callable[[Update], None]) -> None:
         self._listeners.append(fn)

@@ -99,7 +99,8 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
     raise RestartError(f"not ready within {timeout:g} s (last phase: {watch.state.phase})")
 
 
-def _old_pids(watch: Watch) -> set[int]:
+def old_pids(watch: Watch) -> set[int]:
+    """The running server's processes, taken before it is stopped: the release wait waits for these to leave."""
     pids: set[int] = set()
     unit = watch.state.unit
     if unit is not None and unit.main_pid:
@@ -140,7 +141,7 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
             unit = await watch.poll_unit()
             old_inv = unit.invocation
             if unit.running and stop_first:
-                pids = _old_pids(watch)
+                pids = old_pids(watch)
                 step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
                 watch.action("stop")
                 t0 = time.monotonic()
@@ -152,7 +153,7 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
                 step(Step("stop", "skipped", "was not running"))
             snap = await wait_for_release(watch, pids, step, watch.dep.release_timeout_s)
             if snap is not None and snap.gpus:
-                watch.baseline_mib = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
+                watch.save_baseline(snap)
             step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
             watch.action("start")
             await mgr.start(argv)
