@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import OptionList
 
 from tests.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
@@ -469,3 +470,22 @@ async def test_the_log_scrolls_by_keyboard_after_a_filter_that_matched_nothing_i
         await pilot.press("pageup")
         await pilot.pause(0.2)
         assert log.scroll_y < end
+
+
+async def test_the_palette_offers_every_console_key_and_the_picker_takes_arrow_keys_at_once(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    other = settings.deployments["sim"].model_copy()
+    settings.deployments["other"] = other
+    app = ControlConsoleApp(settings, "sim", live=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        # the full console's own keys and those it inherits from the read-only console
+        assert {"Restart", "Flags", "Filter", "Errors/all", "Pause", "Deployments", "Help"} <= titles, titles
+        await pilot.press("d")
+        await pilot.pause(0.2)
+        names = list(settings.deployments)
+        picker = app.screen.query_one("#picker", OptionList)
+        assert app.focused is picker  # arrow keys and Enter work at once, no Tab first
+        assert picker.highlighted == names.index("sim")  # the current deployment
+        await pilot.press("down", "enter")
+        assert await until(pilot, lambda: app.deployment == names[names.index("sim") + 1], 5)

@@ -400,11 +400,19 @@ class ConsoleApp(App[int]):
         self.push_screen(PickerScreen(names, self.deployment), chosen)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette offers every key of the console (the full console's class adds its own to the read-only
+        one's: both lists, not just the subclass's), each with the key that does it."""
         yield from super().get_system_commands(screen)
-        for b in self.BINDINGS:
-            if isinstance(b, Binding) and b.description and b.action not in ("quit",):
-                yield SystemCommand(b.description, f"key {b.key}", getattr(self, f"action_{b.action}", None)
-                                    or (lambda: None))
+        seen: set[str] = set()
+        for cls in type(self).__mro__:
+            if not issubclass(cls, ConsoleApp):
+                continue
+            for b in cls.__dict__.get("BINDINGS", ()):
+                if (isinstance(b, Binding) and b.description and b.action not in ("quit",)
+                        and b.action not in seen):
+                    seen.add(b.action)
+                    yield SystemCommand(b.description, f"the {self.get_key_display(b)} key",
+                                        getattr(self, f"action_{b.action}", None) or (lambda: None))
 
     async def action_quit(self) -> None:
         if self.watch_ is not None:

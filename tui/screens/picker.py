@@ -12,6 +12,9 @@ from textual.widgets.option_list import Option
 
 class PickerScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    #: the app's AUTO_FOCUS names the log, which this screen has not: without its own, nothing had the focus and
+    #: Up, Down and Enter did nothing until Tab
+    AUTO_FOCUS = "#picker"
 
     def __init__(self, names: list[tuple[str, str]], current: str) -> None:
         super().__init__()
@@ -22,6 +25,11 @@ class PickerScreen(ModalScreen[str | None]):
         with Vertical(id="dialog"):
             yield Static("Deployments", id="dialog-title")
             yield OptionList(*(Option(f"{n}  ({desc})", id=n) for n, desc in self.names), id="picker")
+
+    def on_mount(self) -> None:
+        ids = [n for n, _ in self.names]
+        if self.current in ids:
+            self.query_one(OptionList).highlighted = ids.index(self.current)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
