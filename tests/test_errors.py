@@ -36,6 +36,25 @@ def test_ssh_refused(tmp_path: Path) -> None:
     assert "SSH connection refused" in one_line(r)
 
 
+def test_wait_on_an_unreachable_host_says_so_at_once(tmp_path: Path) -> None:
+    """`bringup wait` goes on trying (a rebooting host comes back) but names the problem at once, not after the
+    whole timeout, and again in its timeout line and its JSON."""
+    ssh_cfg = tmp_path / "ssh_config"
+    ssh_cfg.write_text(f"Host gpu-box\n    HostName 127.0.0.1\n    Port {free_port()}\n    User root\n")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[hosts.gpu-box]\nssh = "gpu-box"\nssh_config = "{ssh_cfg}"\n'
+                   '[deployments.k26]\nhost = "gpu-box"\nmanager = "systemd"\nunit = "sglang.service"\n')
+    r = bringup(tmp_path, "--config", str(cfg), "wait", "k26", "--timeout", "4")
+    assert r.returncode == 2
+    first = r.stderr.splitlines()[0]
+    assert "k26: cannot read its state:" in first and "SSH connection refused" in first, r.stderr
+    assert "timeout after 4 s" in r.stderr and r.stderr.count("SSH connection refused") == 2, r.stderr
+    r = bringup(tmp_path, "--config", str(cfg), "wait", "k26", "--timeout", "2", "--json")
+    records = [json.loads(x) for x in r.stdout.splitlines()]
+    assert records[0]["collector"] == "unit" and "SSH connection refused" in records[0]["error"], r.stdout
+    assert records[-1]["result"] == "timeout", r.stdout
+
+
 def test_typo_in_deployment_name(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('[deployments.k26-dflash]\nmanager = "none"\nendpoint = "http://127.0.0.1:9"\n')

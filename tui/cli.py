@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, what in (("start", "start"), ("stop", "stop")):
         detail = ("waits for the previous run to release its GPU memory first" if name == "start"
-                  else "waits until it has exited and its GPU memory is released, so that a start right after it cannot "
-                  "hit a CUDA OOM")
+                  else "waits until it has exited and its GPU memory is released, so that a start right after "
+                  "it cannot hit a CUDA OOM")
         c = add(name, f"{what} the deployment", f"{what.capitalize()} the deployment's server ({detail}).")
         c.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
         if name == "start":
@@ -329,8 +329,19 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
     shown: tuple[Any, ...] = ()
     t_first = None
     stopped_at: float | None = None
+    reported = ""
     while True:
         s = w.state
+        # the host cannot be reached, the unit cannot be read: said at once, not after the whole timeout (a host
+        # rebooting comes back, so the wait goes on)
+        err = w.collector_errors.get("unit", "")
+        if err and err != reported:
+            if as_json:
+                print(json.dumps({"error": err, "collector": "unit"}), flush=True)
+            else:
+                print(f"bringup: {w.name}: cannot read its state: {err} (trying again until the timeout)",
+                      file=sys.stderr, flush=True)
+        reported = err
         fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
         if fresh and s.timeline != shown:
             for t in s.timeline[len(shown):] if s.timeline[: len(shown)] == shown else s.timeline:
@@ -367,7 +378,8 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             stopped_at = time.monotonic()  # a restart is under way: look again later
         left = deadline - time.monotonic()
         if left <= 0:
-            print(f"timeout after {timeout:g} s; last phase: {s.phase}", file=sys.stderr)
+            cause = f"; cannot read its state: {reported}" if reported else ""
+            print(f"timeout after {timeout:g} s; last phase: {s.phase}{cause}", file=sys.stderr)
             _result(as_json, "timeout", s)
             return 2
         await w.wait_changed(min(left, 0.5))
