@@ -70,7 +70,7 @@ DFLASH_EXCERPT = (
 )
 FAILURE = Failure(phase=Phase.WARMUP, kind=FailureKind.CUDA_GRAPH, excerpt=DFLASH_EXCERPT, at=T0 + 99.5,
                   hint="CUDA graphs crashed with DFLASH speculative decoding: restart with CUDA graphs off "
-                       "(`bringup restart <deployment> --set disable-cuda-graph`, or f and toggle disable-cuda-graph).")
+                       "(`bringup restart k26-dflash --set disable-cuda-graph`, or in the console: f, g, a).")
 
 RESTART_STEPS = [
     Step("lock", "done", "lock taken (ops@console, pid 4242)", T0),

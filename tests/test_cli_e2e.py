@@ -154,6 +154,7 @@ def test_dflash_with_cuda_graphs_fails_with_hint_then_disable_cuda_graph_recover
     assert final["ok"] is False and final["phase"] == "failed", final
     assert [json.loads(ln) for ln in r.out.splitlines() if ln.strip()][-1] == final  # JSON Lines, one per line
     assert_dflash_failure(final["failure"])
+    assert f"bringup restart {bu.name} --set disable-cuda-graph" in final["failure"]["hint"], final  # to copy
     assert final["invocation"] == bu.invocation()
     assert any(s["step"] == "follow" and s["status"] == "failed" for s in steps(r)), r.describe()
     assert "Traceback" not in r.err, r.describe()

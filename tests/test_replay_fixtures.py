@@ -82,6 +82,21 @@ def test_fixture_timeline(name: str) -> None:
     assert got == want
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_log_as_bringup_stores_it_replays_like_the_original(name: str) -> None:
+    """A `process` deployment's log (under the state dir) has each line stamped `<epoch> `: replaying it must
+    give the original's phases and failure, without the stamps in the excerpt."""
+    lines = (LOGS / name).read_text(encoding="utf-8").splitlines()
+    stored = [f"{1795974750.5 + i * 0.25:.6f} {line}" for i, line in enumerate(lines)]
+    want, got = replay(lines).as_dict(), replay(stored).as_dict()
+    assert [str(t.phase) for t in replay(stored).state.timeline] == [str(t.phase) for t in replay(lines).state.timeline]
+    assert got["final"] == want["final"]
+    if want["failure"] is not None:
+        assert got["failure"] is not None
+        assert (got["failure"]["kind"], got["failure"]["phase"]) == (want["failure"]["kind"], want["failure"]["phase"])
+        assert not any(x.startswith("17959") for x in got["failure"]["excerpt"]), got["failure"]["excerpt"]
+
+
 def test_forward_only_helper() -> None:
     assert forward_only(["graph-capture", "loading", "graph-capture", "warmup"]) == ["graph-capture", "warmup"]
     assert forward_only(["starting", "loading", "failed"]) == ["starting", "loading", "failed"]

@@ -356,7 +356,7 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             return 0
         if fresh and s.phase == Phase.FAILED and s.failure is not None:
             await w.settle_failure()
-            f = w.state.failure
+            f = w.named(w.state.failure)
             if as_json:
                 print(json.dumps({"failure": f.as_dict()}), flush=True)
             else:
@@ -441,14 +441,15 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         outcome = await protocol.run(w, new, _print_step(args.json), wait_ready=not args.no_wait,
                                      stop_first=restart, purpose="restart" if restart else "start",
                                      rollback=getattr(args, "rollback", False) or None)
-        if outcome.failure is not None and not args.json:
-            f = outcome.failure
+        failure = w.named(outcome.failure)
+        if failure is not None and not args.json:
+            f = failure
             print(f"\nFAILED in {f.phase}: {f.kind}", file=sys.stderr)
             for x in f.excerpt[-40:]:
                 print("  | " + x, file=sys.stderr)
             print(f"hint: {f.hint}", file=sys.stderr)
         out({"ok": outcome.ok, "phase": str(outcome.phase), "message": outcome.message,
-             "invocation": outcome.invocation, "failure": outcome.failure.as_dict() if outcome.failure else None,
+             "invocation": outcome.invocation, "failure": failure.as_dict() if failure else None,
              "rolled_back": outcome.rolled_back}, args.json, f"{name}: {outcome.message}")
         if outcome.ok:
             return 0

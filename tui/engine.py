@@ -35,6 +35,7 @@ from tui.model import (
     ActionTaken,
     Attribution,
     Event,
+    Failure,
     GpuSnapshot,
     LogLine,
     Phase,
@@ -157,6 +158,13 @@ class Watch:
             tmp = self.baseline_path.with_name(f".{self.baseline_path.name}.tmp")
             tmp.write_text(json.dumps(self.baseline_mib))
             tmp.replace(self.baseline_path)
+
+    def named(self, failure: Failure | None) -> Failure | None:
+        """The failure with this deployment's name in its hint, where the hint says `<deployment>`: a command to
+        copy should be one that runs."""
+        if failure is None or "<deployment>" not in failure.hint:
+            return failure
+        return replace(failure, hint=failure.hint.replace("<deployment>", self.name))
 
     def subscribe(self, fn: Callable[[Update], None]) -> None:
         self._listeners.append(fn)
@@ -566,7 +574,7 @@ class Watch:
             notes.append(f"no metrics: start the server with {how} for tokens/s from /metrics")
         return Snapshot(
             deployment=self.name, host=self.host_name, phase=s.phase, invocation=s.invocation,
-            timeline=s.timeline, failure=s.failure, stalled_for=s.stalled_for, unit=unit, gpus=self.gpus,
+            timeline=s.timeline, failure=self.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=self.gpus,
             throughput=self.throughput, flags=unit.argv if unit else (), notes=tuple(notes),
             endpoint=describe_probe(self.last_probe), attribution=self.attribution())
 

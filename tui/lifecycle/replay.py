@@ -57,6 +57,10 @@ def _journal_events(obj: dict[str, object], seq: float) -> Iterator[Event]:
         yield LogLine(at=at, text=piece, invocation=inv, cursor=str(obj.get("__CURSOR") or ""))
 
 
+#: `<epoch seconds> <line>`: how the supervisor of a `process` deployment writes its server's output
+_STORED = re.compile(r"^(1[5-9]\d{8}(?:\.\d+)?) (.*)$")
+
+
 def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
     """Events from recorded lines. Timestamps come from the lines' own prefixes where they have one; lines
     without one inherit the previous line's time (a traceback happens at the time of its first line)."""
@@ -75,6 +79,13 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
                     last = max(last, ev.at)
                     yield ev
                 continue
+        stored = _STORED.match(raw)
+        if stored:  # bringup's own log of a `process` deployment: each line as the supervisor stamped it
+            at = float(stored[1])
+            last = at if at >= last else last
+            for piece in split_output(stored[2]):
+                yield LogLine(at=last, text=piece)
+            continue
         for piece in split_output(raw):
             ts = clean(piece).ts
             if ts is not None and ts >= last - 86400 * 180:

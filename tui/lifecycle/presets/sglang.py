@@ -114,7 +114,7 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
     if kind == FailureKind.CUDA_GRAPH:
         if spec and graphs_on:
             return (f"CUDA graphs crashed with {spec} speculative decoding: restart with CUDA graphs off "
-                    "(`bringup restart <deployment> --set disable-cuda-graph`, or f and toggle disable-cuda-graph).")
+                    "(`bringup restart <deployment> --set disable-cuda-graph`, or in the console: f, g, a).")
         return ("CUDA graph capture/replay failed: lower --cuda-graph-max-bs or --mem-fraction-static, "
                 "or restart with CUDA graphs off (--set disable-cuda-graph).")
     if kind == FailureKind.OOM:
