@@ -1,7 +1,7 @@
 """bringup's engine alone, for one deployment, until it is killed: every collector the console runs (unit state,
 the log, GPUs, probes, metrics), with a listener that takes each update and draws nothing.
 
-    python benchmarks/_engine_only.py --config FILE DEPLOYMENT
+    python benchmarks/_engine_only.py --config FILE DEPLOYMENT [--seconds S] [--profile FILE]
 
 console_vs_nvitop.py runs it next to the console, in the same windows: the console's CPU less this is what drawing
 costs.
@@ -20,7 +20,7 @@ from tui.config import load
 from tui.engine import Update, Watch
 
 
-async def follow(config: str, name: str) -> None:
+async def follow(config: str, name: str, seconds: float | None) -> None:
     settings = load(config)
     w = Watch(settings, name, settings.deployments[name])
     seen: list[Update] = []
@@ -32,7 +32,7 @@ async def follow(config: str, name: str) -> None:
     w.subscribe(took)
     await w.start()
     try:
-        await asyncio.Event().wait()
+        await asyncio.sleep(seconds if seconds is not None else float("inf"))
     finally:
         await w.close()
 
@@ -41,8 +41,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
     ap.add_argument("deployment")
+    ap.add_argument("--seconds", type=float, default=None, help="stop after this long (default: until killed)")
+    ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the whole run to FILE")
     args = ap.parse_args()
-    asyncio.run(follow(args.config, args.deployment))
+    if args.profile:
+        import cProfile
+
+        cProfile.runctx("asyncio.run(follow(args.config, args.deployment, args.seconds))", globals(),
+                        {"args": args}, filename=args.profile)
+    else:
+        asyncio.run(follow(args.config, args.deployment, args.seconds))
 
 
 if __name__ == "__main__":
