@@ -334,6 +334,25 @@ def test_start_after_a_stop_it_did_not_see_waits_for_gpu_memory(make_bringup: Ca
     assert not any("out of memory" in text for _, text in bu.log_lines(inv))
 
 
+def test_an_endpoint_on_another_port_than_the_server_listens_on_is_named(make_bringup: Callable[..., Bringup]) -> None:
+    """A wrong port in `endpoint`: probes never answer and the run only looks hung ("STALLED"). The server's own
+    "Uvicorn running on" line says where it listens: start names the mismatch while it waits and in its timeout,
+    status in its notes."""
+    bu = make_bringup()
+    wrong = free_port()
+    text = bu.config.read_text(encoding="utf-8")
+    bu.config.write_text(text.replace(f'endpoint = "{bu.endpoint}"', f'endpoint = "http://127.0.0.1:{wrong}"'),
+                         encoding="utf-8")
+    r = bu.run("start", bu.name, "--timeout", "12", timeout=60)
+    assert r.rc != 0, r.describe()
+    said = f"the server listens on port {bu.port}, but the endpoint is http://127.0.0.1:{wrong}"
+    assert said in r.out, r.describe()  # as a step, while it waits
+    assert f"not ready within 12 s (last phase: warmup); {said}" in r.text, r.describe()
+    notes = bu.status()["notes"]
+    assert any(said in n for n in notes), notes
+    bu.run("stop", bu.name)
+
+
 # ---------------------------------------------------------------------------- the restart lock
 
 

@@ -333,16 +333,18 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
     reported = ""
     while True:
         s = w.state
-        # the host cannot be reached, the unit cannot be read: said at once, not after the whole timeout (a host
-        # rebooting comes back, so the wait goes on)
-        err = w.collector_errors.get("unit", "")
-        if err and err != reported:
+        # the host cannot be reached, the unit cannot be read, the server listens on another port than the
+        # endpoint's: said at once, not after the whole timeout (a rebooting host comes back: the wait goes on)
+        unit_err = w.collector_errors.get("unit", "")
+        mismatch = w.endpoint_mismatch().removeprefix("probe: ")
+        problem, source = ((f"cannot read its state: {unit_err}", "unit") if unit_err
+                           else (mismatch, "probe") if mismatch else ("", ""))
+        if problem and problem != reported:
             if as_json:
-                print(json.dumps({"error": err, "collector": "unit"}), flush=True)
+                print(json.dumps({"error": problem, "collector": source}), flush=True)
             else:
-                print(f"bringup: {w.name}: cannot read its state: {err} (trying again until the timeout)",
-                      file=sys.stderr, flush=True)
-        reported = err
+                print(f"bringup: {w.name}: {problem} (trying again until the timeout)", file=sys.stderr, flush=True)
+        reported = problem
         fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
         if fresh and s.timeline != shown:
             for t in s.timeline[len(shown):] if s.timeline[: len(shown)] == shown else s.timeline:
@@ -379,7 +381,7 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             stopped_at = time.monotonic()  # a restart is under way: look again later
         left = deadline - time.monotonic()
         if left <= 0:
-            cause = f"; cannot read its state: {reported}" if reported else ""
+            cause = f"; {reported}" if reported else ""
             print(f"timeout after {timeout:g} s; last phase: {s.phase}{cause}", file=sys.stderr)
             _result(as_json, "timeout", s)
             return 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -51,6 +52,7 @@ from tui.transport import Transport, TransportError
 from tui.transport.local import LocalTransport
 
 LOG_BUFFER = 50_000
+_LISTENING = re.compile(r"Uvicorn running on \S+?://\S+?:(\d+)")
 HISTORY = 600  # samples kept per series: 10 minutes at 1 Hz, fixed memory
 
 
@@ -128,6 +130,8 @@ class Watch:
         self._pids_at = 0.0
         self._log_batch: list[LogLine] = []
         self.last_probe: ProbeResult | None = None
+        #: (invocation, port) from the server's own "Uvicorn running on http://HOST:PORT" line
+        self.listening: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -283,6 +287,7 @@ class Watch:
         probe = self.state.require_probe
         if ended:
             self.state = replace(self.state, require_probe=False)
+        self._note_listening(lines)
         self.feed_lines(lines)
         self.state = replace(self.state, require_probe=probe)
         self.logs.extend(lines)
@@ -373,6 +378,7 @@ class Watch:
         lines, self._lines_due = self._lines_due, []
         if not lines:
             return
+        self._note_listening(lines)
         self.feed_lines(lines)
         self.logs.extend(lines)
         self._log_batch.extend(lines)
@@ -385,6 +391,25 @@ class Watch:
                 tp = self._last_log_sample(lines, word)
                 if tp is not None:
                     self._set_throughput(tp, merge=True)
+
+    def _note_listening(self, lines: Sequence[LogLine]) -> None:
+        for line in lines:
+            if "Uvicorn running on" in line.text:
+                m = _LISTENING.search(line.text)
+                if m:
+                    self.listening = (line.invocation, int(m[1]))
+
+    def endpoint_mismatch(self) -> str:
+        """The server says where it listens; when that is not the configured endpoint's port, probes can never
+        succeed and the run only looks hung: say so, with what to change."""
+        if self.listening is None or self.listening[0] != self.state.invocation:
+            return ""
+        configured = urlsplit(self.dep.endpoint)
+        port = configured.port or (443 if configured.scheme == "https" else 80)
+        if self.listening[1] == port:
+            return ""
+        return (f"probe: the server listens on port {self.listening[1]}, but the endpoint is {self.dep.endpoint}: "
+                f"set endpoint (or the server's --port) so they agree")
 
     def _last_log_sample(self, lines: Sequence[LogLine], word: str) -> ThroughputSample | None:
         """The newest line with `word` that parses: a Prefill line says "input throughput" and is no sample."""
@@ -569,6 +594,9 @@ class Watch:
         link = getattr(self.transport, "status", "connected")
         if link != "connected" and not self.host.is_local:
             notes.insert(0, f"ssh {self.host.ssh}: {link}")
+        mismatch = self.endpoint_mismatch()
+        if mismatch:
+            notes.insert(0, mismatch)
         if self.metrics_state == "off":
             how = "--enable-metrics" if self.preset.name == "sglang" else "stats enabled"
             notes.append(f"no metrics: start the server with {how} for tokens/s from /metrics")

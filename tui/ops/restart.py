@@ -82,12 +82,17 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
     """Follow the new invocation only, until the reducer says ready or failed."""
     deadline = time.monotonic() + timeout
     last = None
+    said = ""
     while time.monotonic() < deadline:
         s = watch.state
         if s.invocation and s.invocation != old_invocation:
             if s.phase != last:
                 on_step(Step("follow", "running", str(s.phase)))
                 last = s.phase
+            mismatch = watch.endpoint_mismatch()
+            if mismatch and mismatch != said:
+                on_step(Step("follow", "running", mismatch.removeprefix("probe: ")))
+                said = mismatch
             if s.phase == Phase.READY:
                 return s.phase, None
             if s.phase == Phase.FAILED:
@@ -96,7 +101,9 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
             if s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running:
                 return Phase.FAILED, s.failure
         await watch.wait_changed(0.5)
-    raise RestartError(f"not ready within {timeout:g} s (last phase: {watch.state.phase})")
+    why = watch.endpoint_mismatch().removeprefix("probe: ")
+    raise RestartError(f"not ready within {timeout:g} s (last phase: {watch.state.phase})"
+                       + (f"; {why}" if why else ""))
 
 
 def old_pids(watch: Watch) -> set[int]:
