@@ -289,6 +289,28 @@ def test_env_override_is_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         load(str(_write(tmp_path / "c.toml", GOOD)))
 
 
+def test_a_problem_from_the_environment_names_the_variable_not_the_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _write(tmp_path / "c.toml", GOOD)
+    monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K27__ENDPOINT", "http://127.0.0.1:40000")  # k27: not in the file
+    with pytest.raises(ConfigError) as e:
+        load(str(p))
+    assert str(e.value).startswith("BRINGUP_DEPLOYMENTS__K27__ENDPOINT (environment): deployments.k27"), e.value
+    monkeypatch.delenv("BRINGUP_DEPLOYMENTS__K27__ENDPOINT")
+    monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K26__ENDPOINTT", "http://127.0.0.1:40000")
+    with pytest.raises(ConfigError) as e:
+        load(str(p))
+    assert str(e.value) == ("BRINGUP_DEPLOYMENTS__K26__ENDPOINTT (environment): deployments.k26.endpointt: "
+                            "unknown key (did you mean 'endpoint'?)"), e.value
+
+
+def test_an_unknown_key_suggests_the_close_one_of_its_section(tmp_path: Path) -> None:
+    assert "unknown key (did you mean 'endpoint'?)" in _error(
+        _write(tmp_path / "a.toml", _deployment_toml("k26") + "endpont = 'http://127.0.0.1:1'\n"))
+    assert "unknown key (did you mean 'timeout_s'?)" in _error(_write(tmp_path / "b.toml", "[probe]\ntimeout = 3\n"))
+    assert "did you mean" not in _error(_write(tmp_path / "c.toml", "colour = 'red'\n"))
+
+
 def test_read_only_from_cli_overrides_file(tmp_path: Path) -> None:
     p = _write(tmp_path / "c.toml", "read_only = false\n")
     assert load(str(p), read_only=True).read_only is True

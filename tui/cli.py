@@ -676,7 +676,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(run_async(_protocol(settings, args, restart=args.cmd == "restart")))
         return int(run_async(handlers[args.cmd](settings, args)))
     except (ConfigError, UsageError, FlagValueError) as e:
-        print(f"bringup: {e}", file=sys.stderr)
+        for line in str(e).splitlines():  # one problem a line, each a whole error line
+            print(f"bringup: {line}", file=sys.stderr)
         return 2
     except (ManagerError, TransportError) as e:
         print(f"bringup: {e}", file=sys.stderr)

@@ -266,6 +266,35 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+def _env_source(loc: tuple[Any, ...]) -> str | None:
+    """The BRINGUP_* variable behind a problem at `loc`, if one is: the file is not to blame for the environment
+    (BRINGUP_DEPLOYMENTS__K26__ENDPOINT alone makes a deployment k26 that has no manager or command)."""
+    parts = [str(p).lower() for p in loc]
+    for var in sorted(os.environ):
+        if not var.startswith("BRINGUP_") or var == "BRINGUP_CONFIG":
+            continue
+        path = var.removeprefix("BRINGUP_").lower().split("__")
+        n = min(len(path), len(parts))
+        if n and path[:n] == parts[:n]:
+            return var
+    return None
+
+
+def _close_key(loc: tuple[Any, ...]) -> str:
+    """`did you mean` for an unknown key, among the keys of the section it is in."""
+    if not loc:
+        return ""
+    section: type[BaseModel] = Settings
+    for part in loc[:-1]:
+        if part in section.model_fields:
+            ann = section.model_fields[part].annotation
+            inner = getattr(ann, "__args__", (ann,))[-1]  # dict[str, X] -> X
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                section = inner
+    close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str = "",
          time_scale: float = 1.0) -> Settings:
     """Load and validate the config; every problem becomes a ConfigError with one line per issue."""
@@ -288,8 +317,10 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
             key = _loc(err["loc"]) or "(top level)"
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
-                msg = "unknown key"
-            msgs.append(f"{where}: {key}: {msg}")
+                msg = "unknown key" + _close_key(err["loc"])
+            var = _env_source(err["loc"])
+            source = f"{var} (environment)" if var else where
+            msgs.append(f"{source}: {key}: {msg}")
         raise ConfigError("\n".join(msgs)) from None
     finally:
         _TOML_PATH = None
