@@ -466,6 +466,23 @@ def test_demo_headless_reaches_ready_and_stops_its_server(tmp_path: Path) -> Non
         b.http_get("/health", port=port)
 
 
+def test_demo_with_other_settings_than_a_kept_one_says_it_restarts_it(tmp_path: Path) -> None:
+    b = Bringup(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**b.env, "BRINGUP_DEMO_PORT": str(free_port())}
+    kept = b.run("demo", "--headless", "--keep", "--time-scale", "0.1", config=False, env=env, cwd=empty, timeout=60)
+    assert kept.rc == 0, kept.describe()
+    try:
+        again = b.run("demo", "--headless", "--time-scale", "0.2", config=False, env=env, cwd=empty, timeout=60)
+        assert again.rc == 0, again.describe()
+        assert "bringup demo: the running demo had other settings (scenario, time scale): restarting it with these" \
+            in again.err, again.describe()
+    finally:
+        b.run("stop", "demo", config=False, env=env, cwd=empty, timeout=60)
+    assert not wait_no_sim_processes(str(tmp_path), timeout=5.0)
+
+
 # ---------------------------------------------------------------------------- bad input changes nothing
 
 

@@ -173,7 +173,7 @@ class ConsoleApp(App[int]):
 
             self.status_note = "starting the simulated deployment…"
             self.demo_started = True  # until prepare says it found the demo running: a quit meanwhile stops it
-            self.demo_started = await prepare(w)
+            self.demo_started = await prepare(w, lambda text: self.notify(text, title="bringup demo", timeout=10))
             self.status_note = ""
         await w.start()
 

@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from tui.config import DEMO, Settings
 from tui.engine import Watch
 from tui.ops import restart as protocol
 
 
-async def prepare(w: Watch) -> bool:
+def _stderr(text: str) -> None:
+    print(f"bringup demo: {text}", file=sys.stderr)
+
+
+async def prepare(w: Watch, say: Callable[[str], None] = _stderr) -> bool:
     """Make sure the demo server runs the configured command (scenario, time scale); start it if needed. True when
     this call started (or restarted) it: only then is it this process's to stop on exit. A demo already running as
-    wanted, started by `bringup start demo` or another console, is left running."""
+    wanted, started by `bringup start demo` or another console, is left running. `say` tells the user what
+    happened (the console shows it: its stderr is behind the screen)."""
     wanted = list(w.dep.command)
     unit = await w.poll_unit()
     current = list(unit.argv) if unit.running else None
@@ -28,11 +34,10 @@ async def prepare(w: Watch) -> bool:
 
     def quiet(step: protocol.Step) -> None:
         if step.status == "failed":
-            print(f"bringup demo: {step.name}: {step.detail}", file=sys.stderr)
+            say(f"{step.name}: {step.detail}")
 
     if unit.running:
-        print("bringup demo: the running demo had other settings (scenario, time scale): restarting it",
-              file=sys.stderr)
+        say("the running demo had other settings (scenario, time scale): restarting it with these")
     await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
     return True
 
