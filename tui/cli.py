@@ -25,7 +25,7 @@ from tui.config import DEMO, ConfigError, Settings, load
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Phase, Snapshot
-from tui.sim.scenarios import SCENARIOS
+from tui.sim.scenarios import DESCRIPTIONS, SCENARIOS
 from tui.transport import TransportError
 
 EPILOG = """\
@@ -151,7 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
             "another port.", json=False)
     d.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="with --headless: one JSON object per phase change")
-    d.add_argument("--scenario", choices=SCENARIOS, default="", help="a failure to watch (from real incidents)")
+    d.add_argument("--scenario", choices=SCENARIOS, default="", metavar="NAME",
+                   help="a failure to watch, from real incidents (the list is below)")
+    d.epilog = "scenarios:\n" + "".join(f"  {name:<20} {what}\n" for name, what in DESCRIPTIONS.items()) + \
+        "\n" + (d.epilog or "")
     d.add_argument("--keep", action="store_true", help="leave the simulated server running on exit")
     d.add_argument("--time-scale", type=float, default=1.0, metavar="F", help="speed of the simulated bring-up "
                    "(0.2 = five times faster)")

@@ -80,6 +80,6 @@ class ThroughputPanel(Vertical):
                 end = now if now is not None else history[-1][0]
                 shown = downsample(history, 2 * max(10, p.size.width or self.size.width))  # before its first layout
                 plt.plot([at - end for at, _ in shown], [v for _, v in shown], marker="braille")
-                plt.xlabel("seconds ago")
+                plt.xlabel("seconds, 0 = now")
             plt.title("tokens/s")
             p.refresh()
