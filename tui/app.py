@@ -387,7 +387,10 @@ class ConsoleApp(App[int]):
         self.push_screen(HelpScreen(self.help_rows(), self.read_only))
 
     def action_pick(self) -> None:
-        names = [(n, f"{d.manager} {d.unit or ' '.join(d.command[:2])} @ {d.host}")
+        from tui.managers.process import describe_command
+
+        names = [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ "
+                     f"{'local' if d.host == 'demo-host' else d.host}")  # as the header names them
                  for n, d in self.settings.deployments.items()]
         if len(names) <= 1:
             self.notify("only one deployment is configured")
