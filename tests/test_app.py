@@ -489,3 +489,36 @@ async def test_the_palette_offers_every_console_key_and_the_picker_takes_arrow_k
         assert picker.highlighted == names.index("sim")  # the current deployment
         await pilot.press("down", "enter")
         assert await until(pilot, lambda: app.deployment == names[names.index("sim") + 1], 5)
+
+
+async def test_w_folds_long_log_lines_to_the_panel_and_back_and_the_filter_still_matches_them(tmp_path: Path) -> None:
+    from tui.messages import LogsArrived
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("e")  # all lines
+        frame = '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", ' \
+                'line 1234, in replay: ret = self.graph_runner.replay(forward_batch, skip_attn_backend_init)'
+        app.post_message(LogsArrived([LogLine(at=1.0, text="short line", invocation="aaaaaaaa1111"),
+                                      LogLine(at=1.0, text=frame, invocation="aaaaaaaa1111")]))
+        await pilot.pause(0.3)
+        log = app.query_one(ErrorLog)
+        view = log.log_view
+        width = view.scrollable_content_region.width
+        assert len(frame) > width
+        before = view.line_count  # the run marker, the short line, the frame on one line
+        await pilot.press("w")
+        await pilot.pause(0.2)
+        assert view.line_count > before
+        lines = list(view.lines)
+        assert all(len(x) <= width for x in lines), (width, lines)
+        assert all(x.startswith("  ↳ ") for x in lines[3:]), lines  # the pieces after the first, marked
+        assert "".join(x.strip().removeprefix("↳") for x in lines[2:]).replace(" ", "") == frame.replace(" ", "")
+        assert "wrapped" in str(log.border_title)
+        log.set_filter("skip_attn_backend_init")  # the tail of the folded line: matched on the whole line
+        await pilot.pause(0.1)
+        assert [x for x in view.lines if x.strip()] and "File" in view.lines[0]
+        log.set_filter("")
+        await pilot.press("w")
+        await pilot.pause(0.2)
+        assert view.line_count == before and frame in view.lines

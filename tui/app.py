@@ -73,6 +73,7 @@ class ConsoleApp(App[int]):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("e", "toggle_errors", "Errors/all", id="errors"),
         Binding("p", "pause", "Pause", id="pause"),
+        Binding("w", "toggle_wrap", "Wrap long log lines, or not", show=False, id="wrap"),
         Binding("end", "follow", "Follow the log again after scrolling up", show=False, id="follow"),
         Binding("escape", "close_filter", "Clear the log filter", show=False, id="close_filter"),
         Binding("d", "pick", "Deployments", id="pick"),
@@ -342,6 +343,10 @@ class ConsoleApp(App[int]):
     def action_toggle_errors(self) -> None:
         log = self.query_one(ErrorLog)
         log.set_mode(not log.show_all)
+
+    def action_toggle_wrap(self) -> None:
+        log = self.query_one(ErrorLog)
+        log.set_wrap(not log.wrap)
 
     def action_follow(self) -> None:
         self.query_one(ErrorLog).follow()

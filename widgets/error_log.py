@@ -8,6 +8,7 @@ new lines do not move the view; the border counts them instead.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from tui.lifecycle.lines import clean, sanitize
 from tui.model import LogLine
 
 BUFFER = 50_000
-FILTER_IDLE = "/ filter   e errors or all lines   End follow"
+FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
 FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
 _ERROR_WORDS = ("Error", "ERROR", "error:", "Exception", "Traceback", "WARNING", "Warning", "Killed", "failed",
                 "Failed", "sigquit", "SIGQUIT", "died", "crashed", "CRITICAL", "FATAL", "out of memory")
@@ -74,6 +75,10 @@ class ErrorLog(Vertical):
         self._classify = LogClassifier()
         self._due: list[str] = []
         self._due_overflowed = False
+        #: long lines folded to the panel's width (a traceback's frames and messages are often wider than half a
+        #: terminal); off by default: folding costs, and a burst of short lines needs none of it
+        self.wrap = False
+        self._wrapped_at = 0
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
@@ -125,6 +130,8 @@ class ErrorLog(Vertical):
             return
         new, self._due = self._due, []
         log = self.log_view
+        if self.wrap:
+            new = self._fold(new)
         at_end = self.following or log.max_scroll_y == 0
         full = log.line_count + len(new) > BUFFER
         log.write_lines(new, scroll_end=False)
@@ -144,9 +151,34 @@ class ErrorLog(Vertical):
         self._due, self._due_overflowed = [], False
         log = self.log_view
         log.clear()
-        log.write_lines([t for t, e in self.entries if self._matches(t, e)], scroll_end=True)
+        shown = [t for t, e in self.entries if self._matches(t, e)]
+        log.write_lines(self._fold(shown) if self.wrap else shown, scroll_end=True)
         self.unseen = 0
         self._update_title()
+
+    def _fold(self, lines: list[str]) -> list[str]:
+        """Each line longer than the view, cut at the view's width; the pieces after the first start with `↳`
+        under the line's own indent, so a folded line does not read as the next one (a traceback's code lines are
+        indented too). Display only: the filter still matches whole lines."""
+        width = max(20, self.log_view.scrollable_content_region.width or self.size.width or 80)
+        self._wrapped_at = width
+        out: list[str] = []
+        for text in lines:
+            if len(text) <= width and (text.isascii() or cell_len(text) <= width):
+                out.append(text)
+                continue
+            lead = text[:len(text) - len(text.lstrip())][:width // 2]
+            out.extend(textwrap.wrap(text, width, subsequent_indent=lead + "↳ ", drop_whitespace=False,
+                                     replace_whitespace=False) or [text])
+        return out
+
+    def set_wrap(self, wrap: bool) -> None:
+        self.wrap = wrap
+        self.rebuild()
+
+    def on_resize(self) -> None:
+        if self.wrap and self.log_view.scrollable_content_region.width != self._wrapped_at:
+            self.rebuild()
 
     def set_mode(self, show_all: bool) -> None:
         self.show_all = show_all
@@ -180,7 +212,7 @@ class ErrorLog(Vertical):
         if empty:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             note.update(f"no {what}  (e: {'errors only' if self.show_all else 'show all lines'}, /: filter)")
-        mode = "all lines" if self.show_all else "errors"
+        mode = ("all lines" if self.show_all else "errors") + (", wrapped" if self.wrap else "")
         flt = f" /{self.filter_text}" if self.filter_text else ""
         self.border_title = f"Log: {mode}{flt}"
         self.border_subtitle = f"↓ {self.unseen} new (End to follow)" if self.unseen else ""
