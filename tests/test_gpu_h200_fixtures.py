@@ -65,3 +65,9 @@ def test_attribution_on_real_readings() -> None:
     assert foreign.other_mib == 103364.0 and "PID namespace" in foreign.note  # e.g. bringup in a container
     unknown = attribute(s, [0], current=None, previous=set(), running=True)
     assert "not attributed" in unknown.note
+    # the process list lags the memory figures: a GPU already back to (near) nothing is not the old run's
+    from dataclasses import replace
+
+    freed = replace(s, gpus=tuple(replace(g, mem_used_mib=0.0) for g in s.gpus))
+    gone = attribute(freed, [0], current={900}, previous={457}, running=True)
+    assert gone.previous_mib == 0.0 and gone.previous_gpus == ()

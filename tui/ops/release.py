@@ -71,6 +71,7 @@ def attribute(snap: GpuSnapshot, gpus: Sequence[int], current: set[int] | None, 
               running: bool) -> Attribution:
     mine = set(gpus)
     procs = [p for p in snap.processes if p.gpu_index in mine]
+    used = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
     cur = prev = other = 0.0
     prev_gpus: set[int] = set()
     for p in procs:
@@ -78,8 +79,11 @@ def attribute(snap: GpuSnapshot, gpus: Sequence[int], current: set[int] | None, 
         if current is not None and p.pid in current:
             cur += mib
         elif p.pid in previous:
+            # a process list can lag the memory figures: a GPU whose memory is already back is not held by it
+            if p.gpu_index in used:
+                mib = min(mib, used[p.gpu_index])
             prev += mib
-            if p.gpu_index is not None:
+            if p.gpu_index is not None and mib > 0:
                 prev_gpus.add(p.gpu_index)
         else:
             other += mib
