@@ -344,7 +344,7 @@ def test_an_endpoint_on_another_port_than_the_server_listens_on_is_named(make_br
     bu.config.write_text(text.replace(f'endpoint = "{bu.endpoint}"', f'endpoint = "http://127.0.0.1:{wrong}"'),
                          encoding="utf-8")
     r = bu.run("start", bu.name, "--timeout", "12", timeout=60)
-    assert r.rc != 0, r.describe()
+    assert r.rc == 3, r.describe()  # a timeout
     said = f"the server listens on port {bu.port}, but the endpoint is http://127.0.0.1:{wrong}"
     assert said in r.out, r.describe()  # as a step, while it waits
     assert f"not ready within 12 s (last phase: warmup); {said}" in r.text, r.describe()
@@ -387,22 +387,22 @@ STOPPED_MSG = "bringup: sim is stopped: start it with 'bringup start sim'"
 
 def test_wait_on_a_never_started_deployment_says_it_is_stopped_at_once(bu: Bringup) -> None:
     r = bu.run("wait", bu.name, "--timeout", "60")
-    assert r.rc == 2, r.describe()
+    assert r.rc == 4, r.describe()
     assert r.seconds < 15, r.describe()  # not the whole --timeout
     assert r.err.strip() == STOPPED_MSG, r.describe()
     assert "timeout" not in r.err
     assert "Traceback" not in r.text
     j = bu.run("wait", bu.name, "--timeout", "60", "--json")
-    assert j.rc == 2 and [json.loads(ln) for ln in j.out.splitlines()] == \
+    assert j.rc == 4 and [json.loads(ln) for ln in j.out.splitlines()] == \
         [{"result": "stopped", "phase": "stopped", "invocation": ""}], j.describe()
 
 
 def test_wait_with_a_timeout_shorter_than_the_grace_still_times_out(bu: Bringup) -> None:
     r = bu.run("wait", bu.name, "--timeout", "1")
-    assert r.rc == 2, r.describe()
+    assert r.rc == 3, r.describe()
     assert "timeout after 1 s" in r.err and "stopped" in r.err, r.describe()
     j = bu.run("wait", bu.name, "--timeout", "1", "--json")
-    assert j.rc == 2 and json.loads(j.out.splitlines()[-1])["result"] == "timeout", j.describe()
+    assert j.rc == 3 and json.loads(j.out.splitlines()[-1])["result"] == "timeout", j.describe()
 
 
 def test_restart_no_wait_says_lock_taken_then_wait_follows_it_to_ready(bu: Bringup) -> None:
@@ -442,7 +442,7 @@ def test_after_stop_status_is_stopped_and_wait_says_so_at_once(bu: Bringup) -> N
     d = bu.status()
     assert d["phase"] == "stopped", json.dumps(d["timeline"], indent=1)
     w = bu.run("wait", bu.name, "--timeout", "60")
-    assert w.rc == 2, w.describe()
+    assert w.rc == 4, w.describe()
     assert w.seconds < 15 and w.err.strip() == STOPPED_MSG, w.describe()
 
 

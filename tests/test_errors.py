@@ -45,7 +45,7 @@ def test_wait_on_an_unreachable_host_says_so_at_once(tmp_path: Path) -> None:
     cfg.write_text(f'[hosts.gpu-box]\nssh = "gpu-box"\nssh_config = "{ssh_cfg}"\n'
                    '[deployments.k26]\nhost = "gpu-box"\nmanager = "systemd"\nunit = "sglang.service"\n')
     r = bringup(tmp_path, "--config", str(cfg), "wait", "k26", "--timeout", "4")
-    assert r.returncode == 2
+    assert r.returncode == 3  # a timeout
     first = r.stderr.splitlines()[0]
     assert "k26: cannot read its state:" in first and "SSH connection refused" in first, r.stderr
     assert "timeout after 4 s" in r.stderr and r.stderr.count("SSH connection refused") == 2, r.stderr
@@ -152,7 +152,7 @@ def test_help_says_what_the_user_needs_to_know() -> None:
         text = " ".join(cmds[cmd].format_help().split())
         assert "without the leading `--`" in text and "mem-fraction-static=0.85" in text, cmd
     wait = " ".join(cmds["wait"].format_help().split())
-    assert "stopped" in wait and "exit 2" in wait and "default 1800" in wait
+    assert "stopped" in wait and "exit 3" in wait and "exit 4" in wait and "default 1800" in wait
 
 
 def test_the_console_without_a_terminal_says_so_at_once_and_starts_nothing(tmp_path: Path) -> None:

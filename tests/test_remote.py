@@ -325,7 +325,7 @@ async def test_a_released_lock_leaves_no_holder_record_for_wait_to_trust(conf: P
         assert (await asyncio.to_thread(texec, "cat", record)) == ""
         t0 = time.monotonic()
         r = await asyncio.to_thread(bringup, conf, "wait", "remote", "--timeout", "40")
-        assert r.returncode == 2, r.stdout + r.stderr  # stopped, said at once, while this process lives on
+        assert r.returncode == 4, r.stdout + r.stderr  # stopped, said at once, while this process lives on
         assert time.monotonic() - t0 < 20 and "stopped" in (r.stdout + r.stderr).lower()
     finally:
         await w.close()

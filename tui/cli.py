@@ -1,8 +1,8 @@
 """The `bringup` command line: the console by default, and headless subcommands for scripts.
 
-Exit codes: 0 success/ready, 1 failed, 2 usage or config error, refused, timed out or stopped (`wait`),
-130 interrupted. Every headless subcommand takes `--json` (`demo` with `--headless`). Errors are one line on
-stderr, never a traceback.
+Exit codes: 0 success/ready, 1 failed, 2 usage or config error or refused (nothing was done), 3 timed out,
+4 stopped (`wait`: nothing is starting), 130 interrupted. Every headless subcommand takes `--json` (`demo` with
+`--headless`). Errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,8 +28,12 @@ from tui.model import GpuSnapshot, Phase, Snapshot
 from tui.sim.scenarios import DESCRIPTIONS, SCENARIOS
 from tui.transport import TransportError
 
+#: a script can tell "not ready in time" and "nothing is starting" from a config error (2) and a failure (1)
+EXIT_TIMEOUT = 3
+EXIT_STOPPED = 4
+
 EPILOG = """\
-exit codes: 0 ok/ready, 1 failed, 2 usage/config error, refused, timeout or stopped (wait), 130 interrupted.
+exit codes: 0 ok/ready, 1 failed, 2 usage/config error or refused, 3 timeout, 4 stopped (wait), 130 interrupted.
 config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
 always exists). Docs: README.md.
 """
@@ -82,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = add("wait", "follow until ready (0), failed (1), stopped or timeout (2)",
             "Follow a deployment until it is ready (exit 0), failed (exit 1, with the error excerpt and a hint) "
-            "or the timeout passes (exit 2), printing phase changes as they happen. A deployment that is stopped "
+            "or the timeout passes (exit 3), printing phase changes as they happen. A deployment that is stopped "
             f"(not running for {STOPPED_GRACE_S:g} s, and no restart or start in progress) ends the wait at once "
-            "with exit 2. A drop-in for a `systemctl is-active` + `curl` polling loop: "
+            "with exit 4. A drop-in for a `systemctl is-active` + `curl` polling loop: "
             "`bringup wait k26 --timeout 1800 && run-benchmarks`.")
     w.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
     w.add_argument("--timeout", type=float, default=1800.0, metavar="S",
@@ -380,14 +384,14 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             if not await _start_in_progress(w):
                 print(f"bringup: {w.name} is stopped: start it with 'bringup start {w.name}'", file=sys.stderr)
                 _result(as_json, "stopped", s)
-                return 2
+                return EXIT_STOPPED
             stopped_at = time.monotonic()  # a restart is under way: look again later
         left = deadline - time.monotonic()
         if left <= 0:
             cause = f"; {reported}" if reported else ""
             print(f"timeout after {timeout:g} s; last phase: {s.phase}{cause}", file=sys.stderr)
             _result(as_json, "timeout", s)
-            return 2
+            return EXIT_TIMEOUT
         await w.wait_changed(min(left, 0.5))
 
 
@@ -459,7 +463,7 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
              "rolled_back": outcome.rolled_back}, args.json, f"{name}: {outcome.message}")
         if outcome.ok:
             return 0
-        return 2 if outcome.refused or outcome.timed_out else 1
+        return 2 if outcome.refused else EXIT_TIMEOUT if outcome.timed_out else 1
     finally:
         await w.close()
 
