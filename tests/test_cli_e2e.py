@@ -25,6 +25,7 @@ from tests.e2e_helpers import (
     READY_LINE,
     Bringup,
     Poller,
+    Proc,
     Result,
     free_port,
     kill_processes,
@@ -351,6 +352,40 @@ def test_an_endpoint_on_another_port_than_the_server_listens_on_is_named(make_br
     notes = bu.status()["notes"]
     assert any(said in n for n in notes), notes
     bu.run("stop", bu.name)
+
+
+def test_a_hung_start_says_stalled_and_that_the_server_still_runs(make_bringup: Callable[..., Bringup]) -> None:
+    """Headless, "still loading" and "hung" must not look the same either, and a start that gives up says that it
+    left the server running."""
+    bu = make_bringup(scenario="hang-loading")
+    with bu.config.open("a", encoding="utf-8") as f:
+        f.write("\n[probe]\nstall_after_s = 3\n")
+    r = bu.run("start", bu.name, "--timeout", "10", timeout=60)
+    assert r.rc == 3, r.describe()
+    assert re.search(r"STALLED in loading: no log line or GPU memory change for \d+ s", r.out), r.describe()
+    assert "STALLED for" in r.text and f"the server is still running: `bringup stop {bu.name}` stops it" in r.text, \
+        r.describe()
+    w = bu.run("wait", bu.name, "--timeout", "3")
+    assert w.rc == 3 and "STALLED in loading" in w.err and "; STALLED for" in w.err, w.describe()
+    j = bu.run("wait", bu.name, "--timeout", "2", "--json")
+    assert any(rec.get("phase") == "loading" and rec.get("stalled_for", 0) >= 3 for rec in j.json_values()), \
+        j.describe()
+    assert bu.run("stop", bu.name).rc == 0
+
+
+def test_demo_headless_killed_stops_its_server(tmp_path: Path) -> None:
+    b = Bringup(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**b.env, "BRINGUP_DEMO_PORT": str(free_port())}
+    p = Proc(b.cmd("demo", "--headless", "--scenario", "hang-loading", "--time-scale", "0.2", config=False),
+             cwd=empty, env=env, label="demo --headless")
+    p.wait_for(r"\] loading", timeout=30)
+    os.kill(p.pid, signal.SIGTERM)
+    r = p.finish(30)
+    assert r.rc == 128 + signal.SIGTERM, r.describe()
+    left = wait_no_sim_processes(str(tmp_path), timeout=5.0)
+    assert not left, f"the demo left its server running: {left}"
 
 
 # ---------------------------------------------------------------------------- the restart lock

@@ -338,6 +338,8 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
     t_first = None
     stopped_at: float | None = None
     reported = ""
+    stalled_said = False
+    stalled_seen: tuple[Phase, float] | None = None
     while True:
         s = w.state
         # the host cannot be reached, the unit cannot be read, the server listens on another port than the
@@ -352,6 +354,22 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             else:
                 print(f"bringup: {w.name}: {problem} (trying again until the timeout)", file=sys.stderr, flush=True)
         reported = problem
+        # "still loading" and "hung" must not look the same headless either: the console's STALLED, said once,
+        # when it has held for a second in one phase (a log being read back passes through stale phases)
+        if s.stalled_for is None or (stalled_seen and stalled_seen[0] != s.phase):
+            stalled_seen = None
+        elif stalled_seen is None:
+            stalled_seen = (s.phase, time.monotonic())
+        if stalled_seen is not None and not stalled_said and time.monotonic() - stalled_seen[1] >= 1.0 \
+                and s.stalled_for is not None:
+            stalled_said = True
+            if as_json:
+                print(json.dumps({"stalled_for": round(s.stalled_for, 1), "phase": str(s.phase)}), flush=True)
+            else:
+                print(f"bringup: {w.name}: STALLED in {s.phase}: no log line or GPU memory change for "
+                      f"{s.stalled_for:.0f} s (hung, or a very slow step?)", file=sys.stderr, flush=True)
+        elif s.stalled_for is None:
+            stalled_said = False
         fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
         if fresh and s.timeline != shown:
             for t in s.timeline[len(shown):] if s.timeline[: len(shown)] == shown else s.timeline:
@@ -389,6 +407,8 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
         left = deadline - time.monotonic()
         if left <= 0:
             cause = f"; {reported}" if reported else ""
+            if s.stalled_for is not None:
+                cause += f"; STALLED for {s.stalled_for:.0f} s"
             print(f"timeout after {timeout:g} s; last phase: {s.phase}{cause}", file=sys.stderr)
             _result(as_json, "timeout", s)
             return EXIT_TIMEOUT

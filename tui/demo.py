@@ -7,6 +7,9 @@ simulated. Starting it goes through the same protocol as any start, so even the 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
 import sys
 from collections.abc import Callable
 
@@ -52,10 +55,18 @@ async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     w = Watch(settings, DEMO, settings.deployments[DEMO])
     started = False
+    # `kill <pid>` ends it like Ctrl-C: the demo server it started is stopped, not left running behind it
+    loop = asyncio.get_running_loop()
+    me = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        if me is not None:
+            loop.add_signal_handler(signal.SIGTERM, me.cancel)
     try:
         started = await prepare(w)
         await w.start()
         return await _follow_until(w, 600, args.json)
+    except asyncio.CancelledError:
+        return 128 + signal.SIGTERM
     finally:
         if started and not args.keep:
             await stop_demo(w)

@@ -83,6 +83,7 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
     deadline = time.monotonic() + timeout
     last = None
     said = ""
+    stalled = False
     while time.monotonic() < deadline:
         s = watch.state
         if s.invocation and s.invocation != old_invocation:
@@ -93,6 +94,10 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
             if mismatch and mismatch != said:
                 on_step(Step("follow", "running", mismatch.removeprefix("probe: ")))
                 said = mismatch
+            if s.stalled_for is not None and not stalled:
+                on_step(Step("follow", "running", f"STALLED in {s.phase}: no log line or GPU memory change for "
+                                                  f"{s.stalled_for:.0f} s (hung, or a very slow step?)"))
+            stalled = s.stalled_for is not None
             if s.phase == Phase.READY:
                 return s.phase, None
             if s.phase == Phase.FAILED:
@@ -102,8 +107,12 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
                 return Phase.FAILED, s.failure
         await watch.wait_changed(0.5)
     why = watch.endpoint_mismatch().removeprefix("probe: ")
+    if watch.state.stalled_for is not None:
+        why = "; ".join(x for x in (why, f"STALLED for {watch.state.stalled_for:.0f} s") if x)
+    running = watch.state.unit is not None and watch.state.unit.running
+    still = f"; the server is still running: `bringup stop {watch.name}` stops it" if running else ""
     raise RestartError(f"not ready within {timeout:g} s (last phase: {watch.state.phase})"
-                       + (f"; {why}" if why else ""))
+                       + (f"; {why}" if why else "") + still)
 
 
 def old_pids(watch: Watch) -> set[int]:
