@@ -421,10 +421,9 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         app.render_all()
         await pilot.pause(0.2)
         assert "running 4" in panel(app, "#throughput") and "endpoint: generation ok" in panel(app, "#lifecycle")
+        await pilot.pause(1.2)  # a refresh tick: what the sample made due is drawn and done with
         app.post_message(PhaseChanged(cs.snapshot(Phase.STOPPED)))
-        await pilot.pause(0.3)
-        app.render_all()
-        await pilot.pause(0.2)
+        await pilot.pause(1.3)  # the refresh tick redraws it: no new sample comes to do it once the server stops
         tp = panel(app, "#throughput")
         assert "the last while it served" in tp and "running 4" not in tp, tp
         assert "endpoint:" not in panel(app, "#lifecycle")

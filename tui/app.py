@@ -199,6 +199,8 @@ class ConsoleApp(App[int]):
     def on_phase_changed(self, m: PhaseChanged) -> None:
         if m.snapshot.invocation != self.snap.invocation and not self.restarting:
             self.steps = []  # a run this console did not start: the steps of its own last action are history
+        if m.snapshot.phase != self.snap.phase:
+            self._dirty.add("throughput")  # its figures are labelled by whether the server serves: no sample says so
         self.snap = m.snapshot
         self._dirty.add("lifecycle")
         self._set_subtitle()
