@@ -521,3 +521,31 @@ async def test_w_folds_long_log_lines_to_the_panel_and_back_and_the_filter_still
         await pilot.press("w")
         await pilot.pause(0.2)
         assert view.line_count == before and frame in view.lines
+
+
+async def test_an_empty_errors_view_says_so_above_the_run_marker_and_all_lines_leave_out_our_own_polling(
+        tmp_path: Path) -> None:
+    from textual.widgets import Static
+
+    from tui.messages import LogsArrived
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        own = 'INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK'  # uvicorn's access line for our probe
+        lines = ["[2026-06-02 08:00:20 TP0] Load weight begin. avail mem=139.20 GB", own,
+                 'INFO:     127.0.0.1:51236 - "GET /metrics HTTP/1.1" 200 OK',
+                 'INFO:     10.0.0.7:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK']  # a user's: kept
+        app.post_message(LogsArrived([LogLine(at=1.0, text=t, invocation="aaaaaaaa1111") for t in lines]))
+        await pilot.pause(0.3)
+        log = app.query_one(ErrorLog)
+        note = app.query_one("#log-empty", Static)
+        assert note.display and "no errors or warnings so far" in str(note.render())
+        assert [x for x in log.log_view.lines if x.startswith("──── run aaaaaaaa")]  # the marker shows too
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        shown = list(log.log_view.lines)
+        assert not note.display
+        assert lines[0] in shown and lines[3] in shown and own not in shown and lines[2] not in shown, shown
+        log.set_filter("GET /health")  # asked for: shown
+        await pilot.pause(0.1)
+        assert own in log.log_view.lines

@@ -8,6 +8,7 @@ new lines do not move the view; the border counts them instead.
 
 from __future__ import annotations
 
+import re
 import textwrap
 import time
 from collections import deque
@@ -26,6 +27,12 @@ FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
 FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
 _ERROR_WORDS = ("Error", "ERROR", "error:", "Exception", "Traceback", "WARNING", "Warning", "Killed", "failed",
                 "Failed", "sigquit", "SIGQUIT", "died", "crashed", "CRITICAL", "FATAL", "out of memory")
+
+
+#: the server's access-log lines for bringup's own polling (uvicorn: `INFO: 127.0.0.1:5123 - "GET /health HTTP/1.1"
+#: 200 OK`), one or two a second: noise bringup itself makes, so "all lines" leaves them out unless a filter asks
+_OWN_POLLING = re.compile(r'"GET /(?:health|health_generate|metrics|v1/models)(?:\?\S*)? HTTP/[\d.]+" 200')
+_MARKER = "──── run "
 
 
 class LogClassifier:
@@ -79,6 +86,8 @@ class ErrorLog(Vertical):
         #: terminal); off by default: folding costs, and a burst of short lines needs none of it
         self.wrap = False
         self._wrapped_at = 0
+        #: a line other than a run marker is on view: until then the "no errors so far" note says why it is empty
+        self._content_shown = False
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
@@ -92,7 +101,9 @@ class ErrorLog(Vertical):
     def _matches(self, text: str, is_error: bool) -> bool:
         if not self.show_all and not is_error:
             return False
-        return not self.filter_text or self.filter_text.lower() in text.lower()
+        if not self.filter_text:
+            return is_error or '"GET /' not in text or not _OWN_POLLING.search(text)
+        return self.filter_text.lower() in text.lower()
 
     def ingest(self, lines: Iterable[LogLine]) -> None:
         """Keep and classify lines as they arrive, in the engine's small batches, and queue those the view shows
@@ -104,7 +115,7 @@ class ErrorLog(Vertical):
             if line.invocation and line.invocation != self._run:
                 self._run = line.invocation
                 when = time.strftime("%H:%M:%S", time.localtime(line.at))
-                marker = f"──── run {line.invocation[:8]} (first line {when}) ────"
+                marker = f"{_MARKER}{line.invocation[:8]} (first line {when}) ────"
                 self.entries.append((marker, True))
                 if self._matches(marker, True):
                     due.append(marker)
@@ -130,6 +141,8 @@ class ErrorLog(Vertical):
             return
         new, self._due = self._due, []
         log = self.log_view
+        if not self._content_shown:
+            self._content_shown = any(not t.startswith(_MARKER) for t in new)
         if self.wrap:
             new = self._fold(new)
         at_end = self.following or log.max_scroll_y == 0
@@ -152,6 +165,7 @@ class ErrorLog(Vertical):
         log = self.log_view
         log.clear()
         shown = [t for t, e in self.entries if self._matches(t, e)]
+        self._content_shown = any(not t.startswith(_MARKER) for t in shown)
         log.write_lines(self._fold(shown) if self.wrap else shown, scroll_end=True)
         self.unseen = 0
         self._update_title()
@@ -202,14 +216,14 @@ class ErrorLog(Vertical):
     def _update_title(self) -> None:
         empty = self.log_view.line_count == 0
         note = self.query_one("#log-empty", Static)
-        note.display = empty
+        note.display = not self._content_shown  # above the run markers, if there are any
         shown_again = not empty and not self.log_view.display
         self.log_view.display = not empty
         if shown_again and self.app.focused is None:
             # hidden while a filter matched nothing, the log lost the focus: give it back, or the arrow keys,
             # PgUp and Home scroll nothing once the filter is cleared
             self.log_view.focus()
-        if empty:
+        if not self._content_shown:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             note.update(f"no {what}  (e: {'errors only' if self.show_all else 'show all lines'}, /: filter)")
         mode = ("all lines" if self.show_all else "errors") + (", wrapped" if self.wrap else "")
