@@ -373,6 +373,24 @@ def test_a_hung_start_says_stalled_and_that_the_server_still_runs(make_bringup: 
     assert bu.run("stop", bu.name).rc == 0
 
 
+def test_demo_on_a_taken_port_says_so_at_once_and_how_to_pick_another(tmp_path: Path) -> None:
+    import socket
+
+    b = Bringup(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with socket.socket() as other:  # another program on the demo's port
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        env = {**b.env, "BRINGUP_DEMO_PORT": str(port)}
+        r = b.run("demo", "--headless", config=False, env=env, cwd=empty, timeout=30)
+    assert r.rc == 1, r.describe()
+    assert r.err.strip() == (f"bringup: port {port} on 127.0.0.1 is taken by another program: run the demo on "
+                             f"another port, e.g. BRINGUP_DEMO_PORT={port + 1} bringup demo"), r.describe()
+    assert r.seconds < 10 and not wait_no_sim_processes(str(tmp_path), timeout=2.0), r.describe()
+
+
 def test_demo_headless_killed_stops_its_server(tmp_path: Path) -> None:
     b = Bringup(tmp_path)
     empty = tmp_path / "empty"

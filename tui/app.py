@@ -29,6 +29,7 @@ from textual.widgets import Header, Input, Static
 
 from tui.config import DEMO, Settings
 from tui.engine import Update, Watch
+from tui.managers import ManagerError
 from tui.messages import (
     CollectorFailed,
     GpusSampled,
@@ -174,7 +175,15 @@ class ConsoleApp(App[int]):
 
             self.status_note = "starting the simulated deployment…"
             self.demo_started = True  # until prepare says it found the demo running: a quit meanwhile stops it
-            self.demo_started = await prepare(w, lambda text: self.notify(text, title="bringup demo", timeout=10))
+            try:
+                self.demo_started = await prepare(w, lambda text: self.notify(text, title="bringup demo",
+                                                                             timeout=10))
+            except ManagerError as e:
+                self.demo_started = False
+                self.status_note = f"the demo cannot start: {e}"
+                self.notify(str(e), title="bringup demo", severity="error", timeout=30)
+                self.render_lifecycle()
+                return
             self.status_note = ""
         await w.start()
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tui import __version__
-from tui.config import DEMO, ConfigError, Settings, load
+from tui.config import DEMO, DEMO_PORT, ConfigError, Settings, load
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Phase, Snapshot
@@ -151,8 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
-            "needed and stopping it on exit. Its server listens on 127.0.0.1:30999; set BRINGUP_DEMO_PORT to use "
-            "another port.", json=False)
+            f"needed and stopping it on exit. Its server listens on 127.0.0.1:{DEMO_PORT}; set BRINGUP_DEMO_PORT to "
+            "use another port.", json=False)
     d.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="with --headless: one JSON object per phase change")
     d.add_argument("--scenario", choices=SCENARIOS, default="", metavar="NAME",

@@ -12,9 +12,11 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from tui.config import DEMO, Settings
 from tui.engine import Watch
+from tui.managers import ManagerError
 from tui.ops import restart as protocol
 
 
@@ -39,9 +41,23 @@ async def prepare(w: Watch, say: Callable[[str], None] = _stderr) -> bool:
         if step.status == "failed":
             say(f"{step.name}: {step.detail}")
 
+    if not unit.running:
+        port = urlsplit(w.dep.endpoint).port or 80
+        if await _listening("127.0.0.1", port):  # found now, not as a "port-in-use" failure seconds into a start
+            raise ManagerError(f"port {port} on 127.0.0.1 is taken by another program: run the demo on another "
+                               f"port, e.g. BRINGUP_DEMO_PORT={port + 1} bringup demo")
     if unit.running:
         say("the running demo had other settings (scenario, time scale): restarting it with these")
     await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
+    return True
+
+
+async def _listening(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
     return True
 
 
