@@ -36,7 +36,8 @@ def find_spec(name: str, specs: Sequence[FlagSpec]) -> FlagSpec:
             return f
     close = [f.name for f in specs if name[:6] and f.name.startswith(name[:6])]
     extra = f" (did you mean {close[0]}?)" if close else ""
-    raise FlagValueError(f"unknown flag {name!r}{extra}; `bringup flags` lists the flags this preset knows")
+    raise FlagValueError(f"unknown flag {name!r}{extra}; `bringup flags` lists the flags this preset knows, and "
+                         f"the deployment's extra_flags declares others (e.g. {{ name = \"{name}\", kind = \"int\" }})")
 
 
 def _option_at(argv: Sequence[str], i: int, spec: FlagSpec) -> tuple[bool, int, str | None]:
