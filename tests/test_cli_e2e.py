@@ -172,6 +172,20 @@ def test_dflash_with_cuda_graphs_fails_with_hint_then_disable_cuda_graph_recover
     assert_timeline(d, PHASES_WITHOUT_GRAPHS)
 
 
+def test_a_flag_the_server_refuses_is_named_bad_args_and_unsetting_it_recovers(bu: Bringup) -> None:
+    """A flag this server version does not know (declared in extra_flags): argparse refuses the command line, and
+    that is said as such, not "exited without a recognised error"."""
+    with bu.config.open("a", encoding="utf-8") as f:
+        f.write('extra_flags = [{ name = "not-a-sim-flag", kind = "bool" }]\n')  # still [deployments.sim]
+    r = bu.run("restart", bu.name, "--set", "not-a-sim-flag", "--yes", timeout=40)
+    assert r.rc == 1, r.describe()
+    assert "FAILED in starting: bad-args" in r.err, r.describe()
+    assert "unrecognized arguments: --not-a-sim-flag" in r.err, r.describe()
+    assert f"bringup restart {bu.name} --unset NAME" in r.err, r.describe()
+    ok = bu.bring_up("--unset", "not-a-sim-flag")
+    assert "sim: ready" in ok.out, ok.describe()
+
+
 def test_wait_on_a_failing_deployment_exits_1_with_excerpt_and_hint(bu: Bringup) -> None:
     r = bu.run("restart", bu.name, *DFLASH, "--yes", "--no-wait")
     assert r.rc == 0, r.describe()

@@ -41,6 +41,8 @@ class FailureKind(StrEnum):
     WARMUP = "warmup"
     SCHEDULER_DIED = "scheduler-died"
     PORT_IN_USE = "port-in-use"
+    #: the server refused its command line (argparse): a flag this version does not know, or a bad value
+    BAD_ARGS = "bad-args"
     EXIT = "exit"
     UNKNOWN = "unknown"
 

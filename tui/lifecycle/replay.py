@@ -96,7 +96,7 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
 
 
 _SGLANG_HINTS = re.compile(r"server_args=|fired up and ready|Load weight (?:begin|end)|Capture cuda graph|TP\d+\]|"
-                           r"Decode batch|sglang", re.I)
+                           r"Decode batch|sglang|launch_server\.py", re.I)
 _VLLM_HINTS = re.compile(r"vLLM|EngineCore|\[(?:gpu_model_runner|core|api_server|loader|worker)\.py:\d+\]|"
                          r"Avg prompt throughput|vllm\.", re.I)
 

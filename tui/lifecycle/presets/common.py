@@ -45,7 +45,12 @@ CUDA_GRAPH = rx(
     r"cudagraph",
 )
 
+#: argparse's last word on a command line it refuses (`launch_server.py: error: unrecognized arguments: ...`,
+#: `vllm: error: argument --tensor-parallel-size/-tp: invalid int value: 'x'`), on stderr with no logger prefix
+BAD_ARGS = r"^\S+: error: (?:unrecognized arguments:|argument -|the following arguments are required:)"
+
 COMMON_CLASSIFIERS: tuple[Classifier, ...] = (
+    Classifier(FailureKind.BAD_ARGS, rx(BAD_ARGS, flags=re.MULTILINE)),  # an excerpt is many lines
     Classifier(FailureKind.OOM, OOM),
     Classifier(FailureKind.NCCL, NCCL),
     Classifier(FailureKind.PORT_IN_USE, PORT),
@@ -64,4 +69,4 @@ GRAPH_FRAMES = rx(r"cuda_graph_runner\.py.*in (?:__init__|capture)", r"Capture c
                   r"in capture_model\b", r"graphs\.py.*capture_end")
 WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error")
 
-__all__ = ["COMMON_CLASSIFIERS", "CUDA_GRAPH", "NCCL", "OOM", "PORT", "re"]
+__all__ = ["BAD_ARGS", "COMMON_CLASSIFIERS", "CUDA_GRAPH", "NCCL", "OOM", "PORT", "re"]

@@ -6,6 +6,7 @@ import re
 
 from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
+    BAD_ARGS,
     COMMON_CLASSIFIERS,
     CUDA_GRAPH,
     GRAPH_FRAMES,
@@ -47,6 +48,7 @@ MARKERS = (
 READY = rx(r"The server is fired up and ready to roll")
 
 FATAL = rx(
+    BAD_ARGS,
     r"Scheduler hit an exception",
     r"Received sigquit from a child process",
     r"SIGQUIT received\. signum=",
@@ -136,6 +138,9 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
     if kind == FailureKind.SCHEDULER_DIED:
         return ("A scheduler process died: exit code -9 usually means the OS OOM killer (check `dmesg` and host "
                 "RAM); otherwise the first traceback is the cause.")
+    if kind == FailureKind.BAD_ARGS:
+        return ("The server refused its command line: a flag this version does not know, or a bad value (the "
+                "excerpt names it). Unset or fix it: `bringup restart <deployment> --unset NAME` or --set NAME=VALUE.")
     if kind == FailureKind.EXIT:
         return "The server exited without a recognised error: read the last lines of its log."
     return "The server reported a fatal error: read the excerpt; the first traceback is usually the cause."

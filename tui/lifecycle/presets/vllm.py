@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
-from tui.lifecycle.presets.common import COMMON_CLASSIFIERS, CUDA_GRAPH, GRAPH_FRAMES, LOADING_FRAMES
+from tui.lifecycle.presets.common import BAD_ARGS, COMMON_CLASSIFIERS, CUDA_GRAPH, GRAPH_FRAMES, LOADING_FRAMES
 from tui.model import FailureKind, Phase
 
 MARKERS = (
@@ -49,6 +49,7 @@ MARKERS = (
 READY = rx(r"Application startup complete")
 
 FATAL = rx(
+    BAD_ARGS,
     r"EngineCore failed to start",
     r"Engine core initialization failed",
     r"WorkerProc failed to start",
@@ -115,6 +116,9 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
                 "otherwise the first traceback is the cause.")
     if kind == FailureKind.WARMUP:
         return "The API server failed while starting: read the excerpt."
+    if kind == FailureKind.BAD_ARGS:
+        return ("The server refused its command line: a flag this version does not know, or a bad value (the "
+                "excerpt names it). Unset or fix it: `bringup restart <deployment> --unset NAME` or --set NAME=VALUE.")
     if kind == FailureKind.EXIT:
         return "The server exited without a recognised error: read the last lines of its log."
     return "The engine reported a fatal error: read the excerpt; the root cause is usually the first traceback."
