@@ -295,7 +295,8 @@ def test_a_problem_from_the_environment_names_the_variable_not_the_file(tmp_path
     monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K27__ENDPOINT", "http://127.0.0.1:40000")  # k27: not in the file
     with pytest.raises(ConfigError) as e:
         load(str(p))
-    assert str(e.value).startswith("BRINGUP_DEPLOYMENTS__K27__ENDPOINT (environment): deployments.k27"), e.value
+    assert str(e.value).startswith(f"BRINGUP_DEPLOYMENTS__K27__ENDPOINT (environment): deployments.k27: no "
+                                   f"deployment 'k27' in {p} (a typo in the name?"), e.value
     monkeypatch.delenv("BRINGUP_DEPLOYMENTS__K27__ENDPOINT")
     monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K26__ENDPOINTT", "http://127.0.0.1:40000")
     with pytest.raises(ConfigError) as e:

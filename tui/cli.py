@@ -409,7 +409,8 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             cause = f"; {reported}" if reported else ""
             if s.stalled_for is not None:
                 cause += f"; STALLED for {s.stalled_for:.0f} s"
-            print(f"timeout after {timeout:g} s; last phase: {s.phase}{cause}", file=sys.stderr)
+            last = s.phase if s.unit is not None else "unknown (its state was never read)"
+            print(f"timeout after {timeout:g} s; last phase: {last}{cause}", file=sys.stderr)
             _result(as_json, "timeout", s)
             return EXIT_TIMEOUT
         await w.wait_changed(min(left, 0.5))

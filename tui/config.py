@@ -300,9 +300,10 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
     """Load and validate the config; every problem becomes a ConfigError with one line per issue."""
     path = discover(explicit)
     where = str(path) if path else "environment"
+    in_file: dict[str, Any] = {}
     if path is not None:
         try:
-            tomllib.loads(path.read_text(encoding="utf-8"))
+            in_file = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path}: not valid TOML: {e}") from None
         except (OSError, UnicodeDecodeError) as e:
@@ -319,6 +320,13 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
             if err["type"] == "extra_forbidden":
                 msg = "unknown key" + _close_key(err["loc"])
             var = _env_source(err["loc"])
+            loc = err["loc"]
+            if var and len(loc) >= 2 and loc[0] in ("deployments", "hosts") and \
+                    loc[1] not in (in_file.get(loc[0]) or {}):
+                # the variable names a deployment (or host) the file does not have: that is the mistake, not
+                # the keys such a new one would need
+                msg = (f"no {str(loc[0])[:-1]} {loc[1]!r} in {where} (a typo in the name? one added from the "
+                       f"environment needs all its keys: {msg})")
             source = f"{var} (environment)" if var else where
             msgs.append(f"{source}: {key}: {msg}")
         raise ConfigError("\n".join(msgs)) from None
