@@ -155,3 +155,34 @@ def test_chart_points_are_averaged_down_to_what_braille_can_draw() -> None:
     assert all(100.0 <= v <= 106.0 for _, v in out)  # averages of the samples, nothing invented
     mean = sum(v for _, v in pts) / len(pts)
     assert abs(sum(v for _, v in out) / len(out) - mean) < 0.5
+
+
+def test_the_chart_does_not_join_samples_across_a_restart() -> None:
+    """A line across the downtime would draw throughput nobody had: samples more than GAP_S apart are plotted as
+    separate runs, each averaged down on its own (a group never spans the gap)."""
+    from textual.app import App, ComposeResult
+
+    from widgets.throughput import GAP_S, ThroughputPanel, segments
+
+    before = [(1000.0 + i, 200.0) for i in range(60)]
+    after = [(1000.0 + 59 + GAP_S + 30 + i, 50.0) for i in range(60)]  # a restart: 40 s without a sample
+    assert segments(before + after) == [before, after]
+    assert segments(before) == [before]
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ThroughputPanel(id="throughput")
+
+    async def run() -> list[list[float]]:
+        app = One()
+        async with app.run_test(size=(80, 30)) as pilot:
+            panel = app.query_one(ThroughputPanel)
+            panel.show(None, before + after, now=after[-1][0])
+            await pilot.pause(0.1)
+            from textual_plotext import PlotextPlot
+
+            fig = app.query_one(PlotextPlot).plt._active  # plotext's figure: one data set per plot call
+            return [list(ys) for ys in fig.monitor.y]
+
+    ys = asyncio.run(run())
+    assert len(ys) == 2 and set(ys[0]) == {200.0} and set(ys[1]) == {50.0}, ys  # no point mixes the two runs

@@ -29,6 +29,21 @@ def downsample(points: Sequence[tuple[float, float]], n: int) -> list[tuple[floa
     return out
 
 
+#: samples further apart than this are not joined by the chart's line: the server was down or not serving between
+#: them (a restart), and a line across the gap would draw throughput nobody had
+GAP_S = 10.0
+
+
+def segments(points: Sequence[tuple[float, float]], gap: float = GAP_S) -> list[list[tuple[float, float]]]:
+    """The runs of samples with no gap longer than `gap` seconds inside them."""
+    out: list[list[tuple[float, float]]] = []
+    for p in points:
+        if not out or p[0] - out[-1][-1][0] > gap:
+            out.append([])
+        out[-1].append(p)
+    return out
+
+
 class ThroughputPanel(Vertical):
     DEFAULT_CLASSES = "panel"
 
@@ -78,8 +93,10 @@ class ThroughputPanel(Vertical):
             plt.clear_figure()
             if history:
                 end = now if now is not None else history[-1][0]
-                shown = downsample(history, 2 * max(10, p.size.width or self.size.width))  # before its first layout
-                plt.plot([at - end for at, _ in shown], [v for _, v in shown], marker="braille")
+                budget = 2 * max(10, p.size.width or self.size.width)  # before its first layout
+                for seg in segments(history):
+                    shown = downsample(seg, max(2, budget * len(seg) // len(history)))
+                    plt.plot([at - end for at, _ in shown], [v for _, v in shown], marker="braille", color="cyan")
                 plt.xlabel("seconds, 0 = now")
             plt.title("tokens/s")
             p.refresh()
