@@ -549,3 +549,18 @@ async def test_an_empty_errors_view_says_so_above_the_run_marker_and_all_lines_l
         log.set_filter("GET /health")  # asked for: shown
         await pilot.pause(0.1)
         assert own in log.log_view.lines
+
+
+async def test_the_key_bar_keeps_every_key_at_90_columns(tmp_path: Path) -> None:
+    from textual.widgets import Static
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(90, 28)) as pilot:
+        await pilot.pause(0.1)
+        bar = str(app.query_one("#keys", Static).render())
+        assert len(bar.rstrip()) <= 90, bar
+        for key in ("/", " e ", " p ", " d ", " ? ", " q ", " r ", " f ", " s ", "^p"):
+            assert key in bar, (key, bar)
+        await pilot.resize_terminal(140, 36)
+        await pilot.pause(0.2)
+        assert "Errors/all" in str(app.query_one("#keys", Static).render())  # room again: the full labels

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Grid
@@ -371,15 +371,30 @@ class ConsoleApp(App[int]):
             self._flush_logs()
             self.render_all()
 
-    def _show_keys(self) -> None:
-        """The key bar: the console's keys as mapped, drawn once. (Textual's Footer recomposes itself whenever the
-        focus moves, which during a log burst made `/` take a third longer to show and the log fall behind.)"""
-        t = Text()
-        for key, desc in self.key_rows(shown_only=True):
-            t.append(f" {key} ", style="bold")
-            t.append(f"{desc} ")
-        t.append(" ^p palette", style="dim")
+    def _show_keys(self, width: int | None = None) -> None:
+        """The key bar: the console's keys as mapped, drawn once and on a resize. (Textual's Footer recomposes
+        itself whenever the focus moves, which during a log burst made `/` take a third longer to show and the
+        log fall behind.) Where the full labels do not fit (90 columns), each label is its first word, so that
+        every key still shows rather than the last ones being cut off."""
+        rows = self.key_rows(shown_only=True)
+        width = width or self.size.width or 200
+        for short in (False, True):
+            t = Text()
+            for key, desc in rows:
+                if short:
+                    t.append(f"{key}", style="bold")
+                    t.append(f" {desc.split('/')[0].split()[0].lower()} ")
+                else:
+                    t.append(f" {key} ", style="bold")
+                    t.append(f"{desc} ")
+            t.append(" ^p palette" if not short else " ^p", style="dim")
+            if t.cell_len <= width:
+                break
         self.query_one("#keys", Static).update(t)
+
+    def on_resize(self, event: events.Resize) -> None:
+        with contextlib.suppress(NoMatches):
+            self._show_keys(event.size.width)
 
     def help_rows(self) -> list[tuple[str, str]]:
         rows = self.key_rows()  # each key once: the bar's keys and those it leaves out (Esc, End)
