@@ -402,11 +402,17 @@ class ConsoleApp(App[int]):
             rows.append(("end", "Follow the log again after scrolling up"))
         return rows
 
+    @classmethod
+    def _own_bindings(cls) -> list[Binding]:
+        """The bindings the console's classes declare, the most derived class's first (the full console adds its
+        own to the read-only one's), not Textual's."""
+        return [b for c in cls.__mro__ if issubclass(c, ConsoleApp)
+                for b in c.__dict__.get("BINDINGS", ()) if isinstance(b, Binding)]
+
     def key_rows(self, shown_only: bool = False) -> list[tuple[str, str]]:
         """The console's own keys, as currently mapped (Textual's scrolling and copy keys are not listed: they
         work as in any Textual app, and listing them first buried the keys that matter)."""
-        ours = {b.id for cls in type(self).__mro__ if issubclass(cls, ConsoleApp)
-                for b in cls.__dict__.get("BINDINGS", ()) if isinstance(b, Binding)}
+        ours = {b.id for b in self._own_bindings()}
         rows = []
         for _key, bindings in self.active_bindings.items():
             b = bindings.binding
@@ -420,8 +426,7 @@ class ConsoleApp(App[int]):
     def action_pick(self) -> None:
         from tui.managers.process import describe_command
 
-        names = [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ "
-                     f"{'local' if d.host == 'demo-host' else d.host}")  # as the header names them
+        names = [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ {d.host_label}")
                  for n, d in self.settings.deployments.items()]
         if len(names) <= 1:
             self.notify("only one deployment is configured")
@@ -438,15 +443,11 @@ class ConsoleApp(App[int]):
         one's: both lists, not just the subclass's), each with the key that does it."""
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
-        for cls in type(self).__mro__:
-            if not issubclass(cls, ConsoleApp):
-                continue
-            for b in cls.__dict__.get("BINDINGS", ()):
-                if (isinstance(b, Binding) and b.description and b.action not in ("quit",)
-                        and b.action not in seen):
-                    seen.add(b.action)
-                    yield SystemCommand(b.description, f"the {self.get_key_display(b)} key",
-                                        getattr(self, f"action_{b.action}", None) or (lambda: None))
+        for b in self._own_bindings():
+            if b.description and b.action not in ("quit",) and b.action not in seen:
+                seen.add(b.action)
+                yield SystemCommand(b.description, f"the {self.get_key_display(b)} key",
+                                    getattr(self, f"action_{b.action}", None) or (lambda: None))
 
     async def action_quit(self) -> None:
         if self.watch_ is not None:

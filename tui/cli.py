@@ -339,13 +339,13 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
     stopped_at: float | None = None
     reported = ""
     stalled_said = False
-    stalled_seen: tuple[Phase, float] | None = None
+    stalled_since: tuple[Phase, float] | None = None
     while True:
         s = w.state
         # the host cannot be reached, the unit cannot be read, the server listens on another port than the
         # endpoint's: said at once, not after the whole timeout (a rebooting host comes back: the wait goes on)
         unit_err = w.collector_errors.get("unit", "")
-        mismatch = w.endpoint_mismatch().removeprefix("probe: ")
+        mismatch = w.endpoint_mismatch()
         problem, source = ((f"cannot read its state: {unit_err}", "unit") if unit_err
                            else (mismatch, "probe") if mismatch else ("", ""))
         if problem and problem != reported:
@@ -354,22 +354,19 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
             else:
                 print(f"bringup: {w.name}: {problem} (trying again until the timeout)", file=sys.stderr, flush=True)
         reported = problem
-        # "still loading" and "hung" must not look the same headless either: the console's STALLED, said once,
-        # when it has held for a second in one phase (a log being read back passes through stale phases)
-        if s.stalled_for is None or (stalled_seen and stalled_seen[0] != s.phase):
-            stalled_seen = None
-        elif stalled_seen is None:
-            stalled_seen = (s.phase, time.monotonic())
-        if stalled_seen is not None and not stalled_said and time.monotonic() - stalled_seen[1] >= 1.0 \
-                and s.stalled_for is not None:
+        # STALLED, said once a stall, when it has held for a second in one phase (a log being read back passes
+        # through stale phases on its way)
+        stall = w.stall_note()
+        if not stall:
+            stalled_since, stalled_said = None, False
+        elif stalled_since is None or stalled_since[0] != s.phase:
+            stalled_since = (s.phase, time.monotonic())
+        elif not stalled_said and time.monotonic() - stalled_since[1] >= 1.0:
             stalled_said = True
             if as_json:
-                print(json.dumps({"stalled_for": round(s.stalled_for, 1), "phase": str(s.phase)}), flush=True)
+                print(json.dumps({"stalled_for": round(s.stalled_for or 0.0, 1), "phase": str(s.phase)}), flush=True)
             else:
-                print(f"bringup: {w.name}: STALLED in {s.phase}: no log line or GPU memory change for "
-                      f"{s.stalled_for:.0f} s (hung, or a very slow step?)", file=sys.stderr, flush=True)
-        elif s.stalled_for is None:
-            stalled_said = False
+                print(f"bringup: {w.name}: {stall}", file=sys.stderr, flush=True)
         fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
         if fresh and s.timeline != shown:
             for t in s.timeline[len(shown):] if s.timeline[: len(shown)] == shown else s.timeline:
@@ -517,10 +514,9 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
             out({"ok": False, "phase": "stopped", "stop_s": round(took, 1), "error": why}, args.json,
                 f"{name} stopped in {took:.1f} s, but its {why}")
             return 1
-        last = release[-1] if release else None
-        freed = f"; {last.detail}" if last is not None else ""
-        out({"ok": True, "phase": "stopped", "stop_s": round(took, 1), "release": last.detail if last else None},
-            args.json, f"{name} stopped in {took:.1f} s{freed}")
+        freed = release[-1].detail  # the release wait always ends with a step: done, or skipped and why
+        out({"ok": True, "phase": "stopped", "stop_s": round(took, 1), "release": freed}, args.json,
+            f"{name} stopped in {took:.1f} s; {freed}")
         return 0
     finally:
         await w.close()

@@ -106,6 +106,11 @@ class DeploymentConfig(Strict):
     #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
     hide_flags: list[str] = Field(default_factory=list)
 
+    @property
+    def host_label(self) -> str:
+        """The host as the console and the CLI name it: the built-in demo's host is this machine."""
+        return "local" if self.host == "demo-host" else self.host
+
     @field_validator("command", mode="before")
     @classmethod
     def _argv_list(cls, v: object) -> object:

@@ -41,13 +41,13 @@ async def prepare(w: Watch, say: Callable[[str], None] = _stderr) -> bool:
         if step.status == "failed":
             say(f"{step.name}: {step.detail}")
 
-    if not unit.running:
+    if unit.running:
+        say("the running demo had other settings (scenario, time scale): restarting it with these")
+    else:
         port = urlsplit(w.dep.endpoint).port or 80
         if await _listening("127.0.0.1", port):  # found now, not as a "port-in-use" failure seconds into a start
             raise ManagerError(f"port {port} on 127.0.0.1 is taken by another program: run the demo on another "
                                f"port, e.g. BRINGUP_DEMO_PORT={port + 1} bringup demo")
-    if unit.running:
-        say("the running demo had other settings (scenario, time scale): restarting it with these")
     await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
     return True
 

@@ -89,7 +89,7 @@ class Watch:
         self.name = name
         self.dep = dep
         self.host = settings.host(dep.host)
-        self.host_name = dep.host if dep.host != "demo-host" else "local"
+        self.host_name = dep.host_label
         self.preset: Preset = get_preset(dep.preset)
         self.flag_specs: list[FlagSpec] = [*self.preset.flags, *(f.spec() for f in dep.extra_flags)]
         self.transport = transport or make_transport(self.host)
@@ -408,8 +408,17 @@ class Watch:
         port = configured.port or (443 if configured.scheme == "https" else 80)
         if self.listening[1] == port:
             return ""
-        return (f"probe: the server listens on port {self.listening[1]}, but the endpoint is {self.dep.endpoint}: "
+        return (f"the server listens on port {self.listening[1]}, but the endpoint is {self.dep.endpoint}: "
                 f"set endpoint (or the server's --port) so they agree")
+
+    def stall_note(self) -> str:
+        """The console's STALLED, in words a headless command prints: "still loading" and "hung" must not look
+        the same there either."""
+        s = self.state
+        if s.stalled_for is None:
+            return ""
+        return (f"STALLED in {s.phase}: no log line or GPU memory change for {s.stalled_for:.0f} s "
+                "(hung, or a very slow step?)")
 
     def _last_log_sample(self, lines: Sequence[LogLine], word: str) -> ThroughputSample | None:
         """The newest line with `word` that parses: a Prefill line says "input throughput" and is no sample."""
@@ -596,7 +605,7 @@ class Watch:
             notes.insert(0, f"ssh {self.host.ssh}: {link}")
         mismatch = self.endpoint_mismatch()
         if mismatch:
-            notes.insert(0, mismatch)
+            notes.insert(0, f"probe: {mismatch}")  # the console shows the probe's notes in the lifecycle panel
         if self.metrics_state == "off":
             how = "--enable-metrics" if self.preset.name == "sglang" else "stats enabled"
             notes.append(f"no metrics: start the server with {how} for tokens/s from /metrics")

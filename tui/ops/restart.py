@@ -92,12 +92,12 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
                 last = s.phase
             mismatch = watch.endpoint_mismatch()
             if mismatch and mismatch != said:
-                on_step(Step("follow", "running", mismatch.removeprefix("probe: ")))
+                on_step(Step("follow", "running", mismatch))
                 said = mismatch
-            if s.stalled_for is not None and not stalled:
-                on_step(Step("follow", "running", f"STALLED in {s.phase}: no log line or GPU memory change for "
-                                                  f"{s.stalled_for:.0f} s (hung, or a very slow step?)"))
-            stalled = s.stalled_for is not None
+            stall = watch.stall_note()
+            if stall and not stalled:
+                on_step(Step("follow", "running", stall))
+            stalled = bool(stall)
             if s.phase == Phase.READY:
                 return s.phase, None
             if s.phase == Phase.FAILED:
@@ -106,7 +106,7 @@ async def follow_new(watch: Watch, old_invocation: str, timeout: float,
             if s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running:
                 return Phase.FAILED, s.failure
         await watch.wait_changed(0.5)
-    why = watch.endpoint_mismatch().removeprefix("probe: ")
+    why = watch.endpoint_mismatch()
     if watch.state.stalled_for is not None:
         why = "; ".join(x for x in (why, f"STALLED for {watch.state.stalled_for:.0f} s") if x)
     running = watch.state.unit is not None and watch.state.unit.running

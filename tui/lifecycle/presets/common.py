@@ -48,6 +48,8 @@ CUDA_GRAPH = rx(
 #: argparse's last word on a command line it refuses (`launch_server.py: error: unrecognized arguments: ...`,
 #: `vllm: error: argument --tensor-parallel-size/-tp: invalid int value: 'x'`), on stderr with no logger prefix
 BAD_ARGS = r"^\S+: error: (?:unrecognized arguments:|argument -|the following arguments are required:)"
+BAD_ARGS_HINT = ("The server refused its command line: a flag this version does not know, or a bad value (the "
+                 "excerpt names it). Unset or fix it: `bringup restart <deployment> --unset NAME` or --set NAME=VALUE.")
 
 COMMON_CLASSIFIERS: tuple[Classifier, ...] = (
     Classifier(FailureKind.BAD_ARGS, rx(BAD_ARGS, flags=re.MULTILINE)),  # an excerpt is many lines
@@ -69,4 +71,4 @@ GRAPH_FRAMES = rx(r"cuda_graph_runner\.py.*in (?:__init__|capture)", r"Capture c
                   r"in capture_model\b", r"graphs\.py.*capture_end")
 WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error")
 
-__all__ = ["BAD_ARGS", "COMMON_CLASSIFIERS", "CUDA_GRAPH", "NCCL", "OOM", "PORT", "re"]
+__all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "CUDA_GRAPH", "NCCL", "OOM", "PORT", "re"]

@@ -7,6 +7,7 @@ import re
 from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
+    BAD_ARGS_HINT,
     COMMON_CLASSIFIERS,
     CUDA_GRAPH,
     GRAPH_FRAMES,
@@ -139,8 +140,7 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
         return ("A scheduler process died: exit code -9 usually means the OS OOM killer (check `dmesg` and host "
                 "RAM); otherwise the first traceback is the cause.")
     if kind == FailureKind.BAD_ARGS:
-        return ("The server refused its command line: a flag this version does not know, or a bad value (the "
-                "excerpt names it). Unset or fix it: `bringup restart <deployment> --unset NAME` or --set NAME=VALUE.")
+        return BAD_ARGS_HINT
     if kind == FailureKind.EXIT:
         return "The server exited without a recognised error: read the last lines of its log."
     return "The server reported a fatal error: read the excerpt; the first traceback is usually the cause."

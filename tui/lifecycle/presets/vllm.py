@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 
 from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
-from tui.lifecycle.presets.common import BAD_ARGS, COMMON_CLASSIFIERS, CUDA_GRAPH, GRAPH_FRAMES, LOADING_FRAMES
+from tui.lifecycle.presets.common import (
+    BAD_ARGS,
+    BAD_ARGS_HINT,
+    COMMON_CLASSIFIERS,
+    CUDA_GRAPH,
+    GRAPH_FRAMES,
+    LOADING_FRAMES,
+)
 from tui.model import FailureKind, Phase
 
 MARKERS = (
@@ -117,8 +124,7 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
     if kind == FailureKind.WARMUP:
         return "The API server failed while starting: read the excerpt."
     if kind == FailureKind.BAD_ARGS:
-        return ("The server refused its command line: a flag this version does not know, or a bad value (the "
-                "excerpt names it). Unset or fix it: `bringup restart <deployment> --unset NAME` or --set NAME=VALUE.")
+        return BAD_ARGS_HINT
     if kind == FailureKind.EXIT:
         return "The server exited without a recognised error: read the last lines of its log."
     return "The engine reported a fatal error: read the excerpt; the root cause is usually the first traceback."
