@@ -153,6 +153,7 @@ def test_help_says_what_the_user_needs_to_know() -> None:
         text = " ".join(cmds[cmd].format_help().split())
         assert "without the leading `--`" in text and "mem-fraction-static=0.85" in text, cmd
     wait = " ".join(cmds["wait"].format_help().split())
+    assert "timeout (3) or stopped (4)" in " ".join(build_parser().format_help().split())  # the command list
     assert "stopped" in wait and "exit 3" in wait and "exit 4" in wait and "default 1800" in wait
 
 

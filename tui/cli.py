@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
             "GPU memory, throughput and flags.")
     s.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
 
-    w = add("wait", "follow until ready (0), failed (1), stopped or timeout (2)",
+    w = add("wait", "follow until ready (0), failed (1), timeout (3) or stopped (4)",
             "Follow a deployment until it is ready (exit 0), failed (exit 1, with the error excerpt and a hint) "
             "or the timeout passes (exit 3), printing phase changes as they happen. A deployment that is stopped "
             f"(not running for {STOPPED_GRACE_S:g} s, and no restart or start in progress) ends the wait at once "
