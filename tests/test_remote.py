@@ -308,7 +308,7 @@ def test_unit_not_found_is_named(conf: Path) -> None:
     head, sep, rest = text.partition("[deployments.remote]")
     bad.write_text(head + sep + rest.replace(f'unit = "{UNIT}"', 'unit = "sglang-typo.service"', 1))
     r = bringup(bad, "status", "remote")
-    assert r.returncode == 1 and "unit sglang-typo.service not found on testhost" in r.stderr
+    assert r.returncode == 2 and "unit sglang-typo.service not found on testhost" in r.stderr
     assert "Traceback" not in r.stderr
 
 

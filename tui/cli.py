@@ -14,7 +14,6 @@ import faulthandler
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -31,9 +30,14 @@ from tui.transport import TransportError
 #: a script can tell "not ready in time" and "nothing is starting" from a config error (2) and a failure (1)
 EXIT_TIMEOUT = 3
 EXIT_STOPPED = 4
+#: the result is not this command's: another run replaced the one it started, or its lock was lost and things
+#: changed meanwhile (a sweep must not file it under this config)
+EXIT_SUPERSEDED = 5
 
 EPILOG = """\
-exit codes: 0 ok/ready, 1 failed, 2 usage/config error or refused, 3 timeout, 4 stopped (wait), 130 interrupted.
+exit codes: 0 ok/ready, 1 failed, 2 usage/config error, refused or a permanent error (unknown host key, unit not
+found), 3 timeout, 4 stopped (wait), 5 superseded (another run replaced the one this command started, or its lock
+was lost), 130 interrupted.
 config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
 always exists). Docs: README.md.
 """
@@ -277,48 +281,14 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if d["phase"] == "failed" else 0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def _holder_active(data: bytes | None, max_age: float) -> bool:
-    """Whether a lock holder's record (who, pid, since) describes a holder still at work: `wait` must not give up
-    on a unit that looks stopped only because a restart is between its stop and its start."""
-    try:
-        h = json.loads(data or b"{}")
-        pid, since = int(h.get("pid") or 0), float(h.get("since") or 0)
-    except (ValueError, TypeError, AttributeError):
-        return False
-    if pid <= 0:
-        return False
-    if str(h.get("who", "")).rpartition("@")[2] == socket.gethostname():
-        return _pid_alive(pid)
-    return time.time() - since < max_age  # a holder on another machine: trust the record while it is recent
-
-
 async def _start_in_progress(w: Any) -> bool:
-    """Whether a restart or start holds the deployment's lock: it stops the unit, waits for the GPU memory and
-    starts it again, and the unit looks stopped meanwhile. Reads the holder's record (the lock file, or its
-    `.owner` file for systemd), and never takes the lock: that, even for a moment, could refuse a real restart."""
+    """Whether a restart, start or stop holds the deployment's lock: the unit looks stopped between its stop and
+    its start. Reads the holder's record and checks the holder is alive on the host; never takes the lock (that,
+    even for a moment, could refuse a real restart)."""
     try:
-        path = str(getattr(w.manager.lock("wait"), "path", "") or "")
-    except (ManagerError, TransportError):
-        return False
-    max_age = w.dep.stop_timeout_s + w.dep.release_timeout_s + 60
-    for p in (path, path + ".owner") if path else ():
-        try:
-            data = await w.transport.read_file(p)
-        except (TransportError, OSError):
-            return True  # cannot tell: keep waiting
-        if _holder_active(data, max_age):
-            return True
-    return False
+        return await w.manager.lock("wait").holder() is not None
+    except (ManagerError, TransportError, OSError):
+        return True  # cannot tell: keep waiting
 
 
 def _result(as_json: bool, result: str, s: Any) -> None:
@@ -342,6 +312,13 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
     stalled_since: tuple[Phase, float] | None = None
     while True:
         s = w.state
+        if w.permanent_error is not None:  # waiting will not fix an unknown host key or a unit that is not there
+            if as_json:
+                print(json.dumps({"error": str(w.permanent_error), "collector": "unit", "permanent": True}),
+                      flush=True)
+            print(f"bringup: {w.name}: {w.permanent_error}", file=sys.stderr, flush=True)
+            _result(as_json, "error", s)
+            return 2
         # the host cannot be reached, the unit cannot be read, the server listens on another port than the
         # endpoint's: said at once, not after the whole timeout (a rebooting host comes back: the wait goes on)
         unit_err = w.collector_errors.get("unit", "")
@@ -466,9 +443,19 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
             w.dep = dep.model_copy(update={"ready_timeout_s": args.timeout})
         print(f"{'restarting' if restart else 'starting'} {name} on {w.host_name}" +
               (f": {'; '.join(change_txt)}" if change_txt else ""), file=sys.stderr if args.json else sys.stdout)
-        outcome = await protocol.run(w, new, _print_step(args.json), wait_ready=not args.no_wait,
-                                     stop_first=restart, purpose="restart" if restart else "start",
-                                     rollback=getattr(args, "rollback", False) or None)
+        steps: list[protocol.Step] = []
+        show = _print_step(args.json)
+
+        def step(s: protocol.Step) -> None:
+            steps.append(s)
+            if s.name != "interrupted":
+                show(s)
+        try:
+            outcome = await protocol.run(w, new, step, wait_ready=not args.no_wait,
+                                         stop_first=restart, purpose="restart" if restart else "start",
+                                         rollback=getattr(args, "rollback", False) or None)
+        except asyncio.CancelledError:
+            return _interrupted(name, steps, args.json)
         failure = w.named(outcome.failure)
         if failure is not None and not args.json:
             f = failure
@@ -479,11 +466,26 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         out({"ok": outcome.ok, "phase": str(outcome.phase), "message": outcome.message,
              "invocation": outcome.invocation, "failure": failure.as_dict() if failure else None,
              "rolled_back": outcome.rolled_back}, args.json, f"{name}: {outcome.message}")
-        if outcome.ok:
-            return 0
-        return 2 if outcome.refused else EXIT_TIMEOUT if outcome.timed_out else 1
+        return _exit_code(outcome)
     finally:
         await w.close()
+
+
+def _exit_code(outcome: Any) -> int:
+    if outcome.ok:
+        return 0
+    if outcome.superseded:
+        return EXIT_SUPERSEDED
+    return 2 if outcome.refused else EXIT_TIMEOUT if outcome.timed_out else 1
+
+
+def _interrupted(name: str, steps: list[Any], as_json: bool) -> int:
+    """Ctrl-C in the middle of an action: one line of what was done and what was not, no traceback."""
+    left = next((s.detail for s in reversed(steps) if s.name == "interrupted"), "nothing changed")
+    if as_json:
+        print(json.dumps({"ok": False, "interrupted": True, "left": left}), flush=True)
+    print(f"bringup: {name}: interrupted: {left}", file=sys.stderr, flush=True)
+    return 130
 
 
 async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
@@ -494,30 +496,31 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError("read-only mode: start/stop is disabled")
     name, dep = settings.deployment(args.deployment)
     w = Watch(settings, name, dep)
+    steps: list[protocol.Step] = []
     try:
-        unit = await w.poll_unit()
-        if not unit.running:
-            out({"ok": True, "phase": "stopped"}, args.json, f"{name} is not running")
-            return 0
-        t0 = time.monotonic()
-        pids = protocol.old_pids(w)
-        w.action("stop")
-        await w.manager.stop()
-        took = time.monotonic() - t0
-        # stopped means the GPUs are free again: `bringup stop && bringup start` must not start into the old
-        # run's memory (the seeds' fixed `sleep 8` did, and every config of a sweep "failed to start")
-        release: list[protocol.Step] = []
         try:
-            await protocol.wait_for_release(w, pids, release.append, dep.release_timeout_s)
-        except protocol.RestartError:
-            why = f"GPU memory {release[-1].detail}"
-            out({"ok": False, "phase": "stopped", "stop_s": round(took, 1), "error": why}, args.json,
-                f"{name} stopped in {took:.1f} s, but its {why}")
-            return 1
-        freed = release[-1].detail  # the release wait always ends with a step: done, or skipped and why
-        out({"ok": True, "phase": "stopped", "stop_s": round(took, 1), "release": freed}, args.json,
-            f"{name} stopped in {took:.1f} s; {freed}")
-        return 0
+            # under the lock, and stopped means the GPUs are free again: `bringup stop && bringup start` must not
+            # start into the old run's memory (the seeds' fixed `sleep 8` did, and every config of a sweep failed)
+            o = await protocol.stop(w, steps.append)
+        except asyncio.CancelledError:
+            return _interrupted(name, steps, args.json)
+        release = next((s.detail for s in reversed(steps) if s.name == "release"), "")
+        d: dict[str, Any] = {"ok": o.ok, "phase": "stopped" if o.ok else str(o.phase), "message": o.message}
+        if o.stop_s is not None:
+            d["stop_s"] = o.stop_s
+        if release:
+            d["release"] = release
+        if o.ok and o.message == "not running":
+            out(d, args.json, f"{name} is not running")
+        elif o.ok:
+            out(d, args.json, f"{name} {o.message}")
+        else:
+            d["error"] = o.message
+            if args.json:
+                out(d, True, "")
+            else:
+                print(f"bringup: {name}: {o.message}", file=sys.stderr)
+        return _exit_code(o) if not o.timed_out else 1
     finally:
         await w.close()
 
@@ -567,24 +570,31 @@ def _recognised(lines: list[str], preset_name: str) -> bool:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a recorded log. With --json, stdout is always one JSON object: the result, or `{"error": ...}`
+    (the exit code and the one-line message on stderr stay as without --json)."""
     from tui.lifecycle.replay import replay
 
     name = "stdin" if args.file == "-" else args.file
     try:
-        if args.file == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(args.file, "rb") as fh:
-                data = fh.read()
-    except OSError as e:
-        raise UsageError(f"{args.file}: {e.strerror or e}") from None
-    if b"\0" in data[:8192]:
-        raise UsageError(f"{name}: a binary file, not a server log")
-    lines = data.decode("utf-8", "replace").splitlines()
-    r = replay(lines, args.preset)
-    if not _recognised(lines, r.preset):
-        raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
-                         "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
+        try:
+            if args.file == "-":
+                data = sys.stdin.buffer.read()
+            else:
+                with open(args.file, "rb") as fh:
+                    data = fh.read()
+        except OSError as e:
+            raise UsageError(f"{args.file}: {e.strerror or e}") from None
+        if b"\0" in data[:8192]:
+            raise UsageError(f"{name}: a binary file, not a server log")
+        lines = data.decode("utf-8", "replace").splitlines()
+        r = replay(lines, args.preset)
+        if not _recognised(lines, r.preset):
+            raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
+                             "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
+    except Exception as e:
+        if args.json:
+            print(json.dumps({"error": str(e) or type(e).__name__}))
+        raise
     d = r.as_dict()
     if args.json:
         print(json.dumps(d))
@@ -657,8 +667,16 @@ def run_console(settings: Settings, deployment: str | None, read_only: bool) -> 
 def run_async(coro: Any) -> Any:
     """asyncio.run, but an exit that never hangs: tasks left over are cancelled and given 3 s, not forever."""
     loop = asyncio.new_event_loop()
+    main_task = loop.create_task(coro)
+    # Ctrl-C cancels the command's task, so it unwinds like any cancellation: locks released, the steps done
+    # said, no traceback (a KeyboardInterrupt raised wherever the loop happened to be could skip all that)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, main_task.cancel)
     try:
-        return loop.run_until_complete(coro)
+        try:
+            return loop.run_until_complete(main_task)
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
     finally:
         try:
             pending = asyncio.all_tasks(loop)
@@ -705,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (ManagerError, TransportError) as e:
         print(f"bringup: {e}", file=sys.stderr)
-        return 1
+        return 2 if getattr(e, "permanent", False) else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -105,6 +105,9 @@ class Watch:
         self.tps_history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
         self.logs: deque[LogLine] = deque(maxlen=LOG_BUFFER)
         self.collector_errors: dict[str, str] = {}
+        #: the unit cannot be read and waiting will not help (unknown host key, unit not found, sudo refused)
+        self.permanent_error: Exception | None = None
+        self._last_line_mono = 0.0
         self.metrics_state = "unknown"  # unknown | on | off
         #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
         #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
@@ -323,9 +326,11 @@ class Watch:
             try:
                 unit = await self.poll_unit()
                 self.collector_errors.pop("unit", None)
+                self.permanent_error = None
                 await self.refresh_pids(unit)
             except (TransportError, ManagerError, OSError) as e:
                 self.collector_errors["unit"] = str(e)
+                self.permanent_error = e if getattr(e, "permanent", False) else None
                 self._emit("collector", ("unit", str(e)))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.5):
@@ -378,6 +383,7 @@ class Watch:
         lines, self._lines_due = self._lines_due, []
         if not lines:
             return
+        self._last_line_mono = time.monotonic()
         self._note_listening(lines)
         self.feed_lines(lines)
         self.logs.extend(lines)
@@ -622,17 +628,17 @@ class Watch:
         return attribute(self.gpus, self.deployment_gpus(), self.run_pids, self.previous_pids,
                          running=unit is not None and unit.running)
 
-    async def settle_failure(self, timeout: float = 2.0) -> None:
-        """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole."""
+    async def settle_failure(self, timeout: float = 2.0, quiet: float = 0.3) -> None:
+        """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole; no longer
+        than that: once the cause is in and the log has been quiet for `quiet` seconds (a traceback arrives in one
+        burst), the failure is told at once."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             st = self.state
-            if not st.failure_is_exit:  # an exit still waiting for its cause waits the whole time
-                if not st.failure_open:
-                    break
-                if st.unit is not None and not st.unit.running and time.monotonic() > deadline - timeout / 2:
-                    break
-            await self.wait_changed(0.2)
+            # an exit still waiting for its cause waits the whole time
+            if not st.failure_is_exit and (not st.failure_open or time.monotonic() - self._last_line_mono >= quiet):
+                break
+            await self.wait_changed(min(0.1, quiet))
 
     async def wait_changed(self, timeout: float) -> None:
         self._changed.clear()

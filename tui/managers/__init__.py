@@ -6,6 +6,8 @@ systemd) and `none` (observe only). The engine and the restart protocol only see
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,13 +22,54 @@ class ManagerError(Exception):
 class LockHeld(ManagerError):
     """Another bringup holds the deployment's restart lock."""
 
+    def __init__(self, message: str, holder: LockInfo | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class PermanentError(ManagerError):
+    """Waiting will not fix it (the unit does not exist, sudo is refused): a command says so and exits at once."""
+
+    permanent = True
+
 
 @dataclass(frozen=True, slots=True)
 class LockInfo:
+    """Who holds a deployment's lock, for what, and since when: written next to the lock so that a refusal, a
+    console and `bringup wait` on another machine can all name the holder."""
+
     who: str
     pid: int
     since: float
     purpose: str
+    #: the flag change the holder is making ("" for none): a console shows it while someone else restarts
+    change: str = ""
+    #: unique per taking: proves a record is this holder's and not a later one's
+    token: str = ""
+
+    def describe(self) -> str:
+        when = time.strftime("%H:%M:%S", time.localtime(self.since)) if self.since else "?"
+        change = f": {self.change}" if self.change else ""
+        return f"{self.who} (pid {self.pid}) {self.purpose} since {when}{change}"
+
+
+def lock_info_from(data: bytes | str | None) -> LockInfo | None:
+    """A holder's record as written by `LockInfo`; None for an empty, cleared or foreign one."""
+    try:
+        raw = json.loads(data or b"{}")
+        if not isinstance(raw, dict) or not raw.get("who"):
+            return None
+        return LockInfo(who=str(raw["who"]), pid=int(raw.get("pid") or 0), since=float(raw.get("since") or 0),
+                        purpose=str(raw.get("purpose") or "?"), change=str(raw.get("change") or ""),
+                        token=str(raw.get("token") or ""))
+    except (ValueError, TypeError):
+        return None
+
+
+def refusal(holder: LockInfo | None) -> LockHeld:
+    if holder is None:
+        return LockHeld("another bringup is already restarting this deployment (it left no record of who)")
+    return LockHeld(f"another bringup is already restarting this deployment: {holder.describe()}", holder)
 
 
 class Manager(Protocol):
@@ -57,7 +100,7 @@ class Manager(Protocol):
 
     async def save_argv(self, which: str, argv: Sequence[str]) -> None: ...
 
-    def lock(self, purpose: str) -> AsyncLock: ...
+    def lock(self, purpose: str, change: str = "") -> AsyncLock: ...
 
     async def pids(self, unit: UnitState) -> set[int] | None:
         """Every process of the current run (the server and its children), or None if it cannot be known."""
@@ -65,6 +108,21 @@ class Manager(Protocol):
 
 
 class AsyncLock(Protocol):
+    """The deployment's lock: one restart, start or stop at a time, held from its first step to its last."""
+
     async def __aenter__(self) -> LockInfo: ...
 
     async def __aexit__(self, *exc: object) -> None: ...
+
+    async def still_held(self) -> bool:
+        """Whether the lock taken is still ours, checked on the host (a dropped SSH connection frees a remote
+        one); raises TransportError when the host cannot be asked."""
+        ...
+
+    async def retake(self) -> LockInfo:
+        """Take the lock again after it was lost (raises LockHeld if someone else has it now)."""
+        ...
+
+    async def holder(self) -> LockInfo | None:
+        """The live holder's record, without taking the lock; None when no one holds it."""
+        ...

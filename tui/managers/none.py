@@ -41,5 +41,5 @@ class NoManager:
     async def pids(self, unit: UnitState) -> set[int] | None:
         return None
 
-    def lock(self, purpose: str) -> AsyncLock:
+    def lock(self, purpose: str, change: str = "") -> AsyncLock:
         raise ManagerError("this deployment is observe-only (manager = 'none')")

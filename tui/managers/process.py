@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tui.managers import LockHeld, LockInfo, ManagerError
+from tui.managers import LockInfo, ManagerError, lock_info_from, refusal
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
 
@@ -197,21 +197,23 @@ class ProcessManager:
     async def save_argv(self, which: str, argv: Sequence[str]) -> None:
         await self.transport.write_file(self._p(f"argv.{which}.json"), json.dumps(list(argv)).encode())
 
-    def lock(self, purpose: str) -> FileLock:
+    def lock(self, purpose: str, change: str = "") -> FileLock:
         if self.transport.name != "local":
             raise TransportError("the process manager's lock is only implemented for local hosts")
-        return FileLock(self._p("restart.lock"), purpose)
+        return FileLock(self._p("restart.lock"), purpose, change)
 
 
 class FileLock:
     """flock(2) on a file on this host; the holder's identity is written into the file for the refusal message.
 
-    The kernel releases it when the holder exits, even on SIGKILL, so a crashed bringup never leaves it stuck.
+    The kernel releases it when the holder exits, even on SIGKILL, so a crashed bringup never leaves it stuck; and
+    while we live, nothing can take it from us (it is never lost, unlike the remote one).
     """
 
-    def __init__(self, path: str, purpose: str) -> None:
+    def __init__(self, path: str, purpose: str, change: str = "") -> None:
         self.path = path
         self.purpose = purpose
+        self.change = change
         self._fd: int | None = None
 
     async def __aenter__(self) -> LockInfo:
@@ -220,20 +222,38 @@ class FileLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
-            except ValueError:
-                holder = {}
+            holder = lock_info_from(os.pread(fd, 4096, 0))
             os.close(fd)
-            since = holder.get("since")
-            age = f", since {time.strftime('%H:%M:%S', time.localtime(since))}" if since else ""
-            raise LockHeld(f"another bringup is already restarting this deployment: {holder.get('who', '?')} "
-                           f"(pid {holder.get('pid', '?')}{age}, {holder.get('purpose', '?')})") from None
+            raise refusal(holder) from None
         info = LockInfo(who=f"{getpass.getuser()}@{socket.gethostname()}", pid=os.getpid(), since=time.time(),
-                        purpose=self.purpose)
+                        purpose=self.purpose, change=self.change, token=uuid.uuid4().hex)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(dataclasses.asdict(info)).encode(), 0)
         self._fd = fd
+        return info
+
+    async def still_held(self) -> bool:
+        return self._fd is not None
+
+    async def retake(self) -> LockInfo:
+        await self.__aexit__()
+        return await self.__aenter__()
+
+    async def holder(self) -> LockInfo | None:
+        """The record names a live process of this host (the lock is local), or it is a dead holder's leftover."""
+        try:
+            with open(self.path, "rb") as f:
+                info = lock_info_from(f.read(4096))
+        except OSError:
+            return None
+        if info is None or info.pid <= 0:
+            return None
+        try:
+            os.kill(info.pid, 0)
+        except ProcessLookupError:
+            return None
+        except (PermissionError, OverflowError):
+            pass
         return info
 
     async def __aexit__(self, *exc: object) -> None:

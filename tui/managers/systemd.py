@@ -23,11 +23,12 @@ import re
 import shlex
 import socket
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tui.lifecycle.replay import journal_message
-from tui.managers import LockHeld, LockInfo, ManagerError
+from tui.managers import LockInfo, ManagerError, PermanentError, lock_info_from, refusal
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
 
@@ -101,7 +102,7 @@ class SystemdManager:
 
     def __init__(self, transport: Transport, unit: str, *, sudo: bool = False, stop_timeout: float = 120.0) -> None:
         if not _UNIT_NAME.match(unit):
-            raise ManagerError(f"not a systemd service name: {unit!r} (expected NAME.service)")
+            raise PermanentError(f"not a systemd service name: {unit!r} (expected NAME.service)")
         self.transport = transport
         self.unit = unit
         self.sudo = sudo
@@ -119,10 +120,10 @@ class SystemdManager:
         if res.rc != 0:
             err = res.error_text or res.text.strip()
             if "a password is required" in err or "sudo:" in err:
-                raise ManagerError(f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
+                raise PermanentError(f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
                                    f"root: set sudo = true for this host and allow passwordless sudo for it ({err})")
             if "Access denied" in err or "Interactive authentication required" in err or "not permitted" in err:
-                raise ManagerError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
+                raise PermanentError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
                                    "sudo = true for this host, or connect as a user allowed to manage the unit")
             raise ManagerError(f"{self.transport.name}: `{' '.join(argv[:3])}` failed (exit {res.rc}): {err[:300]}")
         return res.text
@@ -131,7 +132,7 @@ class SystemdManager:
         text = await self._run(["systemctl", "show", self.unit, "--timestamp=unix", "-p", ",".join(PROPS)])
         p = parse_show(text)
         if p.get("LoadState") == "not-found":
-            raise ManagerError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
+            raise PermanentError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
                                f"'*sglang*'` lists what is there)")
         status = p.get("ExecMainStatus", "")
         exit_status = int(status) if status.lstrip("-").isdigit() else None
@@ -252,8 +253,8 @@ class SystemdManager:
     async def save_argv(self, which: str, argv: Sequence[str]) -> None:
         await self._write_root_file(f"{self.dropin_dir}/bringup-{which}.json", json.dumps(list(argv)).encode())
 
-    def lock(self, purpose: str) -> RemoteLock:
-        return RemoteLock(self.transport, f"/run/lock/bringup-{self.unit}.lock", purpose)
+    def lock(self, purpose: str, change: str = "") -> RemoteLock:
+        return RemoteLock(self.transport, f"/run/lock/bringup-{self.unit}.lock", purpose, change)
 
 
 def journal_line(obj: dict[str, Any]) -> LogLine | None:
@@ -267,21 +268,32 @@ def journal_line(obj: dict[str, Any]) -> LogLine | None:
 
 
 class RemoteLock:
-    """flock(1) on the host, held as long as a command whose stdin we keep open runs."""
+    """flock(1) on the host, held as long as a command whose stdin we keep open runs.
 
-    def __init__(self, transport: Transport, path: str, purpose: str) -> None:
+    The command runs on a pty, so sshd hangs it up when our connection drops: the lock is then free for anyone.
+    `still_held` proves ownership on the host itself (our token in the record, and the holding process alive), so
+    a restart never runs a step on a lock it lost without knowing it."""
+
+    def __init__(self, transport: Transport, path: str, purpose: str, change: str = "") -> None:
         self.transport = transport
         self.path = path
         self.purpose = purpose
+        self.change = change
+        self.info: LockInfo | None = None
         self._stream: AsyncIterator[str] | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._lost = False
 
     async def __aenter__(self) -> LockInfo:
+        return await self._take()
+
+    async def _take(self) -> LockInfo:
         info = LockInfo(who=f"{getpass.getuser()}@{socket.gethostname()}", pid=os.getpid(), since=time.time(),
-                        purpose=self.purpose)
-        owner = json.dumps(dataclasses.asdict(info))
+                        purpose=self.purpose, change=self.change, token=uuid.uuid4().hex)
+        owner = json.dumps(dataclasses.asdict(info))[:-1]  # the holder's pid is added on the host: `$$`
         # flock -n: fail at once if held. While held, record who holds it, then block until our channel closes.
-        script = ('exec 9>>"$1" || exit 3; flock -n 9 || exit 75; printf "%s" "$2" > "$1.owner"; '
-                  'echo locked; exec sleep 2147483647')
+        script = ('exec 9>>"$1" || exit 3; flock -n 9 || exit 75; '
+                  'printf \'%s, "lock_pid": %s}\' "$2" "$$" > "$1.owner"; echo locked; exec sleep 2147483647')
         argv = ["sh", "-c", script, "bringup-lock", self.path, owner]
         stream = self.transport.stream(argv)
         first = ""
@@ -293,27 +305,74 @@ class RemoteLock:
         except (TimeoutError, TransportError) as e:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
-            raise ManagerError(f"could not take the restart lock on {self.transport.name}: {e}") from None
+            raise ManagerError(f"could not take the lock on {self.transport.name}: {e}") from None
         if first != "locked":
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
-            holder: dict[str, Any] = {}
-            data = await self.transport.read_file(self.path + ".owner")
-            with contextlib.suppress(ValueError, AttributeError):
-                holder = json.loads(data or b"{}")
-            since = holder.get("since")
-            when = f", since {time.strftime('%H:%M:%S', time.localtime(since))}" if since else ""
-            raise LockHeld(f"another bringup is already restarting this deployment: {holder.get('who', '?')} "
-                           f"(pid {holder.get('pid', '?')}{when}, {holder.get('purpose', '?')})")
-        self._stream = stream
+            raise refusal(await self.holder())
+        self._stream, self.info, self._lost = stream, info, False
+        self._watch = asyncio.create_task(self._watch_stream(stream), name="bringup-lock-watch")
         return info
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def _watch_stream(self, stream: AsyncIterator[str]) -> None:
+        """The holding command prints nothing more: its stream ends only when the lock is gone."""
+        with contextlib.suppress(Exception):
+            async for _ in stream:
+                pass
+        self._lost = True
+
+    async def still_held(self) -> bool:
+        if self.info is None or self._lost:
+            return False
+        raw = await self.transport.read_file(self.path + ".owner")
+        try:
+            rec = json.loads(raw or b"{}")
+            return (rec.get("token") == self.info.token
+                    and await _alive(self.transport, int(rec.get("lock_pid") or 0)))
+        except (ValueError, TypeError, AttributeError):
+            return False
+
+    async def retake(self) -> LockInfo:
+        await self._release_stream()
+        return await self._take()
+
+    async def holder(self) -> LockInfo | None:
+        raw = await self.transport.read_file(self.path + ".owner")
+        info = lock_info_from(raw)
+        if info is None:
+            return None
+        try:
+            pid = int(json.loads(raw or b"{}").get("lock_pid") or 0)
+        except (ValueError, TypeError, AttributeError):
+            pid = 0
+        return info if pid and await _alive(self.transport, pid) else None
+
+    async def _release_stream(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watch
+            self._watch = None
         if self._stream is not None:
-            # the record goes while the lock is still ours (a later holder's is never erased): a holder that lives
-            # on, such as a console, would otherwise read as a restart in progress to `bringup wait`
-            with contextlib.suppress(TransportError, OSError):
-                await self.transport.write_file(self.path + ".owner", b"")
             with contextlib.suppress(Exception):
                 await self._stream.aclose()  # type: ignore[attr-defined]
             self._stream = None
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._stream is not None and not self._lost:
+            # the record goes while the lock is still ours (a later holder's is never erased): a holder that lives
+            # on, such as a console, would otherwise read as a restart in progress to `bringup wait`
+            with contextlib.suppress(TransportError, OSError):
+                async with asyncio.timeout(5):
+                    if await self.still_held():
+                        await self.transport.write_file(self.path + ".owner", b"")
+        await self._release_stream()
+        self.info = None
+
+
+async def _alive(transport: Transport, pid: int) -> bool:
+    """A process on the host, alive and not a zombie (read through the transport: a pid of the host's)."""
+    if pid <= 0:
+        return False
+    stat = await transport.read_file(f"/proc/{pid}/stat")
+    return stat is not None and stat.rsplit(b")", 1)[-1].split()[0:1] not in ([b"Z"], [b"X"])

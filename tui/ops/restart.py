@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tui.engine import Watch
-from tui.managers import LockHeld, ManagerError
-from tui.model import Failure, GpuSnapshot, Phase
+from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, PermanentError
+from tui.model import Failure, GpuSnapshot, Phase, UnitState
 from tui.ops.flags import diff
 from tui.ops.release import release_status
 from tui.transport import TransportError
@@ -41,20 +41,122 @@ class Outcome:
     #: not attempted (the lock is held) or ran out of time: scripts see exit code 2, like `wait`'s timeout
     refused: bool = False
     timed_out: bool = False
+    #: not this restart's result: another run replaced ours, or the lock was lost and things changed meanwhile
+    superseded: bool = False
+    #: who held the lock, when refused
+    holder: LockInfo | None = None
+    #: how long the server took to stop, when this command stopped it
+    stop_s: float | None = None
 
 
 class RestartError(Exception):
     pass
 
 
+
+
+class LockLost(RestartError):
+    """The lock went (a dropped SSH connection frees it) and it could not be proven that nothing changed since."""
+
+
+class Superseded(RestartError):
+    """Another run than the one this restart started took the deployment over."""
+
+
+@dataclass
+class Progress:
+    """What a transaction has done so far: what an interrupted or abandoned one says it left behind."""
+
+    name: str
+    flags: str = ""
+    stopped: bool = False
+    started: str = ""  # the invocation this transaction started
+    ready: bool = False
+
+    def left_in(self) -> str:
+        done = [d for d in (f"flags written ({self.flags})" if self.flags else "",
+                            "old run stopped" if self.stopped else "") if d]
+        if self.started:
+            rest = (f"new run {self.started[:12]} started and ready" if self.ready else
+                    f"new run {self.started[:12]} started, not yet ready: `bringup wait {self.name}` follows it")
+        elif self.stopped:
+            rest = f"new run NOT started: `bringup start {self.name}`"
+        elif self.flags:
+            rest = "the running server still has the old flags (they apply at its next start)"
+        else:
+            rest = "nothing changed"
+        return ", ".join([*done, rest])
+
+
+class _Guard:
+    """The lock, kept honest through a whole transaction: before each step, and while it waits, the lock is checked
+    on the host. A lost lock is taken again only when nothing changed meanwhile (same flags, same run); otherwise
+    the transaction stops and says what state it left."""
+
+    REGAIN_S = 60.0
+
+    def __init__(self, watch: Watch, lock: AsyncLock, step: Callable[[Step], None], progress: Progress,
+                 info: LockInfo) -> None:
+        self.watch = watch
+        self.lock = lock
+        self.step = step
+        self.progress = progress
+        self.info = info
+        self.argv: list[str] = []
+        self.run: tuple[str, bool] = ("", False)  # (invocation, running) as this transaction last saw it
+        self._checked = 0.0
+
+    def saw(self, unit: UnitState) -> None:
+        self.run = (unit.invocation, unit.running)
+
+    async def check(self, every: float = 0.0) -> None:
+        if every and time.monotonic() - self._checked < every:
+            return
+        deadline = time.monotonic() + self.REGAIN_S
+        said = False
+        while True:
+            try:
+                if not await self.lock.still_held():
+                    await self._regain()
+                self._checked = time.monotonic()
+                return
+            except (TransportError, ManagerError) as e:
+                if isinstance(e, (LockHeld, PermanentError)) or time.monotonic() > deadline:
+                    self.step(Step("lock", "failed", f"lost the lock and could not take it back: {e}"))
+                    raise LockLost(f"lost the lock ({e}); left: {self.progress.left_in()}") from None
+                if not said:
+                    self.step(Step("lock", "running", f"cannot check the lock: {e}; retrying"))
+                    said = True
+                await asyncio.sleep(1.0)
+
+    async def _regain(self) -> None:
+        argv = await self.watch.manager.read_argv()
+        unit = await self.watch.poll_unit()
+        now = (unit.invocation, unit.running)
+        # once our run is started, it may end by itself meanwhile: the same invocation is the same run
+        same_run = now == self.run or bool(self.progress.started and now[0] == self.run[0])
+        if argv != self.argv or not same_run:
+            what = ("the flags" if argv != self.argv else
+                    f"the run ({unit.invocation[:12] or 'none'}, {unit.active})")
+            holder = await self.lock.holder()
+            by = f" by {holder.describe()}" if holder is not None else ""
+            self.step(Step("lock", "failed", f"lock lost, and {what} changed meanwhile{by}"))
+            raise LockLost(f"lost the lock and {what} changed meanwhile{by}; left: {self.progress.left_in()}")
+        self.info = await self.lock.retake()
+        self.step(Step("lock", "done", "lock lost (connection dropped?) and taken back: nothing changed meanwhile"))
+
+
 async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[Step], None],
-                           timeout: float, baseline: dict[int, float] | None = None) -> GpuSnapshot | None:
+                           timeout: float, baseline: dict[int, float] | None = None,
+                           guard: _Guard | None = None) -> GpuSnapshot | None:
     """Poll until the old run's memory is released; returns the snapshot that showed it (the new baseline)."""
     gpus = watch.deployment_gpus()
     deadline = time.monotonic() + timeout
     shown = ""
     t0 = time.monotonic()
     while True:
+        if guard is not None:
+            await guard.check(every=2.0)
         snap = await watch.fresh_gpus(max_age=0)  # a fresh query each poll: stream samples and process lists lag
         if snap is None or snap.error or not snap.gpus:
             why = snap.error if snap is not None and snap.error else "no GPU telemetry"
@@ -77,16 +179,51 @@ async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[
         await asyncio.sleep(0.2)
 
 
-async def follow_new(watch: Watch, old_invocation: str, timeout: float,
-                     on_step: Callable[[Step], None]) -> tuple[Phase, Failure | None]:
-    """Follow the new invocation only, until the reducer says ready or failed."""
+async def _new_invocation(watch: Watch, old: str, timeout: float = 30.0) -> UnitState:
+    """The run our start began: the first invocation other than the old one (`systemctl start --no-block` returns
+    before systemd has made it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        unit = await watch.poll_unit()
+        if unit.invocation and unit.invocation != old:
+            return unit
+        if time.monotonic() > deadline:
+            raise RestartError(f"the start was asked for, but no new run appeared within {timeout:g} s")
+        await asyncio.sleep(0.2)
+
+
+async def _superseded(watch: Watch, ours: UnitState, unit: UnitState, guard: _Guard | None) -> Superseded:
+    holder = await guard.lock.holder() if guard is not None else None
+    if holder is not None and guard is not None and holder.token != guard.info.token:
+        by = f"by {holder.describe()}"
+    else:
+        at = f" at {time.strftime('%H:%M:%S', time.localtime(unit.started_at))}" if unit.started_at else ""
+        by = f"by a start outside bringup's lock (run {unit.invocation[:12]}{at})"
+    return Superseded(f"superseded {by}: the run this {'restart' if ours.invocation else 'start'} began "
+                      f"({ours.invocation[:12]}) was replaced; its result is not this command's")
+
+
+async def follow_new(watch: Watch, ours: UnitState, timeout: float, on_step: Callable[[Step], None],
+                     guard: _Guard | None = None) -> tuple[Phase, Failure | None]:
+    """Follow the run this transaction started, and only it, until the reducer says ready or failed. Another run
+    in its place is no result of ours: systemd restarting our ended run (Restart=) is our failure, anything else is
+    someone else's run (Superseded)."""
     deadline = time.monotonic() + timeout
     last = None
     said = ""
     stalled = False
     while time.monotonic() < deadline:
+        if guard is not None:
+            await guard.check(every=2.0)
         s = watch.state
-        if s.invocation and s.invocation != old_invocation:
+        unit = s.unit
+        if unit is not None and unit.invocation and unit.invocation != ours.invocation:
+            if unit.n_restarts > ours.n_restarts:
+                if s.failure is not None and s.invocation == ours.invocation:
+                    return Phase.FAILED, s.failure
+                return Phase.FAILED, None
+            raise await _superseded(watch, ours, unit, guard)
+        if s.invocation == ours.invocation:
             if s.phase != last:
                 on_step(Step("follow", "running", str(s.phase)))
                 last = s.phase
@@ -129,80 +266,165 @@ def old_pids(watch: Watch) -> set[int]:
     return pids
 
 
-async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[Step], None], *,
-              wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
-              rollback: bool | None = None) -> Outcome:
-    """Restart (or start) the deployment with `new_argv` (None: keep the current flags)."""
+def _stepper(on_step: Callable[[Step], None]) -> tuple[list[Step], Callable[[Step], None]]:
     steps: list[Step] = []
 
     def step(s: Step) -> None:
         steps.append(s)
         on_step(s)
+    return steps, step
 
+
+async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[Step], None], *,
+              wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
+              rollback: bool | None = None) -> Outcome:
+    """Restart (or start) the deployment with `new_argv` (None: keep the current flags): one transaction under the
+    deployment's lock, from the first step until ready, failed or the timeout, a rollback included. Cancelled
+    (Ctrl-C), it says in its last step what it left behind, and the lock and its record are released."""
+    steps, step = _stepper(on_step)
     mgr = watch.manager
     if not mgr.can_control:
         raise RestartError(f"{watch.name} is observe-only: bringup cannot restart it")
+    progress = Progress(watch.name)
     try:
-        lock = mgr.lock(f"{purpose} {watch.name}")
+        before = await mgr.read_argv()
+        change = "; ".join(diff(before, list(new_argv), watch.flag_specs)) if new_argv is not None else ""
+        lock = mgr.lock(f"{purpose} {watch.name}", change)
         async with lock as info:
             step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
-            old_argv = await mgr.read_argv()
-            argv = list(new_argv) if new_argv is not None else old_argv
-            changes = diff(old_argv, argv, watch.flag_specs)
-            if changes:
-                await mgr.write_argv(argv)
-                step(Step("flags", "done", "flags written: " + "; ".join(changes)))
-            else:
-                step(Step("flags", "skipped", "flags unchanged"))
-            unit = await watch.poll_unit()
-            old_inv = unit.invocation
-            if unit.running and stop_first:
-                pids = old_pids(watch)
-                step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
-                watch.action("stop")
-                t0 = time.monotonic()
-                await mgr.stop()
-                await watch.poll_unit()
-                step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
-            else:
-                pids = {unit.main_pid} if unit.main_pid else set()
-                step(Step("stop", "skipped", "was not running"))
-            snap = await wait_for_release(watch, pids, step, watch.dep.release_timeout_s)
-            if snap is not None and snap.gpus:
-                watch.save_baseline(snap)
-            step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
-            watch.action("start")
-            await mgr.start(argv)
-            unit = await watch.poll_unit()
-            step(Step("start", "done", f"started: pid {unit.main_pid}, invocation {unit.invocation[:12]}"))
+            guard = _Guard(watch, lock, step, progress, info)
+            out = await _transaction(watch, new_argv, step, guard, wait_ready=wait_ready, stop_first=stop_first)
+            do_rollback = watch.dep.auto_rollback if rollback is None else rollback
+            good = await mgr.read_saved_argv("ready") if not out.ok and do_rollback and wait_ready else None
+            if out.ok or out.timed_out or good is None or list(good) == list(guard.argv):
+                return replace(out, steps=tuple(steps))
+            step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
+            back = await _transaction(watch, good, step, guard, wait_ready=True, stop_first=True)
+            return Outcome(False, back.phase, f"{out.message}; rolled back: {back.message}", failure=out.failure,
+                           invocation=back.invocation, steps=tuple(steps), rolled_back=True)
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True)
-    except RestartError as e:  # GPU memory not released in time: nothing was started
-        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), timed_out=True)
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True, holder=e.holder)
+    except (LockLost, Superseded) as e:
+        return Outcome(False, watch.state.phase, str(e), invocation=progress.started, steps=tuple(steps),
+                       superseded=True)
+    except RestartError as e:  # GPU memory not released, or the new run never appeared, in time
+        return Outcome(False, watch.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       invocation=progress.started, timed_out=True)
     except (ManagerError, TransportError) as e:
-        step(Step("start", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps))
+        step(Step("error", "failed", str(e)))
+        return Outcome(False, watch.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       invocation=progress.started,
+                       refused=not (progress.flags or progress.stopped or progress.started))
+    except asyncio.CancelledError:
+        step(Step("interrupted", "failed", progress.left_in()))
+        raise
+
+
+async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Callable[[Step], None], guard: _Guard,
+                       *, wait_ready: bool, stop_first: bool) -> Outcome:
+    """flags, stop, release, start, follow: every step on a lock proven still ours."""
+    mgr = watch.manager
+    progress = guard.progress
+    progress.started, progress.ready = "", False
+    old_argv = await mgr.read_argv()
+    argv = list(new_argv) if new_argv is not None else old_argv
+    guard.argv = old_argv
+    unit = await watch.poll_unit()
+    guard.saw(unit)
+    changes = diff(old_argv, argv, watch.flag_specs)
+    if changes:
+        await guard.check()
+        await mgr.write_argv(argv)
+        progress.flags = "; ".join(changes)
+        step(Step("flags", "done", "flags written: " + progress.flags))
+    else:
+        step(Step("flags", "skipped", "flags unchanged"))
+    guard.argv = argv
+    old_inv = unit.invocation
+    if unit.running and stop_first:
+        pids = old_pids(watch)
+        await guard.check()
+        step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
+        watch.action("stop")
+        t0 = time.monotonic()
+        await mgr.stop()
+        progress.stopped = True
+        guard.saw(await watch.poll_unit())
+        step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
+    else:
+        pids = {unit.main_pid} if unit.main_pid else set()
+        step(Step("stop", "skipped", "was not running"))
+    snap = await wait_for_release(watch, pids, step, watch.dep.release_timeout_s, guard=guard)
+    if snap is not None and snap.gpus:
+        watch.save_baseline(snap)
+    await guard.check()  # the step that must never run twice at once: two starts into the same GPUs
+    step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
+    watch.action("start")
+    await mgr.start(argv)
+    ours = await _new_invocation(watch, old_inv)
+    progress.started = ours.invocation
+    guard.saw(ours)
+    step(Step("start", "done", f"started: pid {ours.main_pid}, invocation {ours.invocation[:12]}"))
     if not wait_ready:
-        return Outcome(True, watch.state.phase, "started", invocation=unit.invocation, steps=tuple(steps))
+        return Outcome(True, watch.state.phase, "started", invocation=ours.invocation)
     try:
-        phase, failure = await follow_new(watch, old_inv, watch.dep.ready_timeout_s, step)
+        phase, failure = await follow_new(watch, ours, watch.dep.ready_timeout_s, step, guard)
+    except (LockLost, Superseded) as e:
+        step(Step("follow", "failed", str(e)))
+        raise
     except RestartError as e:
         step(Step("follow", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), invocation=unit.invocation, steps=tuple(steps),
-                       timed_out=True)
+        return Outcome(False, watch.state.phase, str(e), invocation=ours.invocation, timed_out=True)
     if phase == Phase.READY:
+        progress.ready = True
         await mgr.save_argv("ready", argv)
         step(Step("follow", "done", "ready: a generation from the new process succeeded"))
-        return Outcome(True, phase, "ready", invocation=unit.invocation, steps=tuple(steps))
+        return Outcome(True, phase, "ready", invocation=ours.invocation)
     msg = f"failed in {failure.phase}: {failure.kind}" if failure else "failed"
     step(Step("follow", "failed", msg))
-    do_rollback = watch.dep.auto_rollback if rollback is None else rollback
-    if do_rollback:
-        good = await mgr.read_saved_argv("ready")
-        if good is not None and list(good) != list(argv):
-            step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
-            out = await run(watch, good, on_step, wait_ready=True, purpose="rollback", rollback=False)
-            return Outcome(False, out.phase, f"{msg}; rolled back: {out.message}", failure=failure,
-                           invocation=out.invocation, steps=(*steps, *out.steps), rolled_back=True)
-    return Outcome(False, phase, msg, failure=failure, invocation=unit.invocation, steps=tuple(steps))
+    return Outcome(False, phase, msg, failure=failure, invocation=ours.invocation)
+
+
+async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
+    """Stop under the lock, then wait until the GPU memory is released: stopped means a start may follow at once
+    (the seeds' `stop; sleep 8; start` started into the old run's memory)."""
+    steps, step = _stepper(on_step)
+    progress = Progress(watch.name)
+    try:
+        lock = watch.manager.lock(f"stop {watch.name}")
+        async with lock as info:
+            step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
+            guard = _Guard(watch, lock, step, progress, info)
+            guard.argv = await watch.manager.read_argv()
+            unit = await watch.poll_unit()
+            guard.saw(unit)
+            if not unit.running:
+                step(Step("stop", "skipped", "was not running"))
+                return Outcome(True, Phase.STOPPED, "not running", steps=tuple(steps))
+            pids = old_pids(watch)
+            step(Step("stop", "running", f"stopping {watch.manager.target} (pid {unit.main_pid})"))
+            watch.action("stop")
+            t0 = time.monotonic()
+            await watch.manager.stop()
+            progress.stopped = True
+            took = time.monotonic() - t0
+            guard.saw(await watch.poll_unit())
+            step(Step("stop", "done", f"stopped in {took:.1f} s"))
+            await wait_for_release(watch, pids, step, watch.dep.release_timeout_s, guard=guard)
+            return Outcome(True, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
+                           stop_s=round(took, 1))
+    except LockHeld as e:
+        step(Step("lock", "failed", str(e)))
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True, holder=e.holder)
+    except LockLost as e:
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), superseded=True)
+    except RestartError as e:
+        return Outcome(False, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps), timed_out=True)
+    except (ManagerError, TransportError) as e:
+        step(Step("error", "failed", str(e)))
+        return Outcome(False, watch.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       refused=not progress.stopped)
+    except asyncio.CancelledError:
+        step(Step("interrupted", "failed", progress.left_in()))
+        raise
