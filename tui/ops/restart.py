@@ -136,12 +136,15 @@ class _Guard:
         # once our run is started, it may end by itself meanwhile: the same invocation is the same run
         same_run = now == self.run or bool(self.progress.started and now[0] == self.run[0])
         if argv != self.argv or not same_run:
-            what = ("the flags" if argv != self.argv else
-                    f"the run ({unit.invocation[:12] or 'none'}, {unit.active})")
+            what = "the flags" if argv != self.argv else "the run"
             holder = await self.lock.holder()
-            by = f" by {holder.describe()}" if holder is not None else ""
+            by = f" (by {holder.describe()})" if holder is not None else ""
+            now_txt = (f"it now runs {unit.invocation[:12]} ({unit.active})" if unit.running
+                       else f"it is now {unit.active}")
             self.step(Step("lock", "failed", f"lock lost, and {what} changed meanwhile{by}"))
-            raise LockLost(f"lost the lock and {what} changed meanwhile{by}; left: {self.progress.left_in()}")
+            whose = "with other flags than this command wrote" if argv != self.argv else "not this command's run"
+            raise LockLost(f"lost the lock and {what} changed meanwhile{by}: {now_txt}, {whose}; "
+                           f"before that this command had: {self.progress.left_in()}")
         self.info = await self.lock.retake()
         self.step(Step("lock", "done", "lock lost (connection dropped?) and taken back: nothing changed meanwhile"))
 
