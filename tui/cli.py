@@ -303,6 +303,7 @@ def _stopped(s: Any) -> bool:
 
 
 async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: str = "") -> int:
+    from tui.engine import STALE_AFTER_S
     deadline = time.monotonic() + timeout
     shown: tuple[Any, ...] = ()
     t_first = None
@@ -325,6 +326,9 @@ async def _follow_until(w: Any, timeout: float, as_json: bool, min_invocation: s
         mismatch = w.endpoint_mismatch()
         problem, source = ((f"cannot read its state: {unit_err}", "unit") if unit_err
                            else (mismatch, "probe") if mismatch else ("", ""))
+        if not problem and w.unit_seen_at is not None and time.time() - w.unit_seen_at > STALE_AFTER_S:
+            problem, source = (f"no news from {w.host_name} for over {STALE_AFTER_S:g} s (a dead link, or a hung "
+                               "host?)", "unit")
         if problem and problem != reported:
             if as_json:
                 print(json.dumps({"error": problem, "collector": source}), flush=True)

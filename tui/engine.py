@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import json
+import os
 import re
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -29,7 +32,7 @@ from tui.collectors.probes import Prober
 from tui.config import DeploymentConfig, HostConfig, Settings
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
 from tui.lifecycle.reducer import LifecycleState, MemoryObserved, initial, reduce, reduce_lines
-from tui.managers import Manager, ManagerError
+from tui.managers import LockInfo, Manager, ManagerError
 from tui.managers.none import NoManager
 from tui.managers.process import ProcessManager
 from tui.model import (
@@ -66,6 +69,9 @@ class Update:
 
 #: GPU panels redraw once a second; the release wait of a restart queries the GPUs itself, every 200 ms
 GPU_INTERVAL_S = 1.0
+#: the unit is read every 0.5 s and the GPUs sampled every second: this long without a reading, what is shown is
+#: old news and is said to be (a half-open SSH connection otherwise froze the screen on READY for 40 s)
+STALE_AFTER_S = 5.0
 
 
 @dataclass
@@ -107,6 +113,12 @@ class Watch:
         self.collector_errors: dict[str, str] = {}
         #: the unit cannot be read and waiting will not help (unknown host key, unit not found, sudo refused)
         self.permanent_error: Exception | None = None
+        #: wall time of the last successful reading of the unit: what the phase shown is as old as
+        self.unit_seen_at: float | None = None
+        #: another bringup's restart, start or stop in progress on this deployment, from its lock record
+        self.other_holder: LockInfo | None = None
+        self._holder_at = 0.0
+        self._me = f"{getpass.getuser()}@{socket.gethostname()}"
         self._last_line_mono = 0.0
         self.metrics_state = "unknown"  # unknown | on | off
         #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
@@ -275,7 +287,8 @@ class Watch:
                 self.state = replace(self.state, flags=tuple(current_values(unit.argv, self.preset.flags).items()))
             await self.replay_history(unit.invocation, ended=True)
         prev = self.state.unit
-        self.feed(UnitObserved(time.time(), unit))
+        self.unit_seen_at = time.time()
+        self.feed(UnitObserved(self.unit_seen_at, unit))
         if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
             self._unit_changed.set()
         return unit
@@ -319,6 +332,22 @@ class Watch:
     def poke_unit(self) -> None:
         self._unit_poke.set()
 
+    async def refresh_holder(self) -> None:
+        """Who else holds the deployment's lock (a restart, start or stop by another bringup): named in the
+        console while it happens, with what it changes, instead of phases moving for no visible reason."""
+        if time.monotonic() - self._holder_at < 2.0:
+            return
+        self._holder_at = time.monotonic()
+        try:
+            h = await self.manager.lock("watch").holder()
+        except (TransportError, ManagerError, OSError):
+            return
+        if h is not None and h.pid == os.getpid() and h.who == self._me:
+            h = None  # our own restart: its steps are shown already
+        if h != self.other_holder:
+            self.other_holder = h
+            self._emit("holder", h)
+
     async def _unit_loop(self) -> None:
         if not self.manager.can_control:
             return
@@ -328,6 +357,7 @@ class Watch:
                 self.collector_errors.pop("unit", None)
                 self.permanent_error = None
                 await self.refresh_pids(unit)
+                await self.refresh_holder()
             except (TransportError, ManagerError, OSError) as e:
                 self.collector_errors["unit"] = str(e)
                 self.permanent_error = e if getattr(e, "permanent", False) else None
@@ -522,6 +552,12 @@ class Watch:
                                    + "nvidia-smi not found")
                 self._gpu_snapshot(snap)
 
+    def observe_gpus(self, snap: GpuSnapshot) -> None:
+        """A sample taken outside the stream (the release wait's own queries), shown like a streamed one unless
+        the stream has a newer one."""
+        if self.gpus is None or snap.at >= self.gpus.at:
+            self._gpu_snapshot(snap)
+
     def _gpu_snapshot(self, snap: GpuSnapshot) -> None:
         if snap.error and self.gpus is not None and self.gpus.gpus and snap.at - self.gpus.at < 5:
             self.collector_errors["gpus"] = snap.error
@@ -612,14 +648,39 @@ class Watch:
         mismatch = self.endpoint_mismatch()
         if mismatch:
             notes.insert(0, f"probe: {mismatch}")  # the console shows the probe's notes in the lifecycle panel
+        if self.other_holder is not None:
+            notes.insert(0, f"another bringup is at work: {self.other_holder.describe()}")
+        phase, stale, last = s.phase, "", None
+        clock = now if now is not None else time.time()
+        if self.manager.can_control:
+            if self.unit_seen_at is None:
+                phase, last = Phase.UNKNOWN, None
+                err = self.collector_errors.get("unit", "")
+                stale = f"connecting to {self.host_name}" + (f": {err}" if err else "")
+            elif clock - self.unit_seen_at > STALE_AFTER_S:
+                phase, last = Phase.UNKNOWN, s.phase
+                stale = (f"no news from {self.host_name} for {clock - self.unit_seen_at:.0f} s "
+                         f"(last seen: {s.phase})")
+        gpus_stale = None
+        if self.gpus is not None and self.gpus.gpus and clock - self.gpus.at > STALE_AFTER_S:
+            gpus_stale = clock - self.gpus.at
         if self.metrics_state == "off":
             how = "--enable-metrics" if self.preset.name == "sglang" else "stats enabled"
             notes.append(f"no metrics: start the server with {how} for tokens/s from /metrics")
         return Snapshot(
-            deployment=self.name, host=self.host_name, phase=s.phase, invocation=s.invocation,
+            stale=stale, gpus_stale_for=gpus_stale, last_phase=last,
+            deployment=self.name, host=self.host_name, phase=phase, invocation=s.invocation,
             timeline=s.timeline, failure=self.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=self.gpus,
             throughput=self.throughput, flags=unit.argv if unit else (), notes=tuple(notes),
-            endpoint=describe_probe(self.last_probe), attribution=self.attribution())
+            endpoint=describe_probe(self.current_probe()), attribution=self.attribution())
+
+    def current_probe(self) -> ProbeResult | None:
+        """The last probe, if it was sent after the current run started: the old process's `/health ok` is no
+        reading of a run that is starting."""
+        p, s = self.last_probe, self.state
+        if p is None or s.invocation_started is None or p.sent_at >= s.invocation_started:
+            return p
+        return None
 
     def attribution(self) -> Attribution | None:
         if self.gpus is None or not self.gpus.gpus:

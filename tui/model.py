@@ -22,6 +22,9 @@ class Phase(StrEnum):
     READY = "ready"
     FAILED = "failed"
     STOPPING = "stopping"
+    #: shown, never reduced to: the unit has not been read yet, or no news has come from its host for a while
+    #: (a frozen READY would be a claim about what was not seen)
+    UNKNOWN = "unknown"
 
 
 #: Order of the start-up phases; a live invocation only ever moves forward along it.
@@ -99,6 +102,12 @@ class ProbeResult:
     status: int | None = None
     detail: str = ""
     latency_s: float | None = None
+
+    @property
+    def sent_at(self) -> float:
+        """When the request went out: an answer is evidence only about runs that had started by then (an old
+        process still answering, seed 001, answers requests sent before the new run said it was ready)."""
+        return self.at - (self.latency_s or 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +244,9 @@ class Snapshot:
     #: the last probe of the endpoint, in words ("connect refused", "/health 503", "generation ok 0.12 s")
     endpoint: str = ""
     attribution: Attribution | None = None
+    #: why the phase is unknown ("connecting to gpu-box", "no news from gpu-box for 12 s (last seen: ready)")
+    stale: str = ""
+    #: seconds since the GPU sample shown was taken, when that is more than a few sampling intervals
+    gpus_stale_for: float | None = None
+    #: the phase last seen, when `phase` is unknown
+    last_phase: Phase | None = None

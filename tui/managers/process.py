@@ -96,9 +96,14 @@ class ProcessManager:
         started = rec.get("started_at")
         if rec.get("exited_at") is None:
             pid = int(rec.get("pid") or 0)
-            if await self._alive(pid) or (pid == 0 and await self._alive(int(rec.get("supervisor_pid") or 0))):
+            supervisor = int(rec.get("supervisor_pid") or 0)
+            if await self._alive(pid) or (pid == 0 and await self._alive(supervisor)):
                 return UnitState(active="active", sub="running", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
+            if await self._alive(supervisor):
+                # the server has exited and its supervisor is writing down how: a moment of "deactivating", not
+                # a run lost (a `status` in that moment of a clean stop read "failed ... lost")
+                return UnitState(active="deactivating", sub="stop", invocation=inv, started_at=started, argv=argv)
             return UnitState(active="failed", sub="lost", invocation=inv, started_at=started, argv=argv)
         status = rec.get("exit_status")
         stop = await self._read_json("stop.json")

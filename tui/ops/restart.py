@@ -169,6 +169,10 @@ async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[
                             baseline if baseline is not None else watch.baseline_mib,
                             watch.dep.release_tolerance_mib)
         if st.released:
+            watch.previous_pids = set()  # released: no panel may still say the previous run holds memory
+        # the panels show the very sample the step is about: a step and a panel never give two figures
+        watch.observe_gpus(snap)
+        if st.released:
             on_step(Step("release", "done", f"GPU memory released after {time.monotonic() - t0:.1f} s"))
             return snap
         desc = f"waiting for GPU memory: {st.describe()}"

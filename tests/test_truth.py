@@ -1,0 +1,123 @@
+"""Never claim what was not seen: a generation sent before the new run said it was ready is no evidence of it; the
+phase is unknown until the unit was read once and again when no news has come for a while; the old run's probe is
+no reading of the new run; another bringup's action is named while it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e_helpers import Bringup, kill_processes, wait_no_sim_processes
+from tests.test_reducer import SGLANG, feed, line, warmup_seen
+from tui.config import load
+from tui.engine import STALE_AFTER_S, Watch
+from tui.model import Phase, ProbeResult, UnitObserved, UnitState
+
+
+def test_a_generation_sent_before_the_ready_line_and_answered_after_it_is_not_evidence() -> None:
+    """The old process (seed 001) answers a request sent while the new run was still warming up: the answer
+    arrives after the new run's ready line, but was not made by it."""
+    s = feed(warmup_seen())  # ready line at t=105
+    assert s.phase == Phase.WARMUP
+    late = ProbeResult(at=106.0, kind="generate", ok=True, status=200, latency_s=2.5)  # sent at 103.5
+    s = feed([late], s)
+    assert s.phase == Phase.WARMUP
+    s = feed([ProbeResult(at=106.5, kind="generate", ok=True, status=200, latency_s=0.4)], s)  # sent at 106.1
+    assert s.phase == Phase.READY
+
+
+async def test_the_phase_is_unknown_until_read_and_again_when_no_news_comes(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\nhost = "h"\n'
+                   f'manager = "process"\ncommand = ["{sys.executable}", "-c", "pass"]\n'
+                   'endpoint = "http://127.0.0.1:9"\n')
+    settings = load(str(cfg))
+    w = Watch(settings, "d", settings.deployments["d"])
+    try:
+        snap = w.snapshot(time.time())
+        assert snap.phase == Phase.UNKNOWN and snap.stale.startswith("connecting to")  # not STOPPED
+        await w.poll_unit()
+        now = time.time()
+        snap = w.snapshot(now)
+        assert snap.phase == Phase.STOPPED and snap.stale == ""
+        later = now + STALE_AFTER_S + 7
+        snap = w.snapshot(later)
+        assert snap.phase == Phase.UNKNOWN and snap.last_phase == Phase.STOPPED
+        assert snap.stale == f"no news from {w.host_name} for 12 s (last seen: stopped)"
+    finally:
+        await w.close()
+
+
+async def test_the_old_runs_probe_is_not_shown_for_a_new_run(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\nhost = "h"\n'
+                   'manager = "none"\nendpoint = "http://127.0.0.1:9"\n')
+    settings = load(str(cfg))
+    w = Watch(settings, "d", settings.deployments["d"])
+    try:
+        w.feed(UnitObserved(100.0, UnitState(active="active", sub="running", main_pid=1, invocation="old",
+                                             started_at=50.0)))
+        w.feed(ProbeResult(at=101.0, kind="health", ok=True, status=200, latency_s=0.01))
+        assert w.snapshot(102.0).endpoint == "/health ok"
+        w.feed(UnitObserved(103.0, UnitState(active="active", sub="running", main_pid=2, invocation="new",
+                                             started_at=102.5)))
+        w.feed(ProbeResult(at=103.1, kind="health", ok=True, status=200, latency_s=0.9))  # sent at 102.2
+        assert w.snapshot(104.0).endpoint == ""  # the new run has not been probed yet
+        w.feed(ProbeResult(at=104.0, kind="connect", ok=False, detail="connection refused", latency_s=0.01))
+        assert w.snapshot(104.5).endpoint == "connect: refused"
+    finally:
+        await w.close()
+
+
+# ------------------------------------------------------------------------------------------------ other clients
+
+
+@pytest.fixture
+def bu(tmp_path: Path) -> Iterator[Bringup]:
+    b = Bringup(tmp_path, time_scale=0.4)
+    yield b
+    b.run("stop", b.name, timeout=60)
+    left = wait_no_sim_processes(str(tmp_path), timeout=5.0)
+    if left:
+        kill_processes(left)
+        pytest.fail(f"processes left behind: {left}")
+
+
+@pytest.mark.slow
+async def test_a_restart_by_another_bringup_is_named_while_it_happens(bu: Bringup) -> None:
+    await asyncio.to_thread(bu.bring_up, timeout=90)
+    settings = load(str(bu.config))
+    w = Watch(settings, bu.name, settings.deployments[bu.name])
+    seen: list[Any] = []
+    w.subscribe(lambda u: seen.append(u.payload) if u.kind == "holder" else None)
+    await w.start()
+    other = subprocess.Popen(bu.cmd("restart", bu.name, "--set", "disable-cuda-graph", "--yes"), env=bu.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=bu.tmp)
+    try:
+        await until(lambda: w.other_holder is not None, 30)
+        note = next(n for n in w.snapshot(time.time()).notes if n.startswith("another bringup"))
+        assert f"(pid {other.pid}) restart {bu.name}" in note and "+ --disable-cuda-graph" in note, note
+        await asyncio.to_thread(other.wait, 120)
+        assert other.returncode == 0
+        await until(lambda: w.other_holder is None, 10)
+        assert seen[0] is not None and seen[-1] is None
+    finally:
+        if other.poll() is None:
+            other.kill()
+        await w.close()
+
+
+async def until(cond: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
