@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import Bringup, kill_processes, wait_no_sim_processes
-from tests.test_reducer import SGLANG, feed, line, warmup_seen
+from tests.test_reducer import feed, warmup_seen
 from tui.config import load
 from tui.engine import STALE_AFTER_S, Watch
 from tui.model import Phase, ProbeResult, UnitObserved, UnitState

@@ -409,7 +409,8 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
 def _print_step(as_json: bool) -> Any:
     def show(step: Any) -> None:
         if as_json:
-            print(json.dumps({"step": step.name, "status": step.status, "detail": step.detail}), flush=True)
+            print(json.dumps({"step": step.name, "status": step.status, "detail": step.detail, "at": step.at}),
+                  flush=True)
         else:
             mark = {"done": "ok ", "running": "...", "failed": "ERR", "skipped": " - "}.get(step.status, "   ")
             print(f"  [{mark}] {step.name:<8} {step.detail}", flush=True)

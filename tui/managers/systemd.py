@@ -176,7 +176,9 @@ class SystemdManager:
                         continue
                     cursor = str(obj.get("__CURSOR") or cursor)
                     line = journal_line(obj)
-                    if line is not None:
+                    # `--since` reaches a second back, into the previous run's last lines (already delivered,
+                    # by the follow of that run), and `-u` goes on into the next run (followed on its own)
+                    if line is not None and (not line.invocation or line.invocation == unit.invocation):
                         yield line
                     backoff = 0.5
             except TransportError:

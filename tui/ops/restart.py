@@ -321,8 +321,7 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
     except (ManagerError, TransportError) as e:
         step(Step("error", "failed", str(e)))
         return Outcome(False, watch.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       invocation=progress.started,
-                       refused=not (progress.flags or progress.stopped or progress.started))
+                       invocation=progress.started, refused=bool(getattr(e, "permanent", False)))
     except asyncio.CancelledError:
         step(Step("interrupted", "failed", progress.left_in()))
         raise
@@ -431,7 +430,7 @@ async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
     except (ManagerError, TransportError) as e:
         step(Step("error", "failed", str(e)))
         return Outcome(False, watch.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       refused=not progress.stopped)
+                       refused=bool(getattr(e, "permanent", False)))
     except asyncio.CancelledError:
         step(Step("interrupted", "failed", progress.left_in()))
         raise
