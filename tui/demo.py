@@ -24,7 +24,7 @@ def _stderr(text: str) -> None:
     print(f"bringup demo: {text}", file=sys.stderr)
 
 
-async def prepare(w: Watch, say: Callable[[str], None] = _stderr) -> bool:
+async def prepare(w: Watch, say: Callable[[str], None] = _stderr, *, restart_running: bool = True) -> bool:
     """Make sure the demo server runs the configured command (scenario, time scale); start it if needed. True when
     this call started (or restarted) it: only then is it this process's to stop on exit. A demo already running as
     wanted, started by `bringup start demo` or another console, is left running. `say` tells the user what
@@ -34,8 +34,11 @@ async def prepare(w: Watch, say: Callable[[str], None] = _stderr) -> bool:
     current = list(unit.argv) if unit.running else None
     if current == wanted:
         return False
-    await w.manager.write_argv(wanted)
-    await w.manager.save_argv("ready", wanted)
+    if current is not None and not restart_running:
+        # a console opened on the demo watches the demo that runs, someone else's perhaps: it never restarts it
+        say("the running demo has other settings (scenario, time scale) than asked: watching it as it is "
+            "(`bringup demo` restarts it with these)")
+        return False
 
     def quiet(step: protocol.Step) -> None:
         if step.status == "failed":
@@ -48,7 +51,11 @@ async def prepare(w: Watch, say: Callable[[str], None] = _stderr) -> bool:
         if await _listening("127.0.0.1", port):  # found now, not as a "port-in-use" failure seconds into a start
             raise ManagerError(f"port {port} on 127.0.0.1 is taken by another program: run the demo on another "
                                f"port, e.g. BRINGUP_DEMO_PORT={port + 1} bringup demo")
-    await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
+    # the flags are written by the protocol, under the lock: never beside a restart someone else is making
+    out = await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
+    if out.refused:
+        raise ManagerError(out.message)
+    await w.manager.save_argv("ready", wanted)
     return True
 
 

@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tui.managers import LockInfo, ManagerError, lock_info_from, refusal
+from tui.managers import LockInfo, ManagerError, PermanentError, lock_info_from, refusal
 from tui.model import LogLine, UnitState
-from tui.transport import Transport, TransportError
+from tui.transport import Transport
 
 _SUPERVISOR = (Path(__file__).with_name("supervisor.py")).read_text(encoding="utf-8")
 
@@ -204,7 +204,8 @@ class ProcessManager:
 
     def lock(self, purpose: str, change: str = "") -> FileLock:
         if self.transport.name != "local":
-            raise TransportError("the process manager's lock is only implemented for local hosts")
+            raise PermanentError("the process manager runs servers on this machine only (host = 'local'): use "
+                                 "manager = 'systemd' for a remote host")
         return FileLock(self._p("restart.lock"), purpose, change)
 
 
