@@ -182,7 +182,8 @@ class Harness:
             c = Cmd(self.cfg, "restart", "remote", "--yes", "--json")
             if await c.finish() == 0:
                 return
-        raise RuntimeError(f"could not bring the deployment to ready: {c.err}")
+            await asyncio.sleep(2.0)  # a host just rebooted may still be starting sshd
+        raise RuntimeError(f"could not bring the deployment to ready: {c.err} {c.lines[-3:]}")
 
     async def run(self, fault: str) -> Trial:
         assert self.watch is not None

@@ -105,6 +105,9 @@ async def test_a_restart_by_another_bringup_is_named_while_it_happens(bu: Bringu
         await until(lambda: w.other_holder is not None, 30)
         note = next(n for n in w.snapshot(time.time()).notes if n.startswith("another bringup"))
         assert f"(pid {other.pid}) restart {bu.name}" in note and "+ --disable-cuda-graph" in note, note
+        # its steps follow, as it records them
+        await until(lambda: w.other_holder is not None and w.other_holder.step.startswith("follow"), 60)
+        assert "; now: follow: " in next(n for n in w.snapshot(time.time()).notes if n.startswith("another"))
         await asyncio.to_thread(other.wait, 120)
         assert other.returncode == 0
         await until(lambda: w.other_holder is None, 10)

@@ -46,11 +46,14 @@ class LockInfo:
     change: str = ""
     #: unique per taking: proves a record is this holder's and not a later one's
     token: str = ""
+    #: the holder's latest step ("release: waiting for GPU memory ..."), for others to follow it
+    step: str = ""
 
     def describe(self) -> str:
         when = time.strftime("%H:%M:%S", time.localtime(self.since)) if self.since else "?"
         change = f": {self.change}" if self.change else ""
-        return f"{self.who} (pid {self.pid}) {self.purpose} since {when}{change}"
+        step = f"; now: {self.step}" if self.step else ""
+        return f"{self.who} (pid {self.pid}) {self.purpose} since {when}{change}{step}"
 
 
 def lock_info_from(data: bytes | str | None) -> LockInfo | None:
@@ -61,7 +64,7 @@ def lock_info_from(data: bytes | str | None) -> LockInfo | None:
             return None
         return LockInfo(who=str(raw["who"]), pid=int(raw.get("pid") or 0), since=float(raw.get("since") or 0),
                         purpose=str(raw.get("purpose") or "?"), change=str(raw.get("change") or ""),
-                        token=str(raw.get("token") or ""))
+                        token=str(raw.get("token") or ""), step=str(raw.get("step") or ""))
     except (ValueError, TypeError):
         return None
 
@@ -125,4 +128,8 @@ class AsyncLock(Protocol):
 
     async def holder(self) -> LockInfo | None:
         """The live holder's record, without taking the lock; None when no one holds it."""
+        ...
+
+    async def note(self, step: str) -> None:
+        """Write the holder's latest step into its record, for other consoles to show."""
         ...

@@ -221,6 +221,7 @@ class FileLock:
         self.purpose = purpose
         self.change = change
         self._fd: int | None = None
+        self.info: LockInfo | None = None
 
     async def __aenter__(self) -> LockInfo:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +236,7 @@ class FileLock:
                         purpose=self.purpose, change=self.change, token=uuid.uuid4().hex)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(dataclasses.asdict(info)).encode(), 0)
-        self._fd = fd
+        self._fd, self.info = fd, info
         return info
 
     async def still_held(self) -> bool:
@@ -261,6 +262,14 @@ class FileLock:
         except (PermissionError, OverflowError):
             pass
         return info
+
+    async def note(self, step: str) -> None:
+        if self._fd is None or self.info is None:
+            return
+        data = json.dumps(dataclasses.asdict(dataclasses.replace(self.info, step=step))).encode()
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._fd is not None:

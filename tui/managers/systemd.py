@@ -349,6 +349,21 @@ class RemoteLock:
             pid = 0
         return info if pid and await _alive(self.transport, pid) else None
 
+    async def note(self, step: str) -> None:
+        """Rewrites our record with the step (atomically: a reader sees the old record or the new one), only while
+        the record is still ours."""
+        if self.info is None or self._lost:
+            return
+        raw = await self.transport.read_file(self.path + ".owner")
+        try:
+            rec = json.loads(raw or b"{}")
+        except ValueError:
+            return
+        if rec.get("token") != self.info.token:
+            return
+        rec["step"] = step
+        await self.transport.write_file(self.path + ".owner", json.dumps(rec).encode())
+
     async def _release_stream(self) -> None:
         if self._watch is not None:
             self._watch.cancel()

@@ -9,6 +9,7 @@ of CUDA OOM because the old process still held its memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -105,9 +106,25 @@ class _Guard:
         self.argv: list[str] = []
         self.run: tuple[str, bool] = ("", False)  # (invocation, running) as this transaction last saw it
         self._checked = 0.0
+        self._note = ""
+        self._noting: asyncio.Task[None] | None = None
 
     def saw(self, unit: UnitState) -> None:
         self.run = (unit.invocation, unit.running)
+
+    def noted(self, s: Step) -> None:
+        """Each step into the lock's record, so that another console shows it as it happens; written in the
+        background, newest first (a slow host never delays the restart for it)."""
+        self._note = f"{s.name}: {s.detail}"
+        if self._noting is None or self._noting.done():
+            self._noting = asyncio.create_task(self._write_notes())
+
+    async def _write_notes(self) -> None:
+        written = ""
+        while self._note != written:
+            written = self._note
+            with contextlib.suppress(TransportError, ManagerError, OSError):
+                await self.lock.note(written)
 
     async def check(self, every: float = 0.0) -> None:
         if every and time.monotonic() - self._checked < every:
@@ -273,6 +290,13 @@ def old_pids(watch: Watch) -> set[int]:
     return pids
 
 
+def _noting(step: Callable[[Step], None], guard: _Guard) -> Callable[[Step], None]:
+    def both(s: Step) -> None:
+        step(s)
+        guard.noted(s)
+    return both
+
+
 def _stepper(on_step: Callable[[Step], None]) -> tuple[list[Step], Callable[[Step], None]]:
     steps: list[Step] = []
 
@@ -300,6 +324,8 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
         async with lock as info:
             step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
             guard = _Guard(watch, lock, step, progress, info)
+            step = _noting(step, guard)
+            guard.step = step
             out = await _transaction(watch, new_argv, step, guard, wait_ready=wait_ready, stop_first=stop_first)
             do_rollback = watch.dep.auto_rollback if rollback is None else rollback
             good = await mgr.read_saved_argv("ready") if not out.ok and do_rollback and wait_ready else None
@@ -402,6 +428,8 @@ async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
         async with lock as info:
             step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
             guard = _Guard(watch, lock, step, progress, info)
+            step = _noting(step, guard)
+            guard.step = step
             guard.argv = await watch.manager.read_argv()
             unit = await watch.poll_unit()
             guard.saw(unit)
