@@ -111,6 +111,58 @@ PREFIX_CASES = [
         "VllmWorker rank=0", "ERROR",
         id="vllm-worker-error",
     ),
+    pytest.param(
+        # sglang #2193's line as pasted without its leading `[` (the shape the brief's real logs have)
+        "2024-11-26 14:25:58] Initialization failed. warmup error: Traceback (most recent call last):",
+        "Initialization failed. warmup error: Traceback (most recent call last):", "", "",
+        id="sglang-lost-bracket",
+    ),
+    pytest.param(
+        "2025-01-02 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "Scheduler hit an exception: Traceback (most recent call last):", "TP0", "",
+        id="sglang-lost-bracket-ranks",
+    ),
+    pytest.param(
+        # tests/fixtures/logs/sglang_v02_gpu_id_prefix_uvicorn.log (sglang #744): SGLang 0.2's prefix
+        "[gpu_id=1] Memory pool end. avail mem=6.46 GB",
+        "Memory pool end. avail mem=6.46 GB", "TP1", "",
+        id="sglang-0.2-gpu-id",
+    ),
+    pytest.param(
+        # tests/fixtures/logs/sglang_diffusion_warmup_failed_then_shutdown.log (sglang #28493): month-day only
+        "[06-17 13:46:56] Server warmup failed; aborting startup",
+        "Server warmup failed; aborting startup", "", "",
+        id="sglang-month-day",
+    ),
+    pytest.param(
+        # tests/fixtures/logs/vllm_compile_enginecore_failed_ci.log (pytorch #170570): a CI runner's stamp
+        "[2025-12-15T20:35:11Z] (EngineCore_DP0 pid=3112) ERROR 12-15 12:35:11 [core.py:866] EngineCore failed "
+        "to start.",
+        "EngineCore failed to start.", "EngineCore_DP0", "ERROR",
+        id="ci-stamp+vllm",
+    ),
+    pytest.param(
+        # `docker logs --timestamps` (microsoft/graphrag #1400)
+        '2024-11-12T10:17:51.514303464Z INFO:     172.19.0.61:52538 - "POST /v1/chat/completions HTTP/1.1" 500 '
+        "Internal Server Error",
+        'INFO:     172.19.0.61:52538 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error', "", "INFO",
+        id="docker-timestamps+uvicorn",
+    ),
+    pytest.param(
+        # vllm #30905: a worker under the engine core carries both process tags
+        "(EngineCore_DP0 pid=26353) (Worker_TP7 pid=26373) ERROR 12-17 13:32:44 [multiproc_executor.py:815]   "
+        'File "/usr/local/lib/python3.12/dist-packages/vllm/compilation/cuda_graph.py", line 126, in __call__',
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/compilation/cuda_graph.py", line 126, in __call__',
+        "Worker_TP7", "ERROR",
+        id="vllm-two-process-tags",
+    ),
+    pytest.param(
+        # tests/fixtures/logs/vllm_shutdown_sigint.log (vllm PR #43707): the terminal's `^C` before the line
+        "^C(EngineCore pid=3946143) INFO 05-26 19:19:56 [core.py:1155] [shutdown] EngineCore: trigger received "
+        "signal=SIGINT",
+        "[shutdown] EngineCore: trigger received signal=SIGINT", "EngineCore", "INFO",
+        id="ctrl-c-echo+vllm",
+    ),
 ]
 
 
@@ -121,6 +173,22 @@ def test_clean_strips_prefixes(raw: str, text: str, ranks: str, level: str) -> N
     assert c.prefixed
     assert c.ranks == ranks
     assert c.level == level
+
+
+def test_clean_names_the_journald_identifier() -> None:
+    # tests/fixtures/logs/vllm_journald_bash_systemd_exit.log (vllm #12474): systemd's own line, and the server's
+    # output through a shell script (`bash[PID]`)
+    c = clean("Jan 28 10:40:08 localhost systemd[1]: vllm3.service: Main process exited, code=exited, "
+              "status=1/FAILURE")
+    assert (c.ident, c.text) == ("systemd", "vllm3.service: Main process exited, code=exited, status=1/FAILURE")
+    c = clean("Jan 28 10:40:07 localhost bash[367371]:     raise RuntimeError(")
+    assert (c.ident, c.text, c.prefixed) == ("bash", "    raise RuntimeError(", False)
+    assert clean("[2024-12-13 01:45:02] INFO:     Started server process [3831493]").ident == ""
+
+
+def test_a_date_without_its_bracket_is_not_taken_for_a_prefix_without_its_close() -> None:
+    c = clean("2024-12-13 01:45:02 a line that happens to start with a date")
+    assert not c.prefixed and c.text.startswith("2024-12-13")
 
 
 def test_clean_keeps_server_prefix_in_body_but_drops_outer_wrappers() -> None:

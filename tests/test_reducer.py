@@ -518,3 +518,234 @@ def test_a_run_that_ended_before_we_looked_ends_when_the_manager_says() -> None:
     # an exit time from before the last transition (clock skew, a stale record) is not believed
     odd = reduce(s, UnitObserved(400.0, replace(u, exited_at=50.0)), SGLANG)
     assert odd.timeline[-1].at == 400.0
+
+
+# ------------------------------------------------------------------------------------------------ real logs' lessons
+
+# sglang #7783 (tests/fixtures/logs/sglang_watchdog_timeout_while_serving.log): the watchdog on rank 3
+WATCHDOG_TP3 = "[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)"
+
+
+@pytest.mark.parametrize("text", [
+    WATCHDOG_TP3,
+    # the 0.5.23 wording (notes/servers.md §5)
+    "[2026-06-02 08:00:20 TP0 EP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+])
+def test_a_watchdog_timeout_on_any_rank_is_fatal(text: str) -> None:
+    s = feed([*warmup_seen(), gen(106), line(200, DECODE_LINE), line(500, text)])
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.SCHEDULER_DIED and s.failure.phase == Phase.READY
+    assert s.failure.excerpt[0] == text
+    assert "watchdog" in s.failure.hint
+
+
+def test_a_soft_watchdog_only_dumps() -> None:
+    # 0.5.23's soft watchdog (`self.soft=True`) logs the same line and carries on serving
+    soft = "[2026-06-02 08:00:20 TP0 EP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)"
+    s = feed([*warmup_seen(), gen(106), line(500, soft)])
+    assert s.phase == Phase.READY
+
+
+# the sim's crash-while-serving scenario (tui/sim/server.py), in SGLang's 0.5.23 wording (notes/servers.md §5)
+SUBPROCESS_CRASH = ("[2026-06-02 08:10:00] Subprocess scheduler_3 (pid=4246) crashed with exit code -9. "
+                    "Triggering SIGQUIT for cleanup...")
+SIGQUIT_SERVING = "[2026-06-02 08:10:00] SIGQUIT received. signum=3, frame=None. It usually means one child failed."
+SIGQUIT_LAUNCH = "[2026-06-02 08:10:00] Received sigquit from a child process. It usually means the child failed."
+
+
+def test_the_parents_sigquit_after_a_crash_is_not_part_of_the_excerpt() -> None:
+    s = feed([*warmup_seen(), gen(106), line(300, SUBPROCESS_CRASH), line(300.1, SIGQUIT_SERVING),
+              line(300.2, "[2026-06-02 08:10:00] kill_process_tree called: parent_pid=4242, include_parent=True, "
+                          "pid=4242"),
+              unit(301, "failed", sub="failed", exit_status=-9)])
+    assert s.failure is not None
+    assert s.failure.excerpt == (SUBPROCESS_CRASH,), "the crash is the cause; the SIGQUIT is what it caused"
+    assert s.failure.kind == FailureKind.SCHEDULER_DIED
+    # the same after a scheduler's traceback: the excerpt ends with the traceback's last line
+    s = feed([*loading(), line(120, SCHED_EXC), *[line(120.1, tb) for tb in OOM_TRACEBACK], line(121, SIGQUIT_LAUNCH)])
+    assert s.failure is not None
+    assert s.failure.excerpt[-1] == OOM_TRACEBACK[-1]
+    assert s.failure.kind == FailureKind.OOM
+
+
+def test_a_sigquit_with_no_earlier_cause_is_the_failure() -> None:
+    s = feed([*warmup_seen(), gen(106), line(300, SIGQUIT_SERVING)])
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None and s.failure.excerpt == (SIGQUIT_SERVING,)
+
+
+# how `python -m sglang.launch_server` ends where sglang is not installed (CPython's runpy message)
+NO_MODULE = ("/usr/bin/python3: Error while finding module specification for 'sglang.launch_server' "
+             "(ModuleNotFoundError: No module named 'sglang')")
+
+
+def test_an_exit_with_no_recognised_error_shows_the_last_lines_in_neutral_words() -> None:
+    s = feed([unit(100, started=100), line(100.5, "some preamble the server printed"), line(101, NO_MODULE),
+              unit(102, "failed", sub="exited", exit_status=1)])
+    assert s.failure is not None
+    assert s.failure.kind == FailureKind.EXIT
+    assert s.failure.excerpt[:2] == ("some preamble the server printed", NO_MODULE)
+    last = s.failure.excerpt[-1]
+    assert "the server process exited with status 1" in last
+    assert "unit" not in last and "failed/exited" not in last, "no systemd words: the manager may be anything"
+    # where the log can be read, when the engine knows it
+    s = feed([unit(100, started=100), line(101, NO_MODULE), unit(102, "failed", sub="exited", exit_status=1)],
+             log_source="/var/lib/bringup/deployments/demo/logs/current.log")
+    assert s.failure is not None
+    assert "/var/lib/bringup/deployments/demo/logs/current.log" in s.failure.excerpt[-1]
+
+
+def test_an_exit_shows_only_the_runs_last_lines() -> None:
+    many = [line(101 + i * 0.01, f"[2026-06-02 08:00:{i % 60:02d}] line {i}") for i in range(200)]
+    s = feed([unit(100, started=100), *many, unit(105, "failed", sub="exited", exit_status=1)])
+    assert s.failure is not None
+    shown = s.failure.excerpt[:-1]
+    assert len(shown) == 20 and shown[-1].endswith("line 199") and shown[0].endswith("line 180")
+    # a new run forgets the old run's lines
+    s = feed([unit(200, started=200, inv="other"), line(201, NO_MODULE),
+              unit(202, "failed", sub="exited", exit_status=1, inv="other")], s)
+    assert s.failure is not None and s.failure.excerpt[:-1] == (NO_MODULE,)
+
+
+@pytest.mark.parametrize(("status", "words"), [
+    (-9, "killed by signal 9, SIGKILL"),
+    (137, "exited with status 137 (killed by signal 9, SIGKILL)"),
+    (None, "the server process exited;"),
+])
+def test_exit_words_say_how_it_ended(status: int | None, words: str) -> None:
+    s = feed([*loading(), unit(130, "failed", sub="failed", exit_status=status)])
+    assert s.failure is not None
+    assert words in s.failure.excerpt[-1]
+
+
+def test_a_recognised_block_before_the_exit_is_not_called_unrecognised() -> None:
+    # PyTorch's wording when a rank cannot reach the store: NCCL by its words, fatal by none of SGLang's
+    tb = ("Traceback (most recent call last):",
+          "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from "
+          "[0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer")
+    s = feed([*loading(), *[line(110, x) for x in tb], unit(111, "failed", sub="failed", exit_status=1)])
+    assert s.failure is not None and s.failure.kind == FailureKind.NCCL
+    assert s.failure.excerpt[-1] == "the server process exited with status 1"
+
+
+# uvicorn's access line for a generation, in SGLang's format (notes/servers.md §1; sglang #2418)
+GEN_200 = '[2024-12-09 16:10:51] INFO:     10.1.1.33:46322 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+
+
+def test_an_answered_generation_is_readiness_evidence_in_a_replay_only() -> None:
+    s = feed([unit(100, started=100), line(101, LOAD_BEGIN), line(150, GEN_200)], require_probe=False)
+    assert s.phase == Phase.READY, "a replayed log that shows generations being answered was ready"
+    # live, SGLang answers its own warmup request before its ready line: readiness stays the ready line plus
+    # bringup's own generation probe
+    s = feed([unit(100, started=100), line(101, LOAD_BEGIN), line(150, GEN_200), gen(151)])
+    assert s.phase == Phase.LOADING
+    s = feed([line(152, READY_LINE), gen(153)], s)
+    assert s.phase == Phase.READY and s.timeline[-1].at == 152
+
+
+def test_a_refused_or_failed_request_is_not_readiness_evidence_for_sglang() -> None:
+    # sglang #2468: the warmup request refused by a proxy; SGLang is not ready until its warmup succeeded
+    s = feed([unit(100, started=100), line(101, LOAD_BEGIN),
+              line(150, '[2024-12-13 01:45:04] INFO:     127.0.0.1:43594 - "POST /generate HTTP/1.1" 502 Bad Gateway')],
+             require_probe=False)
+    assert s.phase == Phase.LOADING
+
+
+# vllm PR #21391 (tests/fixtures/logs/vllm_uvicorn_up_preprocess_error.log) and microsoft/graphrag#357
+REQUEST_ERROR = (
+    "ERROR 07-22 08:51:06 [serving_completion.py:131] Error in preprocessing prompt inputs",
+    "ERROR 07-22 08:51:06 [serving_completion.py:131] Traceback (most recent call last):",
+    'ERROR 07-22 08:51:06 [serving_completion.py:131]   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+    'entrypoints/openai/serving_completion.py", line 123, in create_completion',
+    'INFO:     172.16.80.35:48532 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+    "ERROR:    Exception in ASGI application",
+    "Traceback (most recent call last):",
+    '  File "/home/bigdata/anaconda3/envs/vllm/lib/python3.11/site-packages/uvicorn/protocols/http/'
+    'httptools_impl.py", line 411, in run_asgi',
+)
+
+
+def test_request_errors_after_ready_do_not_fail_the_server() -> None:
+    ready = "(APIServer pid=1) INFO:     Application startup complete."
+    s = feed([unit(100, started=100), line(101, ready), gen(102), *[line(110, x) for x in REQUEST_ERROR]],
+             preset=VLLM)
+    assert s.phase == Phase.READY and s.failure is None
+    s = feed([line(110, x) for x in REQUEST_ERROR], preset=VLLM, require_probe=False)
+    assert s.phase == Phase.READY, "vLLM answers HTTP only once it is ready: an answered request proves it"
+
+
+def test_a_clean_shutdown_is_a_stop_even_when_the_exit_status_looks_like_a_crash() -> None:
+    # SGLang's SIGTERM handler kills its own tree (sglang PR #16484: exit 137); the sim prints the same line
+    s = feed([*warmup_seen(), gen(106), line(300, "[2026-06-02 08:10:00] SIGTERM received. signum=15, frame=None."),
+              line(300.5, "[2026-06-02 08:10:00] kill_process_tree called: parent_pid=4242, include_parent=True, "
+                          "pid=4242")])
+    assert s.phase == Phase.STOPPING
+    s = feed([unit(301, "failed", sub="failed", exit_status=137)], s)
+    assert s.phase == Phase.STOPPED and s.failure is None
+
+
+@pytest.mark.parametrize("text", [
+    "[2026-06-17 13:46:57] INFO:     Shutting down",
+    "INFO:     Shutting down",
+    "(APIServer pid=3945527) INFO 05-26 19:19:56 [launcher.py:100] [shutdown] API server: shutdown triggered",
+    "[2026-06-17 13:46:57] INFO:     Finished server process [5698]",
+])
+def test_shutdown_lines_mean_stopping(text: str) -> None:
+    s = feed([*warmup_seen(), gen(106), line(300, text)])
+    assert s.phase == Phase.STOPPING
+
+
+def test_shutdown_lines_after_a_failure_keep_it_failed() -> None:
+    s = feed([*loading(), line(120, SCHED_EXC), line(121, "[2026-06-17 13:46:57] INFO:     Shutting down"),
+              unit(122, "failed", sub="failed", exit_status=1)])
+    assert s.phase == Phase.FAILED
+
+
+def test_a_replayed_log_that_starts_again_after_a_clean_shutdown_follows_the_new_run() -> None:
+    # the 0.5.23 start line (notes/servers.md §2)
+    s = feed([line(100, LOAD_BEGIN), line(105, READY_LINE), line(300, "INFO:     Shutting down"),
+              line(400, "[2026-06-02 09:00:00] server_args=ServerArgs(model_path='/root/models/Kimi-K2.6')"),
+              line(401, LOAD_BEGIN)], require_probe=False)
+    assert s.phase == Phase.LOADING and phases(s) == [Phase.STARTING, Phase.LOADING]
+    # live, the unit's state says when a new run starts
+    s = feed([*warmup_seen(), line(300, "INFO:     Shutting down"),
+              line(301, "[2026-06-02 09:00:00] server_args=ServerArgs(model_path='/root/models/Kimi-K2.6')")])
+    assert s.phase == Phase.STOPPING
+
+
+def test_log_ended_while_stopping_is_stopped() -> None:
+    from tui.lifecycle.reducer import log_ended
+
+    s = feed([*warmup_seen(), gen(106), line(300, "INFO:     Shutting down")])
+    assert log_ended(s).phase == Phase.STOPPED
+    r = feed(warmup_seen())
+    assert log_ended(r) == r
+
+
+# tests/fixtures/logs/vllm_compile_enginecore_failed_ci.log (pytorch #170570)
+DYNAMO = "(EngineCore_DP0 pid=3112) INFO 12-15 12:35:11 [backends.py:703] Dynamo bytecode transform time: 0.88 s"
+ENGINE_FAILED = "(EngineCore_DP0 pid=3112) ERROR 12-15 12:35:11 [core.py:866] EngineCore failed to start."
+
+
+def test_a_vllm_failure_in_torch_compile_is_not_a_cuda_graph_failure() -> None:
+    s = feed([unit(100, started=100), line(101, DYNAMO), line(102, ENGINE_FAILED)], preset=VLLM)
+    assert s.failure is not None
+    assert s.failure.phase == Phase.GRAPH_CAPTURE
+    assert s.failure.kind == FailureKind.UNKNOWN
+    # unless the traceback says capture (vLLM V1's gpu_model_runner.capture_model)
+    frame = ('(EngineCore_DP0 pid=3112) ERROR 12-15 12:35:11 [core.py:866]   File "/usr/local/lib/python3.12/'
+             'dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3300, in capture_model')
+    s = feed([line(102.1, frame)], s, preset=VLLM)
+    assert s.failure is not None and s.failure.kind == FailureKind.CUDA_GRAPH
+
+
+def test_a_pasted_sglang_line_that_lost_its_bracket_still_fails_in_warmup() -> None:
+    # sglang #2193's line, as pasted without its leading `[`
+    s = feed([line(100, "2024-11-26 14:25:58] Initialization failed. warmup error: Traceback (most recent call "
+                        "last):"),
+              line(100, '  File "/home/liyuhang/miniconda3/envs/sglang/lib/python3.12/site-packages/sglang/srt/'
+                        'server.py", line 579, in _wait_and_warmup')], require_probe=False)
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None
+    assert (s.failure.kind, s.failure.phase) == (FailureKind.WARMUP, Phase.WARMUP)

@@ -36,9 +36,13 @@ def forward_only(phases: list[str]) -> list[str]:
     out: list[str] = []
     best = -1
     for p in phases:
-        if p == "failed":
+        if p in ("failed", "stopped"):
             out.append(p)
             break
+        if p == "stopping":  # a clean shutdown: only its end can follow
+            out.append(p)
+            best = len(_RANK)
+            continue
         r = _RANK[p]
         if r > best:
             out.append(p)
@@ -100,6 +104,7 @@ def test_a_log_as_bringup_stores_it_replays_like_the_original(name: str) -> None
 def test_forward_only_helper() -> None:
     assert forward_only(["graph-capture", "loading", "graph-capture", "warmup"]) == ["graph-capture", "warmup"]
     assert forward_only(["starting", "loading", "failed"]) == ["starting", "loading", "failed"]
+    assert forward_only(["ready", "stopping", "ready", "stopped"]) == ["ready", "stopping", "stopped"]
 
 
 # ------------------------------------------------------------------------------------------------ journald JSON
@@ -295,3 +300,116 @@ def test_replay_text_labels_its_columns() -> None:
     lines = p.stdout.splitlines()
     assert lines[1].split() == ["PHASE", "BEGAN", "LASTED"], p.stdout
     assert lines[2].split()[0] == "starting" and lines[2].split()[1].startswith("+"), p.stdout
+
+
+# ------------------------------------------------------------------------------------------------ systemd as text
+
+# systemd's own words as journald's short format prints them (shivasiddharth/GassistPi#1070, michael-lazar/jetforce#55),
+# around the K2.6 deployment's lines
+_SD = "May 29 {t} dflash-train systemd[1]: "
+_PY = "May 29 {t} dflash-train python3[106324]: "
+
+
+def _sd(t: str, msg: str) -> str:
+    return _SD.format(t=t) + msg
+
+
+def _py(t: str, msg: str) -> str:
+    return _PY.format(t=t) + msg
+
+
+_LOAD = "[2026-05-29 16:59:48 TP0 EP0] Load weight begin. avail mem=94.00 GB"
+
+
+def test_systemd_text_lines_are_unit_events_for_any_process_name() -> None:
+    lines = [
+        _sd("16:59:40", "Started sglang-k26-dflash.service - SGLang K2.6 DFlash."),
+        "May 29 16:59:48 dflash-train bash[106324]: " + _LOAD,
+        _sd("17:00:03", "sglang-k26-dflash.service: Main process exited, code=exited, status=1/FAILURE"),
+        _sd("17:00:03", "sglang-k26-dflash.service: Failed with result 'exit-code'."),
+    ]
+    evs = list(events_from_lines(lines))
+    assert [type(e).__name__ for e in evs] == ["UnitObserved", "LogLine", "UnitObserved", "UnitObserved"]
+    s = replay(lines).state
+    assert s.phase == Phase.FAILED
+    assert s.failure is not None and (s.failure.kind, s.failure.phase) == (FailureKind.EXIT, Phase.LOADING)
+    assert "exited with status 1" in s.failure.excerpt[-1]
+    # the same lines pasted without journald's prefix: systemd's words still name the unit
+    bare = [x.split(": ", 1)[1] for x in lines]
+    assert replay(bare).state.phase == Phase.FAILED
+
+
+def test_systemd_scheduled_restart_starts_again() -> None:
+    lines = [
+        _py("16:59:48", _LOAD),
+        _sd("17:00:03", "sglang-k26-dflash.service: Main process exited, code=exited, status=1/FAILURE"),
+        _sd("17:00:03", "sglang-k26-dflash.service: Failed with result 'exit-code'."),
+        _sd("17:00:08", "sglang-k26-dflash.service: Scheduled restart job, restart counter is at 1."),
+        _sd("17:00:08", "Stopped SGLang K2.6 DFlash."),
+        _sd("17:00:08", "Started SGLang K2.6 DFlash."),
+    ]
+    s = replay(lines).state
+    assert s.phase == Phase.STARTING and s.failure is None
+    s = replay([*lines, _py("17:00:20", _LOAD)]).state
+    assert s.phase == Phase.LOADING
+
+
+@pytest.mark.parametrize(("last", "phase"), [
+    (["Stopping SGLang K2.6 DFlash...",
+      "sglang-k26-dflash.service: Main process exited, code=exited, status=137/n/a",
+      "sglang-k26-dflash.service: Failed with result 'exit-code'.", "Stopped SGLang K2.6 DFlash."], Phase.STOPPED),
+    (["sglang-k26-dflash.service: Main process exited, code=killed, status=15/TERM",
+      "sglang-k26-dflash.service: Deactivated successfully."], Phase.STOPPED),
+    (["sglang-k26-dflash.service: Main process exited, code=killed, status=9/KILL",
+      "sglang-k26-dflash.service: Failed with result 'signal'."], Phase.FAILED),
+])
+def test_systemd_stops_and_kills(last: list[str], phase: Phase) -> None:
+    s = replay([_sd("16:59:40", "Started SGLang K2.6 DFlash."), _py("16:59:48", _LOAD),
+                *[_sd("17:10:00", x) for x in last]]).state
+    assert s.phase == phase
+    if phase == Phase.FAILED:
+        assert s.failure is not None and "killed by signal 9, SIGKILL" in s.failure.excerpt[-1]
+
+
+def test_systemd_words_about_other_units_are_not_this_runs() -> None:
+    # `journalctl` without `-u`: a login session starting is not the server starting again
+    s = replay([_py("16:59:48", _LOAD), _sd("17:00:00", "Started Session 3 of User root.")]).state
+    assert s.phase == Phase.LOADING
+
+
+def test_uvicorn_words_are_not_systemds() -> None:
+    # sglang #2468's uvicorn line starts with `Started` too, but it is the server's
+    evs = list(events_from_lines(["INFO:     Started server process [3831493]",
+                                  "Started server process [3831493]"]))
+    assert all(isinstance(e, LogLine) for e in evs)
+
+
+# ------------------------------------------------------------------------------------------------ --json errors
+
+
+@pytest.mark.parametrize("kind", ["missing", "binary", "unrecognised", "empty"])
+def test_cli_replay_json_errors_are_json_on_stdout(kind: str, tmp_path: Path) -> None:
+    f = tmp_path / "x.log"
+    if kind == "binary":
+        f.write_bytes(b"\x00\x01\x02" * 100)
+    elif kind == "unrecognised":
+        f.write_text("hello\nworld\n")
+    elif kind == "empty":
+        f.write_text("")
+    path = "/nonexistent/x.log" if kind == "missing" else str(f)
+    p = _cli("replay", path, "--json")
+    assert p.returncode == 2
+    d = json.loads(p.stdout)
+    assert set(d) == {"error"} and d["error"]
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_vllms_logger_prefix_alone_tells_the_preset() -> None:
+    """tests/fixtures/logs/vllm_v1_uvicorn_first_request.log without its header: no line says "vllm", but vLLM's
+    `INFO 01-31 19:05:39 file.py:N] ` prefix is vLLM's alone, so `Application startup complete.` is its ready line."""
+    lines = (LOGS / "vllm_v1_uvicorn_first_request.log").read_text(encoding="utf-8").splitlines()
+    body = [x for x in lines if not x.startswith("# ")]
+    assert not any("vllm" in x.lower() for x in body)
+    r = replay(body)
+    assert r.preset == "vllm"
+    assert r.state.phase == Phase.READY

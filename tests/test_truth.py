@@ -6,6 +6,7 @@ no reading of the new run; another bringup's action is named while it happens.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -124,3 +125,22 @@ async def until(cond: Callable[[], bool], timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_process_server_that_dies_at_start_shows_why_and_where_its_log_is(tmp_path: Path) -> None:
+    """No fatal signature matched: the excerpt is the end of the run's log (here Python's own error), and the
+    words are a process's, not systemd's."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\n'
+                   f'host = "h"\nmanager = "process"\ncommand = ["{sys.executable}", "-c", '
+                   '"import sglang_is_not_installed_here"]\nendpoint = "http://127.0.0.1:9"\n')
+    res = subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), "start", "d", "--json"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    final = [x for x in res.stdout.splitlines() if x.startswith('{"ok"')][-1]
+    failure = json.loads(final)["failure"]
+    excerpt = "\n".join(failure["excerpt"]) if isinstance(failure["excerpt"], list) else failure["excerpt"]
+    assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, failure
+    assert str(tmp_path / "state" / "deployments" / "d" / "logs") in excerpt, failure
+    assert "unit" not in excerpt.lower() and "unit" not in failure["hint"].lower(), failure

@@ -279,6 +279,12 @@ class Watch:
 
     async def poll_unit(self) -> UnitState:
         unit = await self.manager.state()
+        where = getattr(self.manager, "log_source", None)
+        if where is not None and unit.invocation:
+            # the failure of a run with no recognised error line says where its whole log is
+            src = where(unit.invocation)
+            if src != self.state.log_source:
+                self.state = replace(self.state, log_source=src)
         if self.state.unit is None and not unit.running and unit.invocation:
             # first look at a run that has already ended: its log tells how it ended (a crash's traceback,
             # the phases it went through), so read that before the unit's "not running"; with its flags known,

@@ -26,15 +26,26 @@ _JOURNAL_ISO = re.compile(
     r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: "
 )
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\| ")
+#: a CI runner's or `docker logs --timestamps`' stamp before the line: `[2025-12-15T20:35:11Z] `,
+#: `2024-03-30T14:16:55.598106565Z `
+_ISO_STAMP = re.compile(r"^\[?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\]? ")
+#: SGLang's `[ts( ranks)] `. The opening `[` is optional when a full date follows (pasted logs lose it:
+#: `2025-01-02 10:00:00 TP0] ...`); the date may be `MM-DD` (sglang's multimodal server); SGLang 0.1-0.2 wrote
+#: `[gpu_id=N] ` and no time.
 _SGLANG = re.compile(
-    r"^\[(?:(?P<date>\d{4}-\d{2}-\d{2}) )?(?P<time>\d{2}:\d{2}:\d{2})(?P<ms>\.\d{3})?"
+    r"^(?:\[|(?=\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[^\]\s]*(?: [A-Z_]+\d+)*\]))"
+    r"(?:(?P<date>(?:\d{4}-)?\d{2}-\d{2}) )?(?P<time>\d{2}:\d{2}:\d{2})(?P<ms>\.\d{3})?"
     r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+    r"|^\[gpu_id=(?P<gpu>\d+)\] "
 )
+#: vLLM's `(proc pid=N) LEVEL MM-DD hh:mm:ss [file.py:N] `; a worker under the engine core, or a Ray actor,
+#: adds a second process tag in front: `(EngineCore_DP0 pid=1) (Worker_TP7 pid=2) ERROR ...`
 _VLLM = re.compile(
-    r"^(?:\((?P<proc>[^)]*?)(?: pid=\d+)?\)\s*)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"^(?:\([^)]*\)\s+(?=\())?"
+    r"(?:\((?P<proc>[^)]*?)(?: pid=\d+)?\)\s*)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? \[?(?P<src>[^\]\s]+):(?P<ln>\d+)\]? "
 )
-_VLLM_PROC_ONLY = re.compile(r"^\((?P<proc>[A-Za-z_][\w]*(?: pid=\d+)?)\)\s+")
+_VLLM_PROC_ONLY = re.compile(r"^(?:\([A-Za-z_][\w]*(?: pid=\d+)?\)\s+)*\((?P<proc>[A-Za-z_][\w]*(?: pid=\d+)?)\)\s+")
 _UVICORN_LEVEL = re.compile(r"^(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -59,6 +70,8 @@ class CleanLine(NamedTuple):
     level: str = ""
     ranks: str = ""
     ts: float | None = None
+    #: the journald identifier (`python3`, `bash`, `systemd`) when the line came in journald's short format
+    ident: str = ""
 
 
 def sanitize(raw: str) -> str:
@@ -81,8 +94,10 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
     """Strip every known wrapper from one line. `ref_year` dates timestamps that carry no year (journald, vLLM)."""
     text = sanitize(raw)
     ts: float | None = None
+    ident = ""
     m = _JOURNAL_SHORT.match(text)
     if m:
+        ident = m["ident"]
         month = _MONTHS.get(m["mon"][:3])
         if month is not None:
             try:
@@ -97,24 +112,36 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
                 ts = datetime.fromisoformat(m["iso"].replace("Z", "+00:00")).timestamp()
             except ValueError:
                 ts = None
+            ident = m["ident"]
+            text = text[m.end():]
+    if text[:1] in "[0123456789":
+        m = _ISO_STAMP.match(text)
+        if m:
             text = text[m.end():]
     m = _COMPOSE.match(text)
     if m and not _SGLANG.match(text):
         text = text[m.end():]
+    if text.startswith("^C"):  # a terminal's echo of Ctrl-C, pasted with the line that followed it
+        text = text[2:]
     body = text
     m = _SGLANG.match(text)
     if m:
-        if ts is None:
-            ts = _sglang_ts(m, ref_year)
+        if m["gpu"] is not None:
+            ranks = f"TP{m['gpu']}"
+        else:
+            ranks = m["ranks"].strip()
+            if ts is None:
+                ts = _sglang_ts(m, ref_year)
         rest = text[m.end():]
         lv = _UVICORN_LEVEL.match(rest)
-        return CleanLine(text=rest, prefixed=True, body=body, level=lv["lvl"] if lv else "", ranks=m["ranks"].strip(),
-                         ts=ts)
+        return CleanLine(text=rest, prefixed=True, body=body, level=lv["lvl"] if lv else "", ranks=ranks, ts=ts,
+                         ident=ident)
     m = _VLLM.match(text)
     if m:
         if ts is None:
             ts = _vllm_ts(m["ts"], ref_year)
-        return CleanLine(text=text[m.end():], prefixed=True, body=body, level=m["lvl"], ranks=m["proc"] or "", ts=ts)
+        return CleanLine(text=text[m.end():], prefixed=True, body=body, level=m["lvl"], ranks=m["proc"] or "", ts=ts,
+                         ident=ident)
     proc = ""
     m = _VLLM_PROC_ONLY.match(text)
     if m:
@@ -122,8 +149,8 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
         text = text[m.end():]
     lv = _UVICORN_LEVEL.match(text)
     if lv:
-        return CleanLine(text=text, prefixed=True, body=body, level=lv["lvl"], ranks=proc, ts=ts)
-    return CleanLine(text=text, prefixed=False, body=body, ranks=proc, ts=ts)
+        return CleanLine(text=text, prefixed=True, body=body, level=lv["lvl"], ranks=proc, ts=ts, ident=ident)
+    return CleanLine(text=text, prefixed=False, body=body, ranks=proc, ts=ts, ident=ident)
 
 
 @lru_cache(maxsize=64)
@@ -137,7 +164,8 @@ def _local_ts(text: str) -> float | None:
 
 
 def _sglang_ts(m: re.Match[str], ref_year: int) -> float | None:
-    t = _local_ts(f"{m['date'] or f'{ref_year}-01-01'} {m['time']}")
+    date = m["date"] or "01-01"
+    t = _local_ts(f"{date if len(date) > 5 else f'{ref_year}-{date}'} {m['time']}")
     if t is None:
         return None
     return t + (float(m["ms"]) if m["ms"] else 0.0)

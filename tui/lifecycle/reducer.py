@@ -15,6 +15,8 @@ failures of a real K2.6 bring-up:
 from __future__ import annotations
 
 import re
+import signal
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -37,6 +39,8 @@ from tui.model import (
 from tui.ops.flags import current_values
 
 MAX_EXCERPT = 300
+#: lines of the run's log kept for a failure that no recognised line explains (an exit): its last lines say why
+TAIL = 20
 _RANK = {p: i for i, p in enumerate(PROGRESS_ORDER)}
 _STARTUP = (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP)
 _TB_CONT = re.compile(
@@ -78,10 +82,15 @@ class LifecycleState:
     #: the failure was declared from the unit's exit; the journal may still deliver the lines that say why
     failure_is_exit: bool = False
     last_used_mib: float | None = None
+    #: the last TAIL lines of the current run, as shown (an exit with no recognised error shows them)
+    tail: tuple[str, ...] = ()
     # configuration, fixed for a session
     require_probe: bool = True
     logs_available: bool = True
     stall_after: float = 60.0
+    #: where the server's log can be read (a file, `journalctl -u UNIT`); named when the server exits without a
+    #: recognised error. The engine sets it; empty when unknown
+    log_source: str = ""
 
     @property
     def stalled_for(self) -> float | None:
@@ -103,9 +112,9 @@ class LifecycleState:
 
 
 def initial(*, require_probe: bool = True, logs_available: bool = True, stall_after: float = 60.0,
-            flags: dict[str, str | None] | None = None) -> LifecycleState:
+            flags: dict[str, str | None] | None = None, log_source: str = "") -> LifecycleState:
     return LifecycleState(require_probe=require_probe, logs_available=logs_available, stall_after=stall_after,
-                          flags=tuple((flags or {}).items()))
+                          flags=tuple((flags or {}).items()), log_source=log_source)
 
 
 def _enter(s: LifecycleState, phase: Phase, at: float, line: str = "") -> LifecycleState:
@@ -118,7 +127,7 @@ def _new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "
     s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, ready_line_at=None,
                 generation_failed_since_ready_line=False,
                 generation_ok_at=None, stop_requested=False, block=(), last_block=(), last_block_end=-1,
-                failure_open=False, failure_is_exit=False, last_progress=at, phase=Phase.STOPPED)
+                failure_open=False, failure_is_exit=False, last_progress=at, phase=Phase.STOPPED, tail=())
     return _enter(s, Phase.STARTING, at, line)
 
 
@@ -177,12 +186,12 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine | None
     if not text.strip():
         return s
     line_no = s.line_no + 1
-    s = replace(s, line_no=line_no, last_progress=ev.at)
+    s = replace(s, line_no=line_no, last_progress=ev.at, tail=(*s.tail[1 - TAIL:], shown))
     if s.phase == Phase.STOPPED:
         if s.unit is not None or s.stop_requested:
             return s  # late output of a run that has ended
         # output without a unit event: an unmanaged server, or a replayed log starting from its first line
-        s = _new_invocation(s, ev.invocation or s.invocation, ev.at, text)
+        s = replace(_new_invocation(s, ev.invocation or s.invocation, ev.at, text), tail=(shown,))
 
     # group tracebacks and error lines into blocks
     in_block = _is_block_line(c, preset) or (
@@ -205,9 +214,15 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine | None
                         hint=preset.hint(kind, phase, s.flag_dict()))
             return replace(s, failure=f, failure_is_exit=False, failure_open=True)
         if s.failure_open and not s.failure_is_exit:
+            if preset.consequence is not None and preset.consequence.search(text):
+                # the parent's SIGQUIT after the child's crash: what the cause did, not part of it
+                return replace(s, failure_open=False)
             s = _extend_failure(s, preset, shown) if in_block else replace(s, failure_open=False)
         return s
     if s.phase == Phase.STOPPING:
+        if s.unit is None and not s.stop_requested and _starts_a_run(text, preset):
+            # no manager to ask (a replayed log): the server's first line after a clean shutdown is a new run
+            return replace(_new_invocation(s, ev.invocation or s.invocation, ev.at, text), tail=(shown,))
         return s
 
     if preset.fatal.search(text):
@@ -216,7 +231,12 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine | None
             excerpt = (*s.last_block, *excerpt)
         return _fail(s, preset, ev.at, excerpt, None, open_=True)
 
-    if preset.ready.search(text) or (preset.serving is not None and preset.serving.search(text)):
+    if preset.stopping is not None and preset.stopping.search(text):
+        # a clean shutdown (SIGTERM handled, uvicorn shutting down): the exit that follows is a stop, not a crash
+        return _enter(s, Phase.STOPPING, ev.at, text)
+
+    if preset.ready.search(text) or (preset.serving is not None and preset.serving.search(text)) or \
+            (not s.require_probe and preset.answered is not None and preset.answered.search(text)):
         if s.ready_line_at is not None:
             return s
         s = replace(s, ready_line_at=ev.at, generation_failed_since_ready_line=False)
@@ -232,6 +252,48 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine | None
                 s = _enter(s, m.phase, ev.at, text)
             break
     return s
+
+
+def _starts_a_run(text: str, preset: Preset) -> bool:
+    return any(m.phase == Phase.STARTING and m.pattern.search(text) for m in preset.markers)
+
+
+def _recent_block(s: LifecycleState) -> tuple[str, ...]:
+    """The error block (a traceback, ERROR lines) that ends the log, or ended it a few lines ago."""
+    if s.block:
+        return s.block
+    if s.last_block and s.last_block_end >= s.line_no - 3:
+        return s.last_block
+    return ()
+
+
+def exit_words(status: int | None, log_source: str = "", *, shown: bool = True, explained: bool = False,
+               when: str = "") -> str:
+    """How the server process ended, in words that fit any service manager (systemd, a process, docker); unless
+    the lines above it explain the exit, where to read why."""
+    if status is None:
+        what = "the server process exited"
+    elif status < 0:
+        what = f"the server process was killed by signal {-status}{_signame(-status)}"
+    elif status > 128 and _signame(status - 128):
+        what = f"the server process exited with status {status} (killed by signal {status - 128}" \
+               f"{_signame(status - 128)})"
+    else:
+        what = f"the server process exited with status {status}"
+    what += when
+    if explained:
+        return what
+    where = f" of {log_source}" if log_source else " of its log"
+    if shown:
+        return f"{what}; no error line was recognised: the lines above are the last{where}"
+    return f"{what}; no error line was recognised: read the last lines{where}"
+
+
+def _signame(n: int) -> str:
+    try:
+        return f", {signal.Signals(n).name}"
+    except ValueError:
+        return ""
 
 
 def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleState:
@@ -260,17 +322,19 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
     if s.stop_requested or s.phase == Phase.STOPPING or u.active == "inactive":
         return _enter(replace(s, stop_requested=False), Phase.STOPPED, end)
     if s.phase in (*_STARTUP, Phase.READY) and (prev is None or prev.running or s.invocation):
-        status = "" if u.exit_status is None else f" (status {u.exit_status})"
-        excerpt = s.block or s.last_block or ()
-        lines = (*excerpt, f"process exited{status}: unit {u.active}/{u.sub}".rstrip("/"))
-        kind = preset.classify("\n".join(excerpt), s.phase) if excerpt else FailureKind.EXIT
+        cause = _recent_block(s)
+        kind = preset.classify("\n".join(cause), s.phase) if cause else FailureKind.EXIT
         if kind == FailureKind.UNKNOWN:
             kind = FailureKind.EXIT
+        # the lines that say why: an error block that ends the log, else the log's last lines
+        shown = (*cause, *s.tail[max(0, len(s.tail) - (s.line_no - s.last_block_end)):]) if cause and not s.block \
+            else cause or s.tail
+        lines = (*shown, exit_words(u.exit_status, s.log_source, shown=bool(shown), explained=kind != FailureKind.EXIT))
         s = _fail(s, preset, end, lines, kind, open_=True)
         return replace(s, failure_is_exit=kind == FailureKind.EXIT)
     if u.active == "failed" and s.phase == Phase.STOPPED and not s.timeline:
         # first look at a unit that had already failed before we started watching
-        lines = (f"unit is {u.active}/{u.sub}" + ("" if u.exit_status is None else f", status {u.exit_status}"),)
+        lines = (exit_words(u.exit_status, s.log_source, shown=False, when=" before bringup first looked"),)
         return _fail(replace(s, invocation=u.invocation), preset, ev.at, lines, FailureKind.EXIT, open_=False)
     return _enter(s, Phase.STOPPED, end)
 
@@ -280,9 +344,9 @@ def _on_probe(s: LifecycleState, ev: ProbeResult) -> LifecycleState:
         return s
     if not ev.ok:
         return replace(s, generation_failed_since_ready_line=True) if s.ready_line_at is not None else s
-    if s.invocation_started is not None and ev.at < s.invocation_started:
+    if s.invocation_started is not None and ev.sent_at < s.invocation_started:
         return s
-    if s.ready_line_at is not None and ev.at < s.ready_line_at:
+    if s.ready_line_at is not None and ev.sent_at < s.ready_line_at:
         return s  # answered before the server said it was ready: not evidence about this moment
     if s.phase in (Phase.FAILED, Phase.STOPPING, Phase.STOPPED) and s.unit is not None:
         return s
@@ -315,9 +379,12 @@ def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset) -> bool
         return False
     if preset.fatal.search(t):
         return False
+    if preset.stopping is not None and preset.stopping.search(t):
+        return False
     # the ready line and serving lines are searched only before the ready line: after it they change nothing
-    serving = preset.serving
-    if s.ready_line_at is None and (preset.ready.search(t) or (serving is not None and serving.search(t))):
+    serving, answered = preset.serving, preset.answered
+    if s.ready_line_at is None and (preset.ready.search(t) or (serving is not None and serving.search(t)) or
+                                    (not s.require_probe and answered is not None and answered.search(t))):
         return False
     return s.phase == Phase.READY or not any(m.pattern.search(t) for m in preset.markers)
 
@@ -327,19 +394,30 @@ def reduce_lines(s: LifecycleState, lines: Iterable[LogLine], preset: Preset) ->
     of quiet lines costs one state copy instead of two per line; a burst of 20,000 lines/s must fit in the
     event loop next to the screen and the keys."""
     n, last_at, now = 0, s.last_progress, s.now
+    tail: deque[str] = deque(maxlen=TAIL)
     for ev in lines:
         c = clean(ev.text)
         if _quiet(s, ev, c, preset):
             n, last_at, now = n + 1, ev.at, max(now, ev.at)
+            tail.append(c.body)
             continue
         if n:
-            s, n = replace(s, line_no=s.line_no + n, last_progress=last_at, now=now), 0
+            s, n = replace(s, line_no=s.line_no + n, last_progress=last_at, now=now,
+                           tail=(*s.tail, *tail)[-TAIL:]), 0
+            tail.clear()
         if ev.at > s.now:
             s = replace(s, now=ev.at)
         s = _on_line(s, ev, preset, c)
         now = s.now
     if n:
-        s = replace(s, line_no=s.line_no + n, last_progress=last_at, now=now)
+        s = replace(s, line_no=s.line_no + n, last_progress=last_at, now=now, tail=(*s.tail, *tail)[-TAIL:])
+    return s
+
+
+def log_ended(s: LifecycleState) -> LifecycleState:
+    """The end of a recorded log (replay): a server that was shutting down cleanly when its log ends, stopped."""
+    if s.phase == Phase.STOPPING:
+        return _enter(replace(s, stop_requested=False), Phase.STOPPED, s.now, "(the log ends during a clean shutdown)")
     return s
 
 

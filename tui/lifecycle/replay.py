@@ -1,7 +1,8 @@
 """Replay a recorded log through the same reducer the console uses.
 
 Accepts plain server output, journald short format, and `journalctl -o json` lines (one JSON object per line,
-MESSAGE possibly a byte array), mixed freely. systemd's own messages in a JSON journal become unit events, so a
+MESSAGE possibly a byte array), mixed freely. systemd's own messages (`UNIT: Main process exited, ...`, `Started
+...`, `Stopping ...`, `UNIT: Scheduled restart job, ...`), in a JSON journal or as text, become unit events, so a
 replay sees "the process exited" exactly as the live console would.
 """
 
@@ -10,16 +11,99 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tui.lifecycle.lines import clean, split_output
+from tui.lifecycle.lines import CleanLine, clean, split_output
 from tui.lifecycle.presets import Preset, get_preset
-from tui.lifecycle.reducer import LifecycleState, initial, reduce
+from tui.lifecycle.reducer import LifecycleState, initial, log_ended, reduce
 from tui.model import Event, LogLine, UnitObserved, UnitState
 
-_SYSTEMD_EXIT = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>[^/\s]+)")
+_SYSTEMD_EXIT = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>[^/\s]+)(?:/(?P<name>\w+))?")
 _SYSTEMD_FAILED = re.compile(r"Failed with result '(?P<result>[^']+)'")
-_SYSTEMD_STARTED = re.compile(r"^Started ")
+#: systemd's words about a unit, by what they say happened (the unit's name, where it leads the message, is
+#: `NAME.service: `; `Started`/`Starting`/`Stopping`/`Stopped` name the unit or its description)
+_SYSTEMD_UNIT = re.compile(r"^[\w@.:\\-]+\.(?:service|scope): ")
+_SYSTEMD_RESTART = re.compile(r"Scheduled restart job\b")
+_SYSTEMD_DEACTIVATED = re.compile(r"Deactivated successfully")
+_SYSTEMD_VERB = re.compile(r"^(?P<verb>Starting|Started|Stopping|Stopped) \S")
+_SYSTEMD_OTHER = re.compile(r"\.(?:timer|socket|slice|mount|target|path|device|swap|scope)\b|Session \d+ of [Uu]ser|"
+                            r"User Manager for|user@\d+")
+#: signals after which systemd calls a service's end clean (SuccessExitStatus's defaults)
+_CLEAN_SIGNALS = {"HUP", "INT", "TERM", "PIPE"}
+
+
+def systemd_unit_state(text: str, at: float, invocation: str = "") -> UnitState | None:
+    """The unit's state that one of systemd's own messages reports, or None when it reports none."""
+    m = _SYSTEMD_EXIT.search(text)
+    if m:
+        status_s = m["status"]
+        status = int(status_s) if status_s.lstrip("-").isdigit() else None
+        if m["code"] == "exited":
+            clean_end = status == 0
+        else:  # killed or dumped: status is the signal
+            clean_end = (m["name"] or "") in _CLEAN_SIGNALS
+            status = -status if status is not None else None
+        return UnitState(active="inactive" if clean_end else "failed", sub="dead" if clean_end else "exited",
+                         invocation=invocation, exit_status=status, exited_at=at)
+    if _SYSTEMD_FAILED.search(text):
+        return UnitState(active="failed", sub="failed", invocation=invocation, exited_at=at)
+    if _SYSTEMD_DEACTIVATED.search(text):
+        return UnitState(active="inactive", sub="dead", invocation=invocation, exited_at=at)
+    if _SYSTEMD_RESTART.search(text):
+        return UnitState(active="activating", sub="auto-restart", invocation=invocation, started_at=at)
+    m = _SYSTEMD_VERB.match(text)
+    if m:
+        verb = m["verb"]
+        if verb == "Starting":
+            return UnitState(active="activating", sub="start", invocation=invocation, started_at=at)
+        if verb == "Started":
+            return UnitState(active="active", sub="running", invocation=invocation, started_at=at)
+        if verb == "Stopping":
+            return UnitState(active="deactivating", sub="stop-sigterm", invocation=invocation)
+        return UnitState(active="inactive", sub="dead", invocation=invocation, exited_at=at)
+    return None
+
+
+def _is_systemd_text(c: CleanLine) -> bool:
+    """A text line in which systemd itself speaks: journald names it, or the message names a unit."""
+    if c.prefixed:
+        return False
+    if c.ident:
+        return c.ident == "systemd"
+    t = c.text
+    return bool(_SYSTEMD_UNIT.match(t)) or (bool(_SYSTEMD_VERB.match(t)) and ".service" in t)
+
+
+def _about_another_unit(text: str) -> bool:
+    """systemd's start/stop words about something else (a login session, a timer): `journalctl` without `-u`."""
+    return bool(_SYSTEMD_OTHER.search(text)) and not _SYSTEMD_UNIT.match(text)
+
+
+def _systemd_event(c: CleanLine, at: float, runs: _Runs) -> UnitObserved | None:
+    """The unit event a text line of systemd's reports; None for any other line (a server's line, or systemd's
+    words about another unit: a login session, a timer)."""
+    if not _is_systemd_text(c):
+        return None
+    u = None if _about_another_unit(c.text) else systemd_unit_state(c.text, at)
+    return None if u is None else UnitObserved(at, replace(u, invocation=runs.invocation(u)))
+
+
+class _Runs:
+    """Invocations for systemd's text lines, which carry no InvocationID: a start (or a scheduled restart, and the
+    start that follows it) begins a new run."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.starting = False
+
+    def invocation(self, u: UnitState) -> str:
+        if u.running:
+            if not self.starting:
+                self.n += 1
+            self.starting = u.active == "activating"
+        else:
+            self.starting = False
+        return f"systemd-run-{self.n}" if self.n else ""
 
 
 def journal_message(obj: dict[str, object]) -> str:
@@ -42,16 +126,10 @@ def _journal_events(obj: dict[str, object], seq: float) -> Iterator[Event]:
     inv = str(obj.get("_SYSTEMD_INVOCATION_ID") or "")
     if not inv and (obj.get("_PID") == "1" or obj.get("SYSLOG_IDENTIFIER") == "systemd"):
         unit_inv = str(obj.get("INVOCATION_ID") or "")
-        m = _SYSTEMD_EXIT.search(text)
-        if m:
-            status_s = m["status"]
-            status = int(status_s) if status_s.lstrip("-").isdigit() else None
-            active = "failed" if status not in (0, None) or m["code"] != "exited" else "inactive"
-            yield UnitObserved(at, UnitState(active=active, sub="exited", invocation=unit_inv, exit_status=status))
-        elif _SYSTEMD_FAILED.search(text):
-            yield UnitObserved(at, UnitState(active="failed", sub="failed", invocation=unit_inv))
-        elif _SYSTEMD_STARTED.search(text) and unit_inv:
-            yield UnitObserved(at, UnitState(active="active", sub="running", invocation=unit_inv, started_at=at))
+        u = systemd_unit_state(text, at, unit_inv)
+        # a run starts with its own InvocationID (`Started`); without one a start cannot be told from the last run
+        if u is not None and (not u.running or (u.active == "active" and unit_inv)):
+            yield UnitObserved(at, u)
         return
     for piece in split_output(text):
         yield LogLine(at=at, text=piece, invocation=inv, cursor=str(obj.get("__CURSOR") or ""))
@@ -65,6 +143,7 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
     """Events from recorded lines. Timestamps come from the lines' own prefixes where they have one; lines
     without one inherit the previous line's time (a traceback happens at the time of its first line)."""
     last = 0.0
+    runs = _Runs()
     for i, raw in enumerate(lines):
         raw = raw.rstrip("\n")
         if not raw.strip() or raw.startswith("# source:") or raw.startswith("# server:"):
@@ -84,21 +163,28 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
             at = float(stored[1])
             last = at if at >= last else last
             for piece in split_output(stored[2]):
-                yield LogLine(at=last, text=piece)
+                u = _systemd_event(clean(piece), last, runs) if "systemd" in piece or ".service" in piece else None
+                yield u if u is not None else LogLine(at=last, text=piece)
             continue
         for piece in split_output(raw):
-            ts = clean(piece).ts
+            c = clean(piece)
+            ts = c.ts
             if ts is not None and ts >= last - 86400 * 180:
                 last = ts if last == 0.0 or ts >= last else last
             elif last == 0.0:
                 last = float(i)
-            yield LogLine(at=last, text=piece)
+            u = _systemd_event(c, last, runs)
+            yield u if u is not None else LogLine(at=last, text=piece)
 
 
 _SGLANG_HINTS = re.compile(r"server_args=|fired up and ready|Load weight (?:begin|end)|Capture cuda graph|TP\d+\]|"
-                           r"Decode batch|sglang|launch_server\.py", re.I)
+                           r"Decode batch|sglang|launch_server\.py|\[gpu_id=\d+\]|"
+                           r"^\[?\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: [A-Z_]+\d+)*\] ", re.I)
+#: vLLM's own logger prefix (`INFO 11-24 11:43:54 [file.py:12] `, older `... file.py:12] `) is vLLM's alone
 _VLLM_HINTS = re.compile(r"vLLM|EngineCore|\[(?:gpu_model_runner|core|api_server|loader|worker)\.py:\d+\]|"
-                         r"Avg prompt throughput|vllm\.", re.I)
+                         r"Avg prompt throughput|vllm\.|"
+                         r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? "
+                         r"\[?[\w./-]+\.py:\d+\]", re.I)
 
 
 def detect_preset(lines: Iterable[str]) -> str:
@@ -132,4 +218,4 @@ def replay(lines: list[str], preset_name: str = "auto") -> ReplayResult:
     state = initial(require_probe=False)
     for ev in events_from_lines(lines):
         state = reduce(state, ev, preset)
-    return ReplayResult(state, name)
+    return ReplayResult(log_ended(state), name)

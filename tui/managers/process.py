@@ -165,6 +165,9 @@ class ProcessManager:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
+    def log_source(self, invocation: str) -> str:
+        return f"{self.run_dir}/logs/{invocation}.log"
+
     async def read_log(self, invocation: str) -> list[LogLine]:
         data = await self.transport.read_file(f"{self.run_dir}/logs/{invocation}.log")
         if data is None:

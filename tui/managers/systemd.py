@@ -187,6 +187,9 @@ class SystemdManager:
             await asyncio.sleep(backoff)  # the transport reconnects on the next call
             backoff = min(backoff * 2, 10.0)
 
+    def log_source(self, invocation: str) -> str:
+        return f"`journalctl _SYSTEMD_INVOCATION_ID={invocation}` on {self.transport.name}"
+
     async def read_log(self, invocation: str) -> list[LogLine]:
         argv = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json", "--all", "--no-pager"]
         res = await self.transport.run(self._priv(argv) if self.sudo else argv, timeout=60)

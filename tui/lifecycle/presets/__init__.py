@@ -121,8 +121,20 @@ class Preset:
     throughput_line: re.Pattern[str] | None = None
     #: lines that only a server already serving requests prints: readiness evidence like the ready line
     serving: Alternation | None = None
+    #: access lines of requests the server answered: readiness evidence in a replay only, where no probe can
+    #: run (live, bringup's own generation probe is that evidence; SGLang's warmup request is answered before
+    #: its ready line)
+    answered: Alternation | None = None
     #: where a failure happened when no phase marker was seen (a log that starts mid-way): traceback frames
     phase_hints: tuple[Marker, ...] = ()
+    #: lines of a clean shutdown (SIGTERM handled, uvicorn shutting down): the run is stopping, not failing
+    stopping: Alternation | None = None
+    #: fatal lines that are the consequence of an earlier fatal line (the parent's SIGQUIT after a child's
+    #: crash): after a cause they are not part of its excerpt
+    consequence: Alternation | None = None
+    #: what a traceback must say for a failure in the graph-capture phase to be a CUDA graph failure (vLLM's
+    #: graph-capture phase also covers torch.compile); None: the phase alone says so
+    graph_evidence: Alternation | None = None
 
     def flag(self, name: str) -> FlagSpec | None:
         name = name.lstrip("-")
@@ -144,7 +156,7 @@ class Preset:
         for c in self.classifiers:
             if c.pattern.search(text):
                 return c.kind
-        if phase == Phase.GRAPH_CAPTURE:
+        if phase == Phase.GRAPH_CAPTURE and (self.graph_evidence is None or self.graph_evidence.search(text)):
             return FailureKind.CUDA_GRAPH
         if phase == Phase.WARMUP:
             return FailureKind.WARMUP

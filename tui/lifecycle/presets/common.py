@@ -58,6 +58,28 @@ COMMON_CLASSIFIERS: tuple[Classifier, ...] = (
     Classifier(FailureKind.PORT_IN_USE, PORT),
 )
 
+#: a clean shutdown under way: SGLang's SIGTERM handler, vLLM's `[shutdown]` lines (0.2x), uvicorn's own
+#: (plain, or prefixed by the server's logger), vLLM V0's FastAPI line
+STOPPING = rx(
+    r"SIGTERM received\b",
+    r"^\[shutdown\] ",
+    r"\bINFO:\s+Shutting down$",
+    r"Waiting for application shutdown",
+    r"Application shutdown complete",
+    r"Finished server process",
+    r"Shutting down FastAPI HTTP server",
+)
+
+#: what SGLang's parent prints after a child failed (it then kills the tree): the consequence, never the cause
+CONSEQUENCE = rx(
+    r"Received sigquit from a child process",
+    r"SIGQUIT received\. signum=",
+    r"kill_process_tree called",
+)
+
+#: an access line for a generation that succeeded: the server answers generations, so it was ready
+GENERATION_OK = r'"POST /(?:generate|v1/(?:chat/)?completions)(?:\?\S*)? HTTP/\d(?:\.\d)?" 200'
+
 LOADING_FRAMES = rx(
     r"in (?:load_model|load_weights|init_torch_distributed|init_memory_pool|initialize_model_parallel|init_device"
     r"|determine_available_memory|profile_run|initialize_kv_cache|_init_executor|init_worker|_wait_for_scheduler_ready)\b",
@@ -69,6 +91,7 @@ LOADING_FRAMES = rx(
 )
 GRAPH_FRAMES = rx(r"cuda_graph_runner\.py.*in (?:__init__|capture)", r"Capture cuda graph failed",
                   r"in capture_model\b", r"graphs\.py.*capture_end")
-WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error")
+WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error", r"[Ss]erver warmup failed")
 
-__all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "CUDA_GRAPH", "NCCL", "OOM", "PORT", "re"]
+__all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "CONSEQUENCE", "CUDA_GRAPH", "GENERATION_OK", "NCCL",
+           "OOM", "PORT", "STOPPING", "re"]

@@ -9,9 +9,12 @@ from tui.lifecycle.presets.common import (
     BAD_ARGS,
     BAD_ARGS_HINT,
     COMMON_CLASSIFIERS,
+    CONSEQUENCE,
     CUDA_GRAPH,
+    GENERATION_OK,
     GRAPH_FRAMES,
     LOADING_FRAMES,
+    STOPPING,
     WARMUP_FRAMES,
 )
 from tui.model import FailureKind, Phase
@@ -48,6 +51,11 @@ MARKERS = (
 
 READY = rx(r"The server is fired up and ready to roll")
 
+#: the scheduler's watchdog: a forward step ran longer than --watchdog-timeout, on any rank; SGLang then
+#: SIGQUITs the tree. 0.4-0.5.x: `Watchdog timeout (self.watchdog_timeout=300)`; 0.5.23: `Scheduler watchdog
+#: timeout (self.watchdog_timeout=300, self.soft=False)` (a soft watchdog only dumps and carries on)
+WATCHDOG = r"[Ww]atchdog timeout \(self\.watchdog_timeout=[^,)]*(?:\)|, self\.soft=False)"
+
 FATAL = rx(
     BAD_ARGS,
     r"Scheduler hit an exception",
@@ -59,9 +67,10 @@ FATAL = rx(
     r"scheduler died during initialization",
     r"scheduler is dead",
     r"^Initialization failed",
+    r"[Ss]erver warmup failed",
     r"Subprocess \S+ \(pid=\d+\) crashed",
     r"Scheduler or DataParallelController \d+ terminated",
-    r"Scheduler watchdog timeout",
+    WATCHDOG,
     r"Watchdog caught collective operation timeout",
     r"terminate called after throwing an instance of",
     r"Not enough memory\. Please try to increase --mem-fraction-static",
@@ -75,13 +84,13 @@ FATAL = rx(
 CLASSIFIERS = (
     *COMMON_CLASSIFIERS,
     Classifier(FailureKind.CUDA_GRAPH, CUDA_GRAPH),
-    Classifier(FailureKind.WARMUP, rx(r"warmup error", r"Initialization failed\. warmup")),
+    Classifier(FailureKind.WARMUP, rx(r"warmup error", r"Initialization failed\. warmup", r"[Ss]erver warmup failed")),
     Classifier(FailureKind.SCHEDULER_DIED, rx(
         r"scheduler died during initialization",
         r"scheduler is dead",
         r"Subprocess \S+ \(pid=\d+\) crashed",
         r"Scheduler or DataParallelController \d+ terminated",
-        r"Scheduler watchdog timeout",
+        WATCHDOG,
         r"Scheduler hit an exception",
     )),
 )
@@ -137,8 +146,10 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
         return ("The HTTP server came up but the warmup request failed: check proxies (no_proxy for 127.0.0.1) "
                 "and the model's chat template; --skip-server-warmup hides this but does not fix it.")
     if kind == FailureKind.SCHEDULER_DIED:
-        return ("A scheduler process died: exit code -9 usually means the OS OOM killer (check `dmesg` and host "
-                "RAM); otherwise the first traceback is the cause.")
+        return ("A scheduler process died or hung: exit code -9 usually means the OS OOM killer (check `dmesg` and "
+                "host RAM); a watchdog timeout means one forward step outlasted --watchdog-timeout (a stuck "
+                "collective or GPU; raise it only for steps that are legitimately that slow); otherwise the first "
+                "traceback is the cause.")
     if kind == FailureKind.BAD_ARGS:
         return BAD_ARGS_HINT
     if kind == FailureKind.EXIT:
@@ -160,6 +171,9 @@ SGLANG = Preset(
     models_path="/v1/models",
     throughput_line=THROUGHPUT_LINE,
     serving=rx(r"Decode batch(?: \[\d+\])?[.,] #running-req: [1-9]"),
+    answered=rx(GENERATION_OK),
     phase_hints=(Marker(Phase.GRAPH_CAPTURE, GRAPH_FRAMES), Marker(Phase.WARMUP, WARMUP_FRAMES),
                  Marker(Phase.LOADING, LOADING_FRAMES)),
+    stopping=STOPPING,
+    consequence=CONSEQUENCE,
 )

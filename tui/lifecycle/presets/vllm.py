@@ -9,9 +9,10 @@ from tui.lifecycle.presets.common import (
     BAD_ARGS,
     BAD_ARGS_HINT,
     COMMON_CLASSIFIERS,
-    CUDA_GRAPH,
+    GENERATION_OK,
     GRAPH_FRAMES,
     LOADING_FRAMES,
+    STOPPING,
 )
 from tui.model import FailureKind, Phase
 
@@ -76,9 +77,21 @@ FATAL = rx(
     r"NCCL error",
 )
 
+#: vLLM's graph-capture phase also covers torch.compile, whose tracebacks name CUDA graph wrappers
+#: (`compilation/cuda_graph.py`, `cudagraph_runtime_mode=`) without capturing anything: a CUDA graph failure
+#: is one whose text says capture
+CAPTURE = rx(
+    r"[Cc]aptur(?:e|ing)\b.*(?:[Gg]raph|cudagraph)",
+    r"(?:[Gg]raph|cudagraph).*[Cc]aptur(?:e|ing)\b",
+    r"cudaErrorStreamCapture",
+    r"error during capture",
+    r"in capture_model\b",
+    r"capture_end",
+)
+
 CLASSIFIERS = (
     *COMMON_CLASSIFIERS,
-    Classifier(FailureKind.CUDA_GRAPH, CUDA_GRAPH),
+    Classifier(FailureKind.CUDA_GRAPH, CAPTURE),
     Classifier(FailureKind.SCHEDULER_DIED, rx(
         r"Engine core process \S+ died unexpectedly",
         r"Process \S+ \(PID: \d+\) died with exit code",
@@ -145,5 +158,10 @@ VLLM = Preset(
     throughput_line=THROUGHPUT_LINE,
     serving=rx(r"Avg generation throughput: (?:[1-9]\d*|0\.\d*[1-9])",
                r'"POST /v1/(?:chat/)?completions HTTP/1\.1" 200'),
+    # vLLM starts its HTTP server only once the engine is up (notes/servers.md §0): any answered request, even
+    # a refused one, was answered by a ready server
+    answered=rx(GENERATION_OK, r'"(?:GET|POST|PUT|DELETE) /\S* HTTP/\d(?:\.\d)?" [1-5]\d\d\b'),
     phase_hints=(Marker(Phase.GRAPH_CAPTURE, GRAPH_FRAMES), Marker(Phase.LOADING, LOADING_FRAMES)),
+    stopping=STOPPING,
+    graph_evidence=CAPTURE,
 )
