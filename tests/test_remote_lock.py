@@ -80,3 +80,17 @@ def test_a_lock_lost_while_someone_else_restarts_is_superseded_not_their_result(
     assert "remote: ready" not in out and "FAILED" not in err, out + err
     assert "superseded" in out + err or "changed meanwhile" in out + err, out + err
     assert invocation() != ours
+
+
+def test_a_connection_dropped_while_waiting_for_gpu_memory_carries_on_under_the_lock_to_ready(
+        conf: Path) -> None:  # noqa: F811
+    """The dropped link frees the lock and takes the GPU readings away: neither is a reason to start early (no
+    proof of release) nor to give up (nothing changed): the lock is taken back and the wait goes on."""
+    assert bringup(conf, "restart", "remote", "--set", "scenario=oom-on-fast-restart", "--yes").returncode == 0
+    a = popen(conf, "restart", "remote", "--yes")
+    read_until(a, "waiting for GPU memory")
+    texec("pkill", "-KILL", "-f", "sshd: .*@")  # every SSH session of the host: bringup's connection drops
+    out, err = a.communicate(timeout=180)
+    assert a.returncode == 0, out + err
+    assert "taken back: nothing changed meanwhile" in out, out
+    assert "GPU memory released" in out and "out of memory" not in (out + err).lower(), out + err

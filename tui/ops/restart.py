@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from tui.engine import Watch
@@ -108,6 +108,10 @@ class _Guard:
         self._checked = 0.0
         self._note = ""
         self._noting: asyncio.Task[None] | None = None
+        #: while an action is retried: the states it may itself have brought about, before the link dropped
+        self.also_runs: list[tuple[str, bool]] = []
+        self.also_argv: list[list[str]] = []
+        self.also_new_run = False
 
     def saw(self, unit: UnitState) -> None:
         self.run = (unit.invocation, unit.running)
@@ -151,8 +155,12 @@ class _Guard:
         unit = await self.watch.poll_unit()
         now = (unit.invocation, unit.running)
         # once our run is started, it may end by itself meanwhile: the same invocation is the same run
-        same_run = now == self.run or bool(self.progress.started and now[0] == self.run[0])
-        if argv != self.argv or not same_run:
+        same_run = (now == self.run or now in self.also_runs
+                    or bool(self.progress.started and now[0] == self.run[0])
+                    # a start lost with the link may have gone through: a new run no other bringup holds the
+                    # lock for is taken for ours (and followed as ours only if nothing else replaces it)
+                    or (self.also_new_run and now[0] not in ("", self.run[0]) and await self.lock.holder() is None))
+        if (argv != self.argv and argv not in self.also_argv) or not same_run:
             what = "the flags" if argv != self.argv else "the run"
             holder = await self.lock.holder()
             by = f" (by {holder.describe()})" if holder is not None else ""
@@ -165,6 +173,26 @@ class _Guard:
         self.info = await self.lock.retake()
         self.step(Step("lock", "done", "lock lost (connection dropped?) and taken back: nothing changed meanwhile"))
 
+    async def act(self, what: str, action: Callable[[], Awaitable[None]], *, also_runs: Sequence[tuple[str, bool]] = (),
+                  also_argv: Sequence[list[str]] = (), also_new_run: bool = False) -> None:
+        """One action (write flags, stop, start), carried on across a dropped connection: each is idempotent, so
+        after the link is back and the lock proven ours again (the states the action itself may have brought
+        about allowed), it is asked for again. A permanent error, or a third failure, ends the transaction."""
+        for attempt in range(3):
+            try:
+                await action()
+                break
+            except TransportError as e:
+                if getattr(e, "permanent", False) or attempt == 2:
+                    raise
+                self.step(Step(what, "running", f"connection lost during {what} ({e}); retrying once it is back"))
+                self.also_runs, self.also_argv, self.also_new_run = list(also_runs), list(also_argv), also_new_run
+                self._checked = 0.0
+                try:
+                    await self.check()
+                finally:
+                    self.also_runs, self.also_argv, self.also_new_run = [], [], False
+
 
 async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[Step], None],
                            timeout: float, baseline: dict[int, float] | None = None,
@@ -174,14 +202,30 @@ async def wait_for_release(watch: Watch, old_pids: set[int], on_step: Callable[[
     deadline = time.monotonic() + timeout
     shown = ""
     t0 = time.monotonic()
+    seen_gpus = watch.gpus is not None and bool(watch.gpus.gpus)
     while True:
         if guard is not None:
             await guard.check(every=2.0)
-        snap = await watch.fresh_gpus(max_age=0)  # a fresh query each poll: stream samples and process lists lag
+        try:  # a fresh query each poll: stream samples and process lists lag
+            snap: GpuSnapshot | None = await watch.fresh_gpus(max_age=0)
+        except (TransportError, OSError) as e:
+            snap = GpuSnapshot(at=time.time(), error=str(e))
         if snap is None or snap.error or not snap.gpus:
             why = snap.error if snap is not None and snap.error else "no GPU telemetry"
-            on_step(Step("release", "skipped", f"cannot verify GPU memory release: {why}"))
-            return None
+            if not seen_gpus:  # this host has no GPU telemetry: nothing to wait for
+                on_step(Step("release", "skipped", f"cannot verify GPU memory release: {why}"))
+                return None
+            # telemetry that worked and is gone for a moment (a dropped link) is no proof of release: wait on
+            if time.monotonic() > deadline:
+                on_step(Step("release", "failed", f"GPU memory release not verified in {timeout:g} s: {why}"))
+                raise RestartError(f"GPU memory release could not be verified within {timeout:g} s ({why}); "
+                                   "not starting, to avoid a CUDA OOM")
+            if shown != why:
+                on_step(Step("release", "running", f"GPU readings lost ({why}); waiting for them"))
+                shown = why
+            await asyncio.sleep(0.5)
+            continue
+        seen_gpus = True
         st = release_status(snap, gpus or [g.index for g in snap.gpus], old_pids,
                             baseline if baseline is not None else watch.baseline_mib,
                             watch.dep.release_tolerance_mib)
@@ -367,7 +411,7 @@ async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Calla
     changes = diff(old_argv, argv, watch.flag_specs)
     if changes:
         await guard.check()
-        await mgr.write_argv(argv)
+        await guard.act("flags", lambda: mgr.write_argv(argv), also_argv=[argv])
         progress.flags = "; ".join(changes)
         step(Step("flags", "done", "flags written: " + progress.flags))
     else:
@@ -380,7 +424,7 @@ async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Calla
         step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
         watch.action("stop")
         t0 = time.monotonic()
-        await mgr.stop()
+        await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
         progress.stopped = True
         guard.saw(await watch.poll_unit())
         step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
@@ -393,7 +437,12 @@ async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Calla
     await guard.check()  # the step that must never run twice at once: two starts into the same GPUs
     step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
     watch.action("start")
-    await mgr.start(argv)
+
+    async def start() -> None:
+        now = await watch.poll_unit()
+        if now.invocation in ("", old_inv):  # not when an attempt lost with the link went through
+            await mgr.start(argv)
+    await guard.act("start", start, also_runs=[(old_inv, False)], also_new_run=True)
     ours = await _new_invocation(watch, old_inv)
     progress.started = ours.invocation
     guard.saw(ours)
@@ -440,7 +489,7 @@ async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
             step(Step("stop", "running", f"stopping {watch.manager.target} (pid {unit.main_pid})"))
             watch.action("stop")
             t0 = time.monotonic()
-            await watch.manager.stop()
+            await guard.act("stop", watch.manager.stop, also_runs=[(unit.invocation, False)])
             progress.stopped = True
             took = time.monotonic() - t0
             guard.saw(await watch.poll_unit())
