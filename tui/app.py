@@ -13,9 +13,11 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich.text import Text
@@ -26,6 +28,7 @@ from textual.containers import Grid
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Header, Input, Static
+from textual.worker import Worker, WorkerState
 
 from tui.config import DEMO, Settings
 from tui.engine import Update, Watch
@@ -34,6 +37,7 @@ from tui.messages import (
     CollectorFailed,
     GpusSampled,
     LogsArrived,
+    OtherClientActed,
     PhaseChanged,
     RestartFinished,
     RestartStepped,
@@ -46,6 +50,7 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.picker import PickerScreen
+from tui.transport import TransportError
 from tui.transport.local import kill_all_children
 from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
@@ -60,8 +65,10 @@ LOG_EVERY_S = 0.1
 
 
 def empty_snapshot(name: str, host: str) -> Snapshot:
-    return Snapshot(deployment=name, host=host, phase=Phase.STOPPED, invocation="", timeline=(), failure=None,
-                    stalled_for=None, unit=None, gpus=None, throughput=None)
+    """Before anything was read: not STOPPED (the server may well be READY), but not known yet."""
+    return Snapshot(deployment=name, host=host, phase=Phase.UNKNOWN, invocation="", timeline=(), failure=None,
+                    stalled_for=None, unit=None, gpus=None, throughput=None,
+                    stale=f"connecting to {host}" if host else "connecting")
 
 
 class ConsoleApp(App[int]):
@@ -105,6 +112,7 @@ class ConsoleApp(App[int]):
         self._last_lifecycle = 0.0
         self._last_plot = 0.0
         self.restarting = False
+        self._other_token = ""
         #: the demo server was started by this console (not found running): it stops it on exit
         self.demo_started = False
         #: the console's notion of now; snapshot tests pin it so durations render the same every run
@@ -177,11 +185,11 @@ class ConsoleApp(App[int]):
             self.demo_started = True  # until prepare says it found the demo running: a quit meanwhile stops it
             try:
                 self.demo_started = await prepare(w, lambda text: self.notify(text, title="bringup demo",
-                                                                             timeout=10))
+                                                                             timeout=10, markup=False))
             except ManagerError as e:
                 self.demo_started = False
                 self.status_note = f"the demo cannot start: {e}"
-                self.notify(str(e), title="bringup demo", severity="error", timeout=30)
+                self.notify(str(e), title="bringup demo", severity="error", timeout=30, markup=False)
                 self.render_lifecycle()
                 return
             self.status_note = ""
@@ -204,6 +212,8 @@ class ConsoleApp(App[int]):
         elif u.kind == "collector":
             name, err = u.payload
             self.post_message(CollectorFailed(name, err))
+        elif u.kind == "holder":
+            self.post_message(OtherClientActed(u.payload))
 
     def on_phase_changed(self, m: PhaseChanged) -> None:
         if m.snapshot.invocation != self.snap.invocation and not self.restarting:
@@ -241,11 +251,36 @@ class ConsoleApp(App[int]):
     def on_collector_failed(self, m: CollectorFailed) -> None:
         self._dirty.add("lifecycle")
 
+    def on_other_client_acted(self, m: OtherClientActed) -> None:
+        """Phases that move for no reason seen here are named: who, from where, doing what; its steps follow in
+        the lifecycle panel's notes as it records them."""
+        self._dirty.add("lifecycle")
+        token = m.holder.token if m.holder is not None else ""
+        if token == self._other_token:
+            return
+        self._other_token = token
+        if m.holder is not None:
+            self.notify(f"another bringup is at work on {self.deployment}: {replace(m.holder, step='').describe()}",
+                        title=m.holder.purpose.split()[0] if m.holder.purpose else "lock", severity="warning",
+                        timeout=10)
+        else:
+            self.notify(f"the other bringup's action on {self.deployment} has ended", timeout=5)
+
     def on_restart_stepped(self, m: RestartStepped) -> None:
         self.steps.append(m.step)
         self.releasing = m.step.name == "release" and m.step.status == "running"
         self.render_lifecycle()
         self.render_gpus()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """One handler for every worker's error: the workers catch what they expect and say so; anything else (a
+        bug) is shown here too, never fatal and never silent."""
+        if event.state != WorkerState.ERROR:
+            return
+        err = event.worker.error
+        self.notify(f"{type(err).__name__}: {err}\nan unexpected error (a bug in bringup: please report it); the "
+                    "console keeps running", title=f"{self.deployment}: {event.worker.name} failed",
+                    severity="error", timeout=30, markup=False)
 
     # ------------------------------------------------------------------ rendering
 
@@ -292,7 +327,7 @@ class ConsoleApp(App[int]):
         if self.paused:
             note = (note + "  " if note else "") + "PAUSED (p to resume)"
         for n in self.snap.notes:
-            if n.startswith(("unit", "logs", "probe", "ssh")):
+            if n.startswith(("unit", "logs", "probe", "ssh", "another bringup")):
                 note = (note + "\n" if note else "") + n
         dep = self.settings.deployments.get(self.deployment)
         with contextlib.suppress(NoMatches):  # a message that arrives while the app is closing its panels
@@ -475,17 +510,60 @@ class ControlConsoleApp(ConsoleApp):
         return [f"deployment: {self.deployment}", f"host:       {w.host_name if w else dep.host}",
                 f"target:     {w.manager.target if w else dep.unit or dep.manager}"]
 
-    async def _confirm_restart(self, changes: list[FlagChange]) -> None:
+    def _cannot(self, title: str, e: BaseException, done: str, retry: str) -> None:
+        """An action could not read or reach the deployment. Shown as an error in the console, never fatal (an
+        operator whose host is down needs the console most): the cause, what was `done` about it (nothing, as a
+        rule), and what to do: fix the cause, then `retry` (the key that tries again)."""
         w = self.watch_
-        if w is None or self.restarting:
-            self.notify("a restart is already running" if self.restarting else "not connected yet",
-                        severity="warning")
+        if isinstance(e, TransportError):
+            where = w.transport.name if w is not None else "local"
+            when = f"once `ssh {where}` works from here" if where != "local" else "once that is fixed"
+            todo = f"{done}; {retry} {when}"
+        elif isinstance(e, ManagerError):
+            todo = f"{done}; check deployment {self.deployment!r} in the config (its unit or command) or the host, " \
+                   f"then {retry}"
+        else:
+            todo = f"{done}: an unexpected error (a bug in bringup: please report it); {retry}"
+        cause = str(e) if isinstance(e, (TransportError, ManagerError)) else f"{type(e).__name__}: {e}"
+        self.notify(f"{cause}\n{todo}", title=f"{self.deployment}: {title}", severity="error", timeout=20,
+                    markup=False)
+
+    async def _flags_unchanged(self, w: Watch, shown: Sequence[str], key: str) -> bool:
+        """Whether the flags are still those a dialog was computed from. A yes to a dialog over flags someone
+        else has changed since would undo their change (a rollback computed before another operator's restart
+        reverted it): the console re-reads them first and, if they moved, does nothing and says so."""
+        try:
+            now = await w.argv()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot re-read the flags", e, "nothing was done", f"press {key} to try again")
+            return False
+        if list(now) == list(shown):
+            return True
+        change = diff(list(shown), now, w.flag_specs) or ["the command line changed"]
+        self.notify("the flags changed after the dialog opened, so nothing was done (it would have undone "
+                    f"that change): {'; '.join(change)}\npress {key} to decide again over the flags as they are "
+                    "now", title=f"{self.deployment}: not restarted: flags changed meanwhile", severity="warning",
+                    timeout=20, markup=False)
+        return False
+
+    @work(exclusive=True, group="dialog", exit_on_error=False)
+    async def confirm_restart(self, changes: list[FlagChange], key: str = "r") -> None:
+        """Read the flags (over SSH: off the message loop, so the console keeps answering meanwhile) and ask."""
+        w = self.watch_
+        if w is None:
+            self.notify("not connected yet", severity="warning")
             return
-        old = await w.argv()
+        if self._busy():
+            return
+        try:
+            old = await w.argv()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot read its flags", e, "nothing was changed", f"press {key} to try again")
+            return
         try:
             new = apply_changes(old, changes, w.flag_specs)
         except ValueError as e:
-            self.notify(str(e), severity="error")
+            self.notify(str(e), severity="error", markup=False)
             return
         change_lines = diff(old, new, w.flag_specs) or ["no flag change"]
         lines = [*self._target_lines(), "", "flags:", *("  " + c for c in change_lines), "",
@@ -493,32 +571,49 @@ class ControlConsoleApp(ConsoleApp):
 
         def answered(yes: bool | None) -> None:
             if yes:  # a No drops the change: a later `r` restarts with the flags as they are
-                self.run_protocol(new, True)
+                self.run_protocol(new, True, shown=old, key=key)
 
         self.push_screen(ConfirmScreen(f"Restart {self.deployment}?", lines), answered)
 
-    async def action_restart(self) -> None:
-        await self._confirm_restart([])
+    def action_restart(self) -> None:
+        self.confirm_restart([])
 
-    async def action_flags(self) -> None:
+    def action_flags(self) -> None:
+        if self.watch_ is None:
+            self.notify("not connected yet", severity="warning")
+            return
+        self.open_flags()
+
+    @work(exclusive=True, group="dialog", exit_on_error=False)
+    async def open_flags(self) -> None:
         w = self.watch_
         if w is None:
             return
-        values = await w.flag_values()
+        try:
+            values = await w.flag_values()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot read its flags", e, "nothing was changed", "press f to try again")
+            return
         dep = self.settings.deployments[self.deployment]
 
-        async def applied(changes: list[FlagChange] | None) -> None:
+        def applied(changes: list[FlagChange] | None) -> None:
             if changes:
-                await self._confirm_restart(changes)
+                self.confirm_restart(changes, "f")
 
         self.push_screen(FlagsScreen(w.flag_specs, values, dep.flags), applied)
 
     def action_start_stop(self) -> None:
         w = self.watch_
-        if w is None:
+        if w is None or self._busy():
             return
         unit = w.state.unit
-        running = unit is not None and unit.running
+        if unit is None:  # neither Start nor Stop is known to be the right offer
+            why = w.collector_errors.get("unit", "")
+            self.notify(f"cannot tell whether it is running: {why or 'its state has not been read yet'}\n"
+                        "press s again once the console shows its state", title=f"{self.deployment}: no start/stop",
+                        severity="error" if why else "warning", markup=False)
+            return
+        running = unit.running
         verb = "Stop" if running else "Start"
 
         def answered(yes: bool | None) -> None:
@@ -527,63 +622,109 @@ class ControlConsoleApp(ConsoleApp):
             if running:
                 self.run_stop()
             else:
-                self.run_protocol(None, False)
+                self.run_protocol(None, False, key="s")
 
         self.push_screen(ConfirmScreen(f"{verb} {self.deployment}?", self._target_lines()), answered)
 
-    @work(exclusive=True, group="ops", exit_on_error=False)
+    def _busy(self) -> bool:
+        """An action of this console is under way: a second one waits its turn (never cancels it midway)."""
+        if self.restarting:
+            self.notify("a restart is already running", title=self.deployment, severity="warning")
+        return self.restarting
+
+    @work(group="ops", exit_on_error=False)
     async def run_stop(self) -> None:
         w = self.watch_
-        if w is None:
-            return
-        self.steps = [protocol.Step("stop", "running", f"stopping {w.manager.target}")]
-        self.render_lifecycle()
-        w.action("stop")
-        try:
-            await w.manager.stop()
-            self.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
-        except Exception as e:  # shown, never fatal to the console
-            self.post_message(RestartStepped(protocol.Step("stop", "failed", str(e))))
-
-    @work(exclusive=True, group="ops", exit_on_error=False)
-    async def run_protocol(self, new_argv: list[str] | None, restart: bool) -> None:
-        w = self.watch_
-        if w is None:
+        if w is None or self._busy():
             return
         self.restarting = True
         self.steps = []
+        self.render_lifecycle()
         try:
+            # under the deployment's lock, like a restart, and done when the GPU memory is released
+            def stepped(s: protocol.Step) -> None:
+                self.post_message(RestartStepped(s))
+
+            outcome = await protocol.stop(w, stepped)
+        except Exception as e:  # shown, never fatal to the console
+            outcome = protocol.Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
+        finally:
+            self.restarting = False
+        self.post_message(RestartFinished(outcome, "stop", "s"))
+
+    @work(group="ops", exit_on_error=False)
+    async def run_protocol(self, new_argv: list[str] | None, restart: bool, *, shown: Sequence[str] | None = None,
+                           key: str = "r") -> None:
+        """The restart protocol (or a start). `shown`: the flags the confirmation was computed from; if they
+        changed since, nothing is done."""
+        w = self.watch_
+        if w is None or self._busy():
+            return
+        self.restarting = True
+        try:
+            if shown is not None and not await self._flags_unchanged(w, shown, key):
+                return
+            self.steps = []
+
             def stepped(s: protocol.Step) -> None:
                 self.post_message(RestartStepped(s))
 
             outcome = await protocol.run(w, new_argv, stepped,
                                          stop_first=restart, purpose="restart" if restart else "start",
-                                         rollback=False)
+                                         rollback=False, expect_argv=shown)
         except Exception as e:  # shown, never fatal to the console
             outcome = protocol.Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
         finally:
             self.restarting = False
             self.releasing = False
-        self.post_message(RestartFinished(outcome))
+        self.post_message(RestartFinished(outcome, "restart" if restart else "start", key))
 
-    async def on_restart_finished(self, m: RestartFinished) -> None:
-        o = m.outcome
+    def on_restart_finished(self, m: RestartFinished) -> None:
+        """Say how it ended. A rollback is offered only when this console's own restart ran and the server failed:
+        not when it was refused (another bringup holds the lock: the flags are that one's, not ours to undo), not
+        when it ran out of time, not when it never started."""
+        o, what, key = m.outcome, m.action, m.key
+        title = f"{self.deployment}: {what}"
         if o.ok:
-            self.notify(f"{self.deployment}: {o.message}", title="restart")
+            self.notify(o.message, title=title, markup=False)
             return
-        self.notify(f"{self.deployment}: {o.message}", title="restart failed", severity="error", timeout=10)
+        lock_refused = o.refused and any(s.name == "lock" and s.status == "failed" for s in o.steps)
+        if lock_refused:
+            self.notify(f"refused: {o.message}\nnothing was changed: the lifecycle panel follows its run; press "
+                        f"{key} again after it, if still needed", title=f"{title} refused", severity="warning",
+                        timeout=20, markup=False)
+            return
+        ours = (what != "stop" and not o.refused and not o.timed_out and not o.superseded and not o.rolled_back
+                and any(s.name == "lock" and s.status == "done" for s in o.steps))
+        if o.failure is not None:
+            todo = "the lifecycle panel has the hint, e the errors"
+        elif o.timed_out or o.superseded:
+            todo = "the lifecycle panel follows what runs now"
+        else:
+            todo = f"press {key} to try again once that is fixed"
+        self.notify(f"{o.message}\n{todo}", title=f"{title} failed", severity="error", timeout=20, markup=False)
+        if ours:
+            self.offer_rollback()
+
+    @work(exclusive=True, group="rollback", exit_on_error=False)
+    async def offer_rollback(self) -> None:
         w = self.watch_
         if w is None:
             return
-        good = await w.manager.read_saved_argv("ready")
-        current = await w.argv()
+        try:
+            good = await w.manager.read_saved_argv("ready")
+            current = await w.argv()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot read its flags", e, "no rollback offered",
+                         "press f to see the flags and set them back")
+            return
         if good is None or list(good) == list(current):
             return
         change = diff(current, good, w.flag_specs) or ["the last flags that reached ready"]
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.run_protocol(list(good), True)
+                self.run_protocol(list(good), True, shown=current)
 
         self.push_screen(ConfirmScreen(f"Roll back {self.deployment}?", [
             *self._target_lines(), "", "back to the last flags that reached ready:", *("  " + c for c in change)]),
@@ -632,4 +773,18 @@ def run_app(settings: Settings, deployment: str | None, *, read_only: bool = Fal
     code = app.run()
     if stop_demo and app.demo_started:
         _stop_demo(settings, name)
-    return code or 0
+    return exit_status(app, code)
+
+
+def exit_status(app: App[int], result: int | None) -> int:
+    """The console's exit status: its own (q: 0; SIGTERM or SIGINT: 128 + N), or, when it died of an uncaught
+    exception, Textual's non-zero return code (1) and one line on stderr under the traceback Textual printed
+    after restoring the terminal. `app.run()` returns None then, which must never read as a clean exit to a
+    script or a unit that runs the console."""
+    if app.return_code:
+        err = getattr(app, "_exception", None)  # Textual keeps the first uncaught exception here
+        why = f"{type(err).__name__}: {err}" if err is not None else "an uncaught error"
+        print(f"bringup: the console stopped on an unexpected error: {why} (a bug in bringup: please report it "
+              "with the traceback above)", file=sys.stderr)
+        return app.return_code
+    return result or 0

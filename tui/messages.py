@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from textual.message import Message
 
+from tui.managers import LockInfo
 from tui.model import GpuSnapshot, LogLine, Snapshot, ThroughputSample
 from tui.ops.restart import Outcome, Step
 
@@ -50,6 +51,20 @@ class RestartStepped(Message):
 
 
 class RestartFinished(Message):
-    def __init__(self, outcome: Outcome) -> None:
+    """A restart (or start) this console ran has ended. `action`: what it was (restart, start), for the
+    message that says so; `key`: the key that asks for it again."""
+
+    def __init__(self, outcome: Outcome, action: str = "restart", key: str = "r") -> None:
         super().__init__()
         self.outcome = outcome
+        self.action = action
+        self.key = key
+
+
+class OtherClientActed(Message):
+    """Another bringup took or let go of the deployment's lock: a restart, start or stop not made here. `holder`:
+    who and what (None: it has finished)."""
+
+    def __init__(self, holder: LockInfo | None) -> None:
+        super().__init__()
+        self.holder = holder

@@ -98,6 +98,8 @@ class LifecyclePanel(Vertical):
             detail.append(f"  run {snap.invocation[:8]}", style="dim")
         if snap.unit is not None and snap.unit.main_pid:
             detail.append(f"  pid {snap.unit.main_pid}", style="dim")
+        if snap.stale:  # what is shown below is old news, or not news yet
+            detail.append(f"\n{snap.stale}", style="bold yellow")
         if snap.stalled_for is not None:
             detail.append(f"\nSTALLED: no log line or GPU memory change for {fmt_secs(snap.stalled_for).strip()}"
                           " — hung, or a very slow step?", style="bold yellow")

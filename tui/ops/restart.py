@@ -352,7 +352,7 @@ def _stepper(on_step: Callable[[Step], None]) -> tuple[list[Step], Callable[[Ste
 
 async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[Step], None], *,
               wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
-              rollback: bool | None = None) -> Outcome:
+              rollback: bool | None = None, expect_argv: Sequence[str] | None = None) -> Outcome:
     """Restart (or start) the deployment with `new_argv` (None: keep the current flags): one transaction under the
     deployment's lock, from the first step until ready, failed or the timeout, a rollback included. Cancelled
     (Ctrl-C), it says in its last step what it left behind, and the lock and its record are released."""
@@ -370,6 +370,11 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
             guard = _Guard(watch, lock, step, progress, info)
             step = _noting(step, guard)
             guard.step = step
+            if expect_argv is not None and await mgr.read_argv() != list(expect_argv):
+                # the confirmation was given for other flags than there are now (someone changed them since)
+                step(Step("flags", "failed", "the flags changed since this was confirmed: nothing done"))
+                return Outcome(False, watch.state.phase, "not done: the flags changed since it was confirmed",
+                               steps=tuple(steps), refused=True)
             out = await _transaction(watch, new_argv, step, guard, wait_ready=wait_ready, stop_first=stop_first)
             do_rollback = watch.dep.auto_rollback if rollback is None else rollback
             good = await mgr.read_saved_argv("ready") if not out.ok and do_rollback and wait_ready else None
