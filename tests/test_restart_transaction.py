@@ -99,3 +99,20 @@ def test_ctrl_c_mid_restart_says_what_was_left_and_releases_the_lock(make_bringu
     w = bu.run("wait", bu.name, "--timeout", "60", timeout=90)
     assert w.rc == 4 and time.monotonic() - t0 < 20, w.describe()
     assert json.loads((bu.run_dir / "argv.json").read_text())[-1] == "--disable-cuda-graph"
+
+
+def test_status_polled_while_a_ready_server_stops_sees_only_ready_stopping_stopped(
+        make_bringup: Callable[..., Bringup]) -> None:
+    """A script polling `status` must never see a phase that did not happen (it read `warmup` for a second, and
+    once `failed ... lost` for a clean stop)."""
+    bu = make_bringup(scenario="stale-health")
+    bu.bring_up()
+    stop = bu.popen("stop", bu.name, label="stop")
+    seen = []
+    while stop.proc.poll() is None:
+        r = bu.run("status", bu.name, "--json", timeout=30)
+        seen.append(json.loads(r.out)["phase"])
+    assert stop.finish(60).rc == 0
+    seen.append(bu.status()["phase"])
+    assert set(seen) <= {"ready", "stopping", "stopped"}, seen
+    assert seen[-1] == "stopped"

@@ -25,6 +25,10 @@ async def settle(w: Watch) -> None:
             w.feed(await w.prober.generate())
         else:
             w.feed(await w.prober.connect())
+    if unit is not None and unit.running and w.state.phase != Phase.READY:
+        # the probes took a moment: a server that stopped meanwhile failed them for that reason, not for being
+        # in warmup (a `status` polled during a stop read `warmup`): the unit's state now says which
+        await w.poll_unit()
     gpus = await w.fresh_gpus(max_age=0)
     if gpus is not None:
         w.gpus = gpus

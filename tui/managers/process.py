@@ -98,6 +98,12 @@ class ProcessManager:
             pid = int(rec.get("pid") or 0)
             supervisor = int(rec.get("supervisor_pid") or 0)
             if await self._alive(pid) or (pid == 0 and await self._alive(supervisor)):
+                stop = await self._read_json("stop.json")
+                if isinstance(stop, dict) and stop.get("invocation") == inv:
+                    # asked to stop and not gone yet: stopping, as systemd says "deactivating" (a `status` in
+                    # that moment read the ready run's failing probe as warmup)
+                    return UnitState(active="deactivating", sub="stop-sigterm", main_pid=pid, invocation=inv,
+                                     started_at=started, argv=argv)
                 return UnitState(active="active", sub="running", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
             if await self._alive(supervisor):
@@ -115,7 +121,7 @@ class ProcessManager:
 
     async def start(self, argv: Sequence[str]) -> None:
         cur = await self.state()
-        if cur.running:
+        if cur.active in ("active", "activating", "deactivating"):
             raise ManagerError(f"already running (pid {cur.main_pid}); stop it first")
         inv = uuid.uuid4().hex
         # the supervisor's source goes in on stdin (`python3 -`), so `ps` shows its arguments, not its code
@@ -143,7 +149,7 @@ class ProcessManager:
             await self.transport.run(["kill", "-TERM", str(sup)], timeout=5)
         deadline = time.monotonic() + self.stop_timeout + 5
         while time.monotonic() < deadline:
-            if not (await self.state()).running:
+            if (await self.state()).active not in ("active", "activating", "deactivating"):
                 return
             await asyncio.sleep(0.2)
         if cur.main_pid > 0:
