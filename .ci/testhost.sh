@@ -644,11 +644,11 @@ cmd_ssh_config() {
     ensure_key
     port=$PORT
     kh=$KEYS/known_hosts
-    : > "$kh.tmp"
+    local tmp; tmp=$(mktemp "$kh.XXXXXX")   # concurrent callers each write their own, then rename
     for k in "$ROOTFS"/etc/ssh/ssh_host_*_key.pub; do
-        echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$k")" >> "$kh.tmp"
+        echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$k")" >> "$tmp"
     done
-    mv "$kh.tmp" "$kh"
+    chmod 644 "$tmp"; mv -f "$tmp" "$kh"
     mkdir -p "$(dirname "$out")"
     cat > "$out" <<EOF
 # written by .ci/testhost.sh ssh-config; the test host $NAME from $ROOTFS

@@ -11,7 +11,19 @@ from typing import Protocol
 
 
 class TransportError(Exception):
-    """A command could not be run or did not finish; the message is shown to the user as is."""
+    """A command could not be run or did not finish; the message is shown to the user as is.
+
+    `permanent`: waiting and retrying will not fix it (an unknown or changed host key, authentication refused, a
+    host name that does not resolve, a missing or unreadable key file): `bringup wait` and other retry loops should
+    stop at once and show the message. Transient errors (refused, timed out, reset, link dead, the host rebooting)
+    are worth retrying. `kind` is a short machine-readable name ("host-key-changed", "host-key-unknown", "auth",
+    "unknown-host", "config", "refused", "timeout", "lost", ...; "" when unclassified).
+    """
+
+    def __init__(self, message: str = "", *, permanent: bool = False, kind: str = "") -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,15 @@
 """Commands on an SSH host through one persistent asyncssh connection per host.
 
 - Honours ~/.ssh/config (aliases, User, Port, ProxyJump, IdentityFile), the agent and known_hosts. An unknown host
-  key is refused with a message that says how to accept it; checking is never turned off.
-- Keepalive is on; a lost connection is re-opened with backoff on the next use, and `status` says
-  "reconnecting (attempt N)" meanwhile so front ends show it instead of freezing.
+  key is refused with a message that names the known_hosts files and ssh_config in use and how to accept it; a
+  *changed* one is refused as a possible man-in-the-middle. Checking is never turned off.
+- Keepalive is short (every 3 s, dead after 9 s without a byte from the host), so a half-open link (a network
+  blackhole, a hung host) is declared dead within ~10 s: `status` says so at once, open streams and commands end
+  with a TransportError, and the next use reconnects with backoff ("reconnecting (attempt N)") so front ends show
+  it instead of freezing. `last_seen` is when the host last sent anything (a command's output, a keepalive reply):
+  a silent `journalctl -f` is normal; the keepalive, not channel silence, decides that the link is dead.
+- Errors are `TransportError`s with `permanent` set for those that retrying cannot fix (host key unknown or
+  changed, authentication refused, a host name that does not resolve, a missing or bad key file).
 - Commands are argv lists, joined with `shlex.quote` for the remote shell: no user text is ever interpreted.
 - Long-running commands run under a pty, so closing the channel hangs them up on the host (sshd cannot signal a
   root session's command otherwise): no `journalctl -f` or `nvidia-smi -lms` is left behind.
@@ -14,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shlex
 import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
@@ -27,6 +35,17 @@ from tui.transport import CommandResult, TransportError
 from tui.transport.lines import LineSplitter
 
 MAX_CHANNELS = 8
+#: bytes per SFTP read or write request (well under OpenSSH's limits; servers may return less, and we loop)
+SFTP_CHUNK = 32768
+#: a keepalive request after this many seconds without a byte from the host ...
+KEEPALIVE_INTERVAL_S = 3.0
+#: ... and the link is declared dead when this many in a row go unanswered: after interval * (count + 1) = 9 s
+KEEPALIVE_COUNT_MAX = 2
+#: OpenSSH's preference among plain host keys: the key `ssh` shows for a host is the first the host has
+OPENSSH_HOST_KEY_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+                          "rsa-sha2-512", "rsa-sha2-256")
+#: getaddrinfo's answers for a name that does not exist (as opposed to a resolver that cannot be reached now)
+_NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
 def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -37,40 +56,164 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     return " ".join(parts)
 
 
-def explain(dest: str, e: BaseException, config: Sequence[str] = ()) -> str:
-    """One line that says what is wrong and what to do. `config`: the host's ssh_config files, which replace
+def _config_desc(config: Sequence[str]) -> str:
+    """The ssh_config files asyncssh reads for this host, as the user would name them."""
+    if config:
+        return ", ".join(config)
+    return "~/.ssh/config" if os.access(os.path.expanduser("~/.ssh/config"), os.R_OK) else "~/.ssh/config (none)"
+
+
+def classify(dest: str, e: BaseException, config: Sequence[str] = (), dead_after_s: float | None = None
+             ) -> TransportError:
+    """The TransportError for a failure to reach or keep `dest`: one line that says what is wrong and what to do,
+    with `permanent` set where retrying cannot help. `config`: the host's ssh_config files, which replace
     ~/.ssh/config (so that is where a Host block, its HostName, Port and IdentityFile must be)."""
     where = ", ".join(config) if config else "~/.ssh/config"
-    if isinstance(e, asyncssh.HostKeyNotVerifiable):
-        return (f"{dest}: unknown SSH host key; refusing to connect. Check it and accept it once with "
-                f"`ssh {dest}` (or add `ssh-keyscan` output to ~/.ssh/known_hosts)")
+    if isinstance(e, TransportError):
+        return e
+    if isinstance(e, asyncssh.HostKeyNotVerifiable):  # SshTransport replaces this with a precise host_key_error
+        return TransportError(f"{dest}: SSH host key not trusted ({e.reason}); refusing to connect. Known hosts "
+                              f"are read from the UserKnownHostsFile in {_config_desc(config)}",
+                              permanent=True, kind="host-key-unknown")
     if isinstance(e, asyncssh.PermissionDenied):
-        return f"{dest}: SSH permission denied (is your key in the agent, or IdentityFile set in {where}?)"
+        return TransportError(f"{dest}: SSH permission denied (is your key in the agent, or IdentityFile set in "
+                              f"{where}?)", permanent=True, kind="auth")
     if isinstance(e, socket.gaierror):
-        return f"{dest}: unknown host (not in DNS, and no `Host {dest}` with a HostName in {where})"
+        if e.errno in _NO_SUCH_NAME:
+            return TransportError(f"{dest}: unknown host (not in DNS, and no `Host {dest}` with a HostName in "
+                                  f"{where})", permanent=True, kind="unknown-host")
+        return TransportError(f"{dest}: cannot resolve the host name now ({e.strerror})", kind="dns")
     if isinstance(e, ConnectionRefusedError):
-        return (f"{dest}: SSH connection refused (is sshd running? a port other than 22 goes in `Host {dest}` "
-                f"as `Port N` in {where})")
-    if isinstance(e, (TimeoutError, asyncio.TimeoutError)):
-        return f"{dest}: SSH connection timed out"
+        return TransportError(f"{dest}: SSH connection refused (is sshd running? a port other than 22 goes in "
+                              f"`Host {dest}` as `Port N` in {where})", kind="refused")
+    if isinstance(e, TimeoutError):
+        return TransportError(f"{dest}: SSH connection timed out", kind="timeout")
     if isinstance(e, FileNotFoundError):
-        return f"{dest}: {e.strerror}: {e.filename} (an IdentityFile in {where}?)"
-    if isinstance(e, asyncssh.ConnectionLost):
-        return f"{dest}: SSH connection lost ({e.reason})"
-    return f"{dest}: SSH error: {type(e).__name__}: {e}"
+        return TransportError(f"{dest}: {e.strerror}: {e.filename} (an IdentityFile in {where}?)",
+                              permanent=True, kind="config")
+    if isinstance(e, PermissionError) and e.filename:
+        return TransportError(f"{dest}: {e.strerror}: {e.filename} (a key or known_hosts file named in {where}?)",
+                              permanent=True, kind="config")
+    if isinstance(e, asyncssh.ConnectionLost) and "keepalive" in e.reason and dead_after_s:
+        return TransportError(f"{dest}: SSH link dead: no reply from the host for {dead_after_s:g} s "
+                              "(network down, or the host hung)", kind="lost")
+    if isinstance(e, asyncssh.DisconnectError):
+        why = "closed by the host or the network" if e.reason == "Connection lost" else e.reason
+        return TransportError(f"{dest}: SSH connection lost ({why})", kind="lost")
+    if isinstance(e, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+        return TransportError(f"{dest}: SSH connection reset ({e.strerror})", kind="lost")
+    if isinstance(e, asyncssh.ChannelOpenError):
+        return TransportError(f"{dest}: SSH channel refused ({e.reason})", kind="channel")
+    if isinstance(e, asyncssh.SFTPConnectionLost):
+        return TransportError(f"{dest}: SFTP session lost ({e.reason})", kind="lost")
+    if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
+        return TransportError(f"{dest}: host unreachable ({e.strerror})", kind="unreachable")
+    if isinstance(e, ValueError):  # asyncssh: a key that cannot be read (KeyImportError), a bad config line
+        return TransportError(f"{dest}: SSH key or config problem: {e} (see {where})", permanent=True,
+                              kind="config")
+    return TransportError(f"{dest}: SSH error: {type(e).__name__}: {e}")
+
+
+def explain(dest: str, e: BaseException, config: Sequence[str] = ()) -> str:
+    """One line that says what is wrong and what to do (the text of `classify`)."""
+    return str(classify(dest, e, config))
+
+
+@dataclass(frozen=True, slots=True)
+class KnownHostEntry:
+    file: str
+    line: int
+    #: the name to give `ssh-keygen -R` for this entry
+    name: str
+    algorithm: str
+    fingerprint: str
+
+
+def _lookup_names(host: str, addr: str, port: int | None) -> list[str]:
+    names = [f"[{host}]:{port}", host] if port else [host]
+    if addr and addr != host:
+        names += [f"[{addr}]:{port}", addr] if port else [addr]
+    return names
+
+
+def known_host_entries(files: Sequence[str], host: str, addr: str, port: int | None) -> list[KnownHostEntry]:
+    """Every line of `files` that trusts a key (or a CA) for host/addr/port, as asyncssh matches them (a
+    non-default port first, then the bare name)."""
+    names = _lookup_names(host, addr, port)
+    out: list[KnownHostEntry] = []
+    for path in files:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for no, text in enumerate(lines, 1):
+            stripped = text.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            try:
+                match = asyncssh.import_known_hosts(stripped + "\n").match(host, addr, port)
+            except (ValueError, asyncssh.KeyImportError):
+                continue
+            keys = [*match[0], *match[1]]
+            if not keys:
+                continue
+            fields = stripped.split()
+            patterns = (fields[1] if fields[0].startswith("@") and len(fields) > 1 else fields[0]).split(",")
+            name = next((n for n in names if n in patterns), names[0])
+            key = keys[0]
+            out.append(KnownHostEntry(path, no, name, key.get_algorithm(), key.get_fingerprint()))
+    return out
+
+
+class _Client(asyncssh.SSHClient):
+    """One per connection attempt: notes every byte that arrives (`last_seen`) and when the connection goes."""
+
+    def __init__(self, owner: SshTransport) -> None:
+        self._owner = owner
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.peer_addr = ""
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
+        peer = conn.get_extra_info("peername")
+        if peer:
+            self.peer_addr = str(peer[0])
+        owner, received = self._owner, conn.data_received
+
+        def data_received(data: bytes, datatype: Any = None) -> None:
+            owner.last_seen = time.monotonic()
+            received(data, datatype)
+
+        # the asyncio transport (or the tunnel's channel) calls its protocol's data_received for every read
+        conn.data_received = data_received  # type: ignore[method-assign]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn is not None:
+            self._owner._connection_lost(self.conn, exc)
 
 
 class SshTransport:
-    def __init__(self, destination: str, *, config: Sequence[str] = (), keepalive_s: float = 10.0,
-                 connect_timeout: float = 15.0) -> None:
+    """`status`: "not connected", "connecting", "connected", "disconnected: WHY" (the link was lost; the next use
+    reconnects), "reconnecting (attempt N)[: WHY]", "failed: WHY" (a permanent error: see `last_error`), "closed".
+    `connected`: whether the link is up now. `last_seen`: `time.monotonic()` of the last byte received from the
+    host (0.0 before any); on a live link it is never older than about `keepalive_s`, because idle links are
+    probed. `dead_after_s`: how long the host may stay silent before the link is declared dead.
+    `last_error`: the TransportError that ended the last connection or connection attempt (None after a connect)."""
+
+    def __init__(self, destination: str, *, config: Sequence[str] = (), keepalive_s: float = KEEPALIVE_INTERVAL_S,
+                 keepalive_count_max: int = KEEPALIVE_COUNT_MAX, connect_timeout: float = 10.0) -> None:
         self.destination = destination
         self.name = destination
         self.config = [os.path.expanduser(c) for c in config]
         self.keepalive_s = keepalive_s
+        self.keepalive_count_max = keepalive_count_max
         self.connect_timeout = connect_timeout
         self.status = "not connected"
         self.attempt = 0
         self.connections = 0  # successful connects; more than one means we reconnected
+        self.last_seen = 0.0
+        self.last_error: TransportError | None = None
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
         self._lock = asyncio.Lock()
@@ -78,6 +221,14 @@ class SshTransport:
         self._closed = False
         self._next_try = 0.0
         self._forwards: dict[tuple[str, int], tuple[int, Any]] = {}
+
+    @property
+    def dead_after_s(self) -> float:
+        return self.keepalive_s * (self.keepalive_count_max + 1)
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
 
     # ------------------------------------------------------------------ connection
 
@@ -93,36 +244,141 @@ class SshTransport:
             if wait > 0:
                 await asyncio.sleep(wait)
             self.attempt += 1
-            self.status = "connecting" if self.attempt == 1 else f"reconnecting (attempt {self.attempt})"
-            kwargs: dict[str, Any] = {"keepalive_interval": self.keepalive_s, "keepalive_count_max": 3}
+            again = self.connections > 0 or self.attempt > 1
+            self.status = f"reconnecting (attempt {self.attempt})" if again else "connecting"
+            client = _Client(self)
+            kwargs: dict[str, Any] = {"keepalive_interval": self.keepalive_s,
+                                      "keepalive_count_max": self.keepalive_count_max,
+                                      "client_factory": lambda: client}
             if self.config:
                 kwargs["config"] = self.config
             try:
                 async with asyncio.timeout(self.connect_timeout):
                     conn = await asyncssh.connect(self.destination, **kwargs)
-            except (OSError, asyncssh.Error, TimeoutError) as e:
+            except (OSError, asyncssh.Error, TimeoutError, ValueError) as e:
+                if isinstance(e, asyncssh.HostKeyNotVerifiable):
+                    err = await self.host_key_error(e, client.peer_addr)
+                else:
+                    err = classify(self.destination, e, self.config, self.dead_after_s)
                 backoff = min(30.0, 0.5 * 2 ** min(self.attempt, 6))
                 self._next_try = time.monotonic() + backoff
-                self.status = f"reconnecting (attempt {self.attempt}): {explain(self.destination, e, self.config)}"
-                raise TransportError(explain(self.destination, e, self.config)) from None
+                self.last_error = err
+                self.status = f"failed: {err}" if err.permanent else f"reconnecting (attempt {self.attempt}): {err}"
+                raise err from None
             self._conn, self._sftp = conn, None
             self.attempt, self._next_try = 0, 0.0
             self.connections += 1
+            self.last_seen = time.monotonic()
+            self.last_error = None
             self.status = "connected"
             await self._restore_forwards(conn)
             return conn
 
-    def _lost(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
+    def _connection_lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> None:
+        """asyncssh's callback, the moment a connection goes (keepalive unanswered, reset, closed by us)."""
+        if conn is not self._conn:
+            return
         self._conn, self._sftp = None, None
-        self.status = "reconnecting (attempt 1)"
+        if self._closed:
+            self.status = "closed"
+            return
+        self.last_error = (classify(self.destination, exc, self.config, self.dead_after_s) if exc is not None
+                           else TransportError(f"{self.destination}: SSH connection closed", kind="lost"))
+        self.status = f"disconnected: {self.last_error}"
 
-    async def _sftp_client(self) -> asyncssh.SFTPClient:
+    def _failed(self, conn: asyncssh.SSHClientConnection, e: BaseException) -> TransportError:
+        """The error for a command or stream that failed with `e`; drops the connection only if it is the current
+        one and the failure was the connection's (not a refused channel on a healthy connection)."""
+        if self._closed:
+            return TransportError(f"{self.destination}: transport closed", kind="closed")
+        if isinstance(e, asyncssh.SFTPConnectionLost) and conn is self._conn:
+            self._sftp = None  # the SFTP channel is gone; a later call starts another
+        err = classify(self.destination, e, self.config, self.dead_after_s)
+        if conn.is_closed() or isinstance(e, (asyncssh.DisconnectError, OSError)):
+            if conn is self._conn:
+                self._conn, self._sftp = None, None
+                self.last_error, self.status = err, f"disconnected: {err}"
+                conn.close()
+            elif (isinstance(e, (asyncssh.ChannelOpenError, asyncssh.SFTPConnectionLost))
+                  and self.last_error is not None):
+                return self.last_error  # "SSH connection closed": say why it closed
+        return err
+
+    def _lost_error(self) -> TransportError:
+        return self.last_error or TransportError(f"{self.destination}: SSH connection lost", kind="lost")
+
+    async def host_key_error(self, e: asyncssh.HostKeyNotVerifiable, addr: str = "") -> TransportError:
+        """Why the host's key was refused, in words an operator can act on: unknown (with the known_hosts files and
+        ssh_config in use) or CHANGED since it was recorded (possibly a man-in-the-middle; never offered to be
+        accepted as is). Both are permanent."""
+        try:
+            opts = asyncssh.SSHClientConnectionOptions(config=self.config or (), host=self.destination)
+        except Exception:  # the connection got far enough to read them, so this is not expected
+            return classify(self.destination, e, self.config)
+        host = str(opts.host_key_alias or opts.host)
+        port = int(opts.port) if opts.port and int(opts.port) != 22 else None
+        listed = list(opts.known_hosts) if isinstance(opts.known_hosts, (list, tuple)) else []
+        files = [f for f in listed if isinstance(f, str)] or ["~/.ssh/known_hosts"]  # asyncssh's default
+        shown = [f for f in files if f != "/dev/null"] or files
+        cfg = _config_desc(self.config)
+        who = self.destination
+        if host != self.destination:
+            who += f" ({host} port {port})" if port else f" ({host})"
+        entries = await asyncio.to_thread(known_host_entries, files, host, addr, port)
+        if "revoked" in e.reason.lower():
+            return TransportError(f"{self.destination}: the host key of {who} is marked @revoked in "
+                                  f"{', '.join(shown)}; refusing to connect", permanent=True, kind="host-key-revoked")
+        if entries:
+            first = entries[0]
+            offered = await self._offered_key([x.algorithm for x in entries])
+            now = f" (it now offers {offered})" if offered else ""
+            return TransportError(
+                f"{self.destination}: the host key of {who} has CHANGED since it was recorded in "
+                f"{first.file}:{first.line}{now} — possibly a man-in-the-middle; refusing to connect. If the host "
+                f"was reinstalled, remove the old key with `ssh-keygen -R {shlex.quote(first.name)} -f "
+                f"{shlex.quote(first.file)}`, then check the new key's fingerprint with the host's owner before "
+                "connecting again", permanent=True, kind="host-key-changed")
+        accept = f"`ssh {self.destination}`"
+        if self.config:
+            accept += (f" with the same config (`ssh -F {shlex.quote(self.config[0])} -o StrictHostKeyChecking=ask "
+                       f"{self.destination}`)")
+        missing = [f for f in shown if f != "/dev/null" and not os.path.exists(os.path.expanduser(f))]
+        none = f" ({', '.join(missing)} does not exist)" if missing else ""
+        name = f"[{host}]:{port}" if port else host
+        offered = await self._offered_key(OPENSSH_HOST_KEY_ORDER)  # the key `ssh` will show
+        check = f"its fingerprint ({offered})" if offered else "its fingerprint"
+        return TransportError(
+            f"{self.destination}: unknown SSH host key for {name}: it is not in {', '.join(shown)}{none}, the "
+            f"known_hosts of ssh_config {cfg}; refusing to connect. Check {check} with the host's owner, "
+            f"then accept it once with {accept}, which records it in {shown[0]}",
+            permanent=True, kind="host-key-unknown")
+
+    async def _offered_key(self, algorithms: Sequence[str]) -> str:
+        """The type and fingerprint of the key the host offers now (best effort: "" on any failure)."""
+        algs: list[str] = []
+        for alg in algorithms:  # an RSA key is recorded as ssh-rsa, which OpenSSH 8.8+ no longer signs with
+            algs += ["rsa-sha2-512", "rsa-sha2-256", alg] if alg == "ssh-rsa" else [alg]
+        kwargs: dict[str, Any] = {"server_host_key_algs": list(dict.fromkeys(algs))} if algs else {}
+        if self.config:
+            kwargs["config"] = self.config
+        try:
+            async with asyncio.timeout(5):
+                key = await asyncssh.get_server_host_key(self.destination, **kwargs)
+        except (OSError, asyncssh.Error, TimeoutError, ValueError):
+            return ""
+        return f"{key.get_algorithm()} key {key.get_fingerprint()}" if key is not None else ""
+
+    async def _sftp_client(self) -> tuple[asyncssh.SSHClientConnection, asyncssh.SFTPClient]:
         conn = await self.connection()
         if self._sftp is None:
-            self._sftp = await conn.start_sftp_client()
-        return self._sftp
+            try:
+                sftp = await conn.start_sftp_client()
+            except (asyncssh.Error, OSError) as e:
+                raise self._failed(conn, e) from None
+            if conn is self._conn:
+                self._sftp = sftp
+            return conn, sftp
+        return conn, self._sftp
 
     # ------------------------------------------------------------------ Transport interface
 
@@ -136,15 +392,18 @@ class SshTransport:
                 async with asyncio.timeout(timeout + 5):
                     res = await conn.run(cmd, input=input, encoding=None, check=False)
             except TimeoutError:
-                raise TransportError(f"{self.destination}: {argv[0]!r} did not finish within {timeout:g} s") from None
+                raise TransportError(f"{self.destination}: {argv[0]!r} did not finish within {timeout:g} s",
+                                     kind="timeout") from None
             except (asyncssh.Error, OSError) as e:
-                self._lost()
-                raise TransportError(explain(self.destination, e, self.config)) from None
+                raise self._failed(conn, e) from None
+        if res.exit_status is None and not res.exit_signal and conn.is_closed():
+            raise self._lost_error()  # the channel ended with the connection, not with the command
         rc = res.exit_status if res.exit_status is not None else (128 + 9 if res.exit_signal else -1)
         out = res.stdout if isinstance(res.stdout, bytes) else (res.stdout or "").encode()
         err = res.stderr if isinstance(res.stderr, bytes) else (res.stderr or "").encode()
         if rc == 124 and argv[0] != "timeout":
-            raise TransportError(f"{self.destination}: {argv[0]!r} did not finish within {timeout:g} s")
+            raise TransportError(f"{self.destination}: {argv[0]!r} did not finish within {timeout:g} s",
+                                 kind="timeout")
         return CommandResult(rc, out, err)
 
     async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
@@ -154,16 +413,14 @@ class SshTransport:
                 proc = await conn.create_process(remote_command(argv, env), term_type="dumb",
                                                  term_size=(4096, 24), encoding=None)
             except (asyncssh.Error, OSError) as e:
-                self._lost()
-                raise TransportError(explain(self.destination, e, self.config)) from None
+                raise self._failed(conn, e) from None
             splitter = LineSplitter()
             try:
                 while True:
                     try:
                         data = await proc.stdout.read(65536)
                     except (asyncssh.Error, OSError) as e:
-                        self._lost()
-                        raise TransportError(explain(self.destination, e, self.config)) from None
+                        raise self._failed(conn, e) from None
                     if not data:
                         for line in splitter.flush():
                             yield line
@@ -171,47 +428,53 @@ class SshTransport:
                     for line in splitter.feed(data if isinstance(data, bytes) else data.encode()):
                         yield line
                 if conn.is_closed():
-                    self._lost()
-                    raise TransportError(f"{self.destination}: SSH connection lost")
+                    raise self._lost_error()
             finally:
                 with contextlib.suppress(Exception):
                     proc.close()  # with a pty, sshd hangs the command up
 
     async def read_file(self, path: str) -> bytes | None:
+        conn, sftp = await self._sftp_client()
         try:
-            sftp = await self._sftp_client()
-            # read by chunks until EOF: /proc and /sys files report a size of 0, and read() trusts the size
+            # read by chunks until EOF: /proc and /sys files report a size of 0, and read() trusts the size.
+            # block_size=0: one request at a time, awaited here. asyncssh's parallel reads run in tasks of their own
+            # that a cancelled read leaves behind, to fail with "Task exception was never retrieved" once the
+            # connection goes.
             parts: list[bytes] = []
-            async with sftp.open(path, "rb") as f:
+            async with sftp.open(path, "rb", block_size=0) as f:
                 while True:
-                    chunk = await f.read(65536)
+                    chunk = await f.read(SFTP_CHUNK)
                     if not chunk:
                         break
                     parts.append(chunk if isinstance(chunk, bytes) else chunk.encode())
             return b"".join(parts)
         except asyncssh.SFTPNoSuchFile:
             return None
+        except asyncssh.SFTPConnectionLost as e:
+            raise self._failed(conn, e) from None
         except asyncssh.SFTPError as e:
             raise TransportError(f"{self.destination}: cannot read {path}: {e.reason}") from None
         except (asyncssh.Error, OSError) as e:
-            self._lost()
-            raise TransportError(explain(self.destination, e, self.config)) from None
+            raise self._failed(conn, e) from None
 
     async def write_file(self, path: str, data: bytes) -> None:
         tmp = f"{path}.bringup-{os.getpid()}.tmp"
+        conn, sftp = await self._sftp_client()
         try:
-            sftp = await self._sftp_client()
             parent = os.path.dirname(path)
             if parent:
                 await sftp.makedirs(parent, exist_ok=True)
-            async with sftp.open(tmp, "wb") as f:
-                await f.write(data)
+            step = max(1024, min(SFTP_CHUNK, sftp.limits.max_write_len or SFTP_CHUNK))
+            async with sftp.open(tmp, "wb", block_size=0) as f:  # no parallel-I/O tasks: see read_file
+                for at in range(0, len(data), step):
+                    await f.write(data[at:at + step])
             await sftp.posix_rename(tmp, path)
+        except asyncssh.SFTPConnectionLost as e:
+            raise self._failed(conn, e) from None
         except asyncssh.SFTPError as e:
             raise TransportError(f"{self.destination}: cannot write {path}: {e.reason}") from None
         except (asyncssh.Error, OSError) as e:
-            self._lost()
-            raise TransportError(explain(self.destination, e, self.config)) from None
+            raise self._failed(conn, e) from None
 
     async def forward(self, host: str, port: int) -> int:
         """A local port that reaches host:port as seen from the SSH host (its loopback, typically)."""
@@ -219,7 +482,10 @@ class SshTransport:
         if key in self._forwards:
             return self._forwards[key][0]
         conn = await self.connection()
-        listener = await conn.forward_local_port("127.0.0.1", 0, host, port)
+        try:
+            listener = await conn.forward_local_port("127.0.0.1", 0, host, port)
+        except (asyncssh.Error, OSError) as e:
+            raise self._failed(conn, e) from None
         local = listener.get_port()
         self._forwards[key] = (local, listener)
         return local
@@ -241,8 +507,9 @@ class SshTransport:
             with contextlib.suppress(Exception):
                 listener.close()
         self._forwards.clear()
-        if self._conn is not None:
-            self._conn.close()
+        conn, self._conn, self._sftp = self._conn, None, None
+        self.status = "closed"
+        if conn is not None:
+            conn.close()
             with contextlib.suppress(Exception):
-                await self._conn.wait_closed()
-        self._conn = None
+                await conn.wait_closed()
