@@ -42,6 +42,8 @@ from tui.model import (
     Failure,
     GpuSnapshot,
     LogLine,
+    NewsResumed,
+    NewsStopped,
     Phase,
     ProbeResult,
     Snapshot,
@@ -115,6 +117,7 @@ class Watch:
         self.permanent_error: Exception | None = None
         #: wall time of the last successful reading of the unit: what the phase shown is as old as
         self.unit_seen_at: float | None = None
+        self._news_out = False
         #: another bringup's restart, start or stop in progress on this deployment, from its lock record
         self.other_holder: LockInfo | None = None
         self._holder_at = 0.0
@@ -233,7 +236,8 @@ class Watch:
         with contextlib.suppress(TransportError):
             await self.connect_endpoint()
         for name, coro in (("unit", self._unit_loop()), ("logs", self._log_loop()), ("probe", self._probe_loop()),
-                           ("gpus", self._gpu_loop()), ("metrics", self._metrics_loop())):
+                           ("gpus", self._gpu_loop()), ("metrics", self._metrics_loop()),
+                           ("news", self._news_loop())):
             self._tasks.append(asyncio.create_task(self._guard(name, coro), name=f"bringup-{name}"))
 
     async def close(self) -> None:
@@ -294,6 +298,9 @@ class Watch:
             await self.replay_history(unit.invocation, ended=True)
         prev = self.state.unit
         self.unit_seen_at = time.time()
+        if self._news_out:
+            self._news_out = False
+            self.feed(NewsResumed(self.unit_seen_at))
         self.feed(UnitObserved(self.unit_seen_at, unit))
         if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
             self._unit_changed.set()
@@ -372,6 +379,17 @@ class Watch:
                 async with asyncio.timeout(0.5):
                     await self._unit_poke.wait()
             self._unit_poke.clear()
+
+    async def _news_loop(self) -> None:
+        """An outage begins at the last reading: once news has stopped for longer than a few readings, the
+        timeline gets a segment of its own (the unit loop itself is stuck in the read that hangs)."""
+        while True:
+            seen = self.unit_seen_at
+            if (seen is not None and not self._news_out and self.manager.can_control
+                    and time.time() - seen > STALE_AFTER_S):
+                self._news_out = True
+                self.feed(NewsStopped(seen, f"no news from {self.host_name}"))
+            await asyncio.sleep(1.0)
 
     async def _log_loop(self) -> None:
         """Follows the current invocation's log; moves to the next one when the invocation changes."""

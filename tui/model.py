@@ -125,7 +125,23 @@ class Tick:
     at: float
 
 
-Event = UnitObserved | LogLine | ProbeResult | ActionTaken | Tick
+@dataclass(frozen=True, slots=True)
+class NewsStopped:
+    """Nothing has been heard from the host since `at` (the last reading): an outage begins there. It is a segment
+    of its own in the timeline, not time counted to the phase last seen."""
+
+    at: float
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NewsResumed:
+    """The host answers again (before the reading that follows is applied)."""
+
+    at: float
+
+
+Event = UnitObserved | LogLine | ProbeResult | ActionTaken | Tick | NewsStopped | NewsResumed
 
 
 # ---------------------------------------------------------------- lifecycle results

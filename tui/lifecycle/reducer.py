@@ -29,6 +29,8 @@ from tui.model import (
     Failure,
     FailureKind,
     LogLine,
+    NewsResumed,
+    NewsStopped,
     Phase,
     ProbeResult,
     Tick,
@@ -443,5 +445,14 @@ def reduce(s: LifecycleState, ev: Event | MemoryObserved, preset: Preset) -> Lif
                            last_progress=ev.at if s.last_used_mib is not None else s.last_progress)
         return s
     if isinstance(ev, Tick):
+        return s
+    if isinstance(ev, NewsStopped):
+        # the phase stays what was last seen (nothing says it changed); the timeline says when news stopped
+        if not s.timeline or s.timeline[-1].phase != Phase.UNKNOWN:
+            return replace(s, timeline=(*s.timeline, Transition(Phase.UNKNOWN, ev.at, ev.reason[:300])))
+        return s
+    if isinstance(ev, NewsResumed):
+        if s.timeline and s.timeline[-1].phase == Phase.UNKNOWN:
+            return replace(s, timeline=(*s.timeline, Transition(s.phase, ev.at, "news again")))
         return s
     return s
