@@ -329,3 +329,22 @@ async def test_a_released_lock_leaves_no_holder_record_for_wait_to_trust(conf: P
         assert time.monotonic() - t0 < 20 and "stopped" in (r.stdout + r.stderr).lower()
     finally:
         await w.close()
+
+
+def test_wait_on_a_permanent_error_exits_2_at_once(conf: Path, tmp_path: Path) -> None:
+    """A unit that is not there, or a host key that is not known, will not fix itself: `wait` says so and exits 2
+    at once instead of retrying until its timeout."""
+    text = conf.read_text()
+    head, sep, rest = text.partition("[deployments.remote]")
+    typo = conf.parent / "typo.toml"
+    typo.write_text(head + sep + rest.replace(f'unit = "{UNIT}"', 'unit = "sglang-typo.service"', 1))
+    ssh = Path(text.split('ssh_config = "', 1)[1].split('"', 1)[0])
+    strange = tmp_path / "strange_ssh_config"
+    strange.write_text(ssh.read_text().replace("UserKnownHostsFile", "UserKnownHostsFile /dev/null\n#"))
+    unknown = conf.parent / "unknown.toml"
+    unknown.write_text(text.replace(str(ssh), str(strange)))
+    for cfg, words in ((typo, "not found"), (unknown, "host key")):
+        t0 = time.monotonic()
+        r = bringup(cfg, "wait", "remote", "--timeout", "120")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert time.monotonic() - t0 < 30 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
