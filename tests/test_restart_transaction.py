@@ -10,40 +10,19 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
-from tests.e2e_helpers import Bringup, kill_processes, wait_no_sim_processes
+from tests import test_cli_e2e
+from tests.e2e_helpers import Bringup
 from tui.managers.process import ProcessManager
 from tui.transport.local import LocalTransport
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_processes(tmp_path: Path) -> Iterator[None]:
-    yield
-    left = wait_no_sim_processes(str(tmp_path), timeout=5.0)
-    if left:
-        kill_processes(left)
-        pytest.fail("processes left behind by the test:\n" + "\n".join(f"  {pid}: {cmd[:300]}" for pid, cmd in left))
-
-
-@pytest.fixture
-def make_bringup(tmp_path: Path) -> Iterator[Callable[..., Bringup]]:
-    made: list[Bringup] = []
-
-    def make(**kw: Any) -> Bringup:
-        b = Bringup(tmp_path, **kw)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.run("stop", b.name, timeout=60)
+# the end-to-end tests' fixtures: a Bringup per test, and no simulated server left behind
+make_bringup = test_cli_e2e.make_bringup
+no_leftover_processes = test_cli_e2e.no_leftover_processes
 
 
 def test_a_second_restart_while_the_first_follows_its_new_run_is_refused_and_names_the_change(
