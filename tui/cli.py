@@ -456,9 +456,11 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
             if s.name != "interrupted":
                 show(s)
         try:
+            # expect_argv: the change was computed (and perhaps confirmed) from these flags; if another operator
+            # changed them since, writing ours would silently undo theirs
             outcome = await protocol.run(w, new, step, wait_ready=not args.no_wait,
                                          stop_first=restart, purpose="restart" if restart else "start",
-                                         rollback=getattr(args, "rollback", False) or None)
+                                         rollback=getattr(args, "rollback", False) or None, expect_argv=old)
         except asyncio.CancelledError:
             return _interrupted(name, steps, args.json)
         failure = w.named(outcome.failure)

@@ -53,7 +53,7 @@ async def prepare(w: Watch, say: Callable[[str], None] = _stderr, *, restart_run
                                f"port, e.g. BRINGUP_DEMO_PORT={port + 1} bringup demo")
     # the flags are written by the protocol, under the lock: never beside a restart someone else is making
     out = await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
-    if out.refused:
+    if not out.ok:  # refused, superseded, or nothing started: not this console's demo to stop on exit
         raise ManagerError(out.message)
     await w.manager.save_argv("ready", wanted)
     return True

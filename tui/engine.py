@@ -118,6 +118,8 @@ class Watch:
         #: wall time of the last successful reading of the unit: what the phase shown is as old as
         self.unit_seen_at: float | None = None
         self._news_out = False
+        self._poll_seq = 0
+        self._applied_seq = 0
         #: another bringup's restart, start or stop in progress on this deployment, from its lock record
         self.other_holder: LockInfo | None = None
         self._holder_at = 0.0
@@ -282,7 +284,15 @@ class Watch:
     # ------------------------------------------------------------------ collectors
 
     async def poll_unit(self) -> UnitState:
+        # readings overlap (the unit loop and a restart both ask): one asked before a newer one that has already
+        # been applied is old news, and applied after it would take the run back (the old run, inactive, after
+        # ours was seen running)
+        self._poll_seq += 1
+        seq = self._poll_seq
         unit = await self.manager.state()
+        if seq < self._applied_seq and self.state.unit is not None:
+            return self.state.unit
+        self._applied_seq = seq
         where = getattr(self.manager, "log_source", None)
         if where is not None and unit.invocation:
             # the failure of a run with no recognised error line says where its whole log is

@@ -449,7 +449,8 @@ def reduce(s: LifecycleState, ev: Event | MemoryObserved, preset: Preset) -> Lif
     if isinstance(ev, NewsStopped):
         # the phase stays what was last seen (nothing says it changed); the timeline says when news stopped
         if not s.timeline or s.timeline[-1].phase != Phase.UNKNOWN:
-            return replace(s, timeline=(*s.timeline, Transition(Phase.UNKNOWN, ev.at, ev.reason[:300])))
+            at = max(ev.at, s.timeline[-1].at) if s.timeline else ev.at  # never before what was last seen
+            return replace(s, timeline=(*s.timeline, Transition(Phase.UNKNOWN, at, ev.reason[:300])))
         return s
     if isinstance(ev, NewsResumed):
         if s.timeline and s.timeline[-1].phase == Phase.UNKNOWN:

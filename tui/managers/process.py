@@ -140,7 +140,7 @@ class ProcessManager:
     async def stop(self) -> None:
         rec = await self._read_json("current.json")
         cur = await self.state()
-        if not cur.running or not isinstance(rec, dict):
+        if cur.active not in ("active", "activating", "deactivating") or not isinstance(rec, dict):
             return
         await self.transport.write_file(self._p("stop.json"),
                                         json.dumps({"invocation": cur.invocation, "at": time.time()}).encode())
@@ -233,8 +233,12 @@ class FileLock:
         self.info: LockInfo | None = None
 
     async def __aenter__(self) -> LockInfo:
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        with contextlib.suppress(OSError):
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # not someone else's lock: ours cannot be had at all
+            raise PermanentError(f"cannot open the lock {self.path}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -297,7 +297,9 @@ class RemoteLock:
                         purpose=self.purpose, change=self.change, token=uuid.uuid4().hex)
         owner = json.dumps(dataclasses.asdict(info))[:-1]  # the holder's pid is added on the host: `$$`
         # flock -n: fail at once if held. While held, record who holds it, then block until our channel closes.
-        script = ('exec 9>>"$1" || exit 3; flock -n 9 || exit 75; '
+        # (opened for reading: a file of another user in the sticky /run/lock may not be opened to write)
+        script = ('[ -e "$1" ] || : >>"$1" 2>/dev/null; exec 9<"$1" 2>/dev/null || { echo noopen; exit 3; }; '
+                  'flock -n 9 || { echo busy; exit 75; }; '
                   'printf \'%s, "lock_pid": %s}\' "$2" "$$" > "$1.owner"; echo locked; exec sleep 2147483647')
         argv = ["sh", "-c", script, "bringup-lock", self.path, owner]
         stream = self.transport.stream(argv)
@@ -310,10 +312,17 @@ class RemoteLock:
         except (TimeoutError, TransportError) as e:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
+            if getattr(e, "permanent", False):
+                raise
             raise ManagerError(f"could not take the lock on {self.transport.name}: {e}") from None
         if first != "locked":
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
+            where = f"the lock {self.path} on {self.transport.name}"
+            if not first:
+                raise ManagerError(f"could not take {where}: the command ended without a word")
+            if first != "busy":  # not someone else's lock: this one cannot be had at all
+                raise PermanentError(f"cannot take {where}: {first}")
             raise refusal(await self.holder())
         self._stream, self.info, self._lost = stream, info, False
         self._watch = asyncio.create_task(self._watch_stream(stream), name="bringup-lock-watch")
@@ -339,6 +348,18 @@ class RemoteLock:
 
     async def retake(self) -> LockInfo:
         await self._release_stream()
+        # after a partition the host may not have noticed our old connection is gone: its holder, ours, still
+        # holds the flock; it is ours to end (the record's token proves it)
+        raw = await self.transport.read_file(self.path + ".owner")
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            rec = json.loads(raw or b"{}")
+            pid = int(rec.get("lock_pid") or 0)
+            if self.info is not None and rec.get("token") == self.info.token and pid > 0:
+                await self.transport.run(["kill", "-TERM", str(pid)], timeout=5)
+                for _ in range(50):
+                    if not await _alive(self.transport, pid):
+                        break
+                    await asyncio.sleep(0.1)
         return await self._take()
 
     async def holder(self) -> LockInfo | None:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from tui.engine import Watch
-from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, PermanentError
+from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
 from tui.model import Failure, GpuSnapshot, Phase, UnitState
 from tui.ops.flags import diff
 from tui.ops.release import release_status
@@ -73,11 +73,17 @@ class Progress:
     stopped: bool = False
     started: str = ""  # the invocation this transaction started
     ready: bool = False
+    #: the action asked for last (stop, start): interrupted before it answered, it may be under way all the same
+    asked: str = ""
 
     def left_in(self) -> str:
         done = [d for d in (f"flags written ({self.flags})" if self.flags else "",
                             "old run stopped" if self.stopped else "") if d]
-        if self.started:
+        if self.asked == "start" and not self.started:
+            rest = f"a start was asked for and may be under way: `bringup wait {self.name}` follows it"
+        elif self.asked == "stop" and not self.stopped:
+            rest = f"a stop was asked for and may be under way: `bringup status {self.name}` says"
+        elif self.started:
             rest = (f"new run {self.started[:12]} started and ready" if self.ready else
                     f"new run {self.started[:12]} started, not yet ready: `bringup wait {self.name}` follows it")
         elif self.stopped:
@@ -123,6 +129,12 @@ class _Guard:
         if self._noting is None or self._noting.done():
             self._noting = asyncio.create_task(self._write_notes())
 
+    async def done(self) -> None:
+        """Before the lock goes: a note still being written must not rewrite the record after it is cleared."""
+        if self._noting is not None and not self._noting.done():
+            self._noting.cancel()
+            await asyncio.gather(self._noting, return_exceptions=True)
+
     async def _write_notes(self) -> None:
         written = ""
         while self._note != written:
@@ -142,7 +154,9 @@ class _Guard:
                 self._checked = time.monotonic()
                 return
             except (TransportError, ManagerError) as e:
-                if isinstance(e, (LockHeld, PermanentError)) or time.monotonic() > deadline:
+                if getattr(e, "permanent", False) and not isinstance(e, LockHeld):
+                    raise  # an unknown host key, a unit gone: said as such (exit 2), not as a lost lock
+                if isinstance(e, LockHeld) or time.monotonic() > deadline:
                     self.step(Step("lock", "failed", f"lost the lock and could not take it back: {e}"))
                     raise LockLost(f"lost the lock ({e}); left: {self.progress.left_in()}") from None
                 if not said:
@@ -261,7 +275,10 @@ async def _new_invocation(watch: Watch, old: str, timeout: float = 30.0) -> Unit
 
 
 async def _superseded(watch: Watch, ours: UnitState, unit: UnitState, guard: _Guard | None) -> Superseded:
-    holder = await guard.lock.holder() if guard is not None else None
+    holder = None
+    if guard is not None:
+        with contextlib.suppress(TransportError, ManagerError, OSError):
+            holder = await guard.lock.holder()
     if holder is not None and guard is not None and holder.token != guard.info.token:
         by = f"by {holder.describe()}"
     else:
@@ -285,6 +302,8 @@ async def follow_new(watch: Watch, ours: UnitState, timeout: float, on_step: Cal
             await guard.check(every=2.0)
         s = watch.state
         unit = s.unit
+        if unit is not None and unit.invocation and unit.invocation != ours.invocation:
+            unit = await watch.poll_unit()  # never conclude from a reading that may predate our start
         if unit is not None and unit.invocation and unit.invocation != ours.invocation:
             if unit.n_restarts > ours.n_restarts:
                 if s.failure is not None and s.invocation == ours.invocation:
@@ -368,22 +387,11 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
         async with lock as info:
             step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
             guard = _Guard(watch, lock, step, progress, info)
-            step = _noting(step, guard)
-            guard.step = step
-            if expect_argv is not None and await mgr.read_argv() != list(expect_argv):
-                # the confirmation was given for other flags than there are now (someone changed them since)
-                step(Step("flags", "failed", "the flags changed since this was confirmed: nothing done"))
-                return Outcome(False, watch.state.phase, "not done: the flags changed since it was confirmed",
-                               steps=tuple(steps), refused=True)
-            out = await _transaction(watch, new_argv, step, guard, wait_ready=wait_ready, stop_first=stop_first)
-            do_rollback = watch.dep.auto_rollback if rollback is None else rollback
-            good = await mgr.read_saved_argv("ready") if not out.ok and do_rollback and wait_ready else None
-            if out.ok or out.timed_out or good is None or list(good) == list(guard.argv):
-                return replace(out, steps=tuple(steps))
-            step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
-            back = await _transaction(watch, good, step, guard, wait_ready=True, stop_first=True)
-            return Outcome(False, back.phase, f"{out.message}; rolled back: {back.message}", failure=out.failure,
-                           invocation=back.invocation, steps=tuple(steps), rolled_back=True)
+            try:
+                return await _locked_run(watch, new_argv, step, guard, steps, wait_ready=wait_ready,
+                                         stop_first=stop_first, rollback=rollback, expect_argv=expect_argv)
+            finally:
+                await guard.done()
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
         return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True, holder=e.holder)
@@ -400,6 +408,32 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
     except asyncio.CancelledError:
         step(Step("interrupted", "failed", progress.left_in()))
         raise
+
+
+async def _locked_run(watch: Watch, new_argv: Sequence[str] | None, step: Callable[[Step], None], guard: _Guard,
+                      steps: list[Step], *, wait_ready: bool, stop_first: bool, rollback: bool | None,
+                      expect_argv: Sequence[str] | None) -> Outcome:
+    """What `run` does once it holds the lock: the transaction, and a rollback when it failed and one is asked."""
+    mgr = watch.manager
+    step = _noting(step, guard)
+    guard.step = step
+    if expect_argv is not None and await mgr.read_argv() != list(expect_argv):
+        # the change was computed (and confirmed) from other flags than there are now: someone changed them since
+        step(Step("flags", "failed", "the flags changed since this was confirmed: nothing done"))
+        return Outcome(False, watch.state.phase, "not done: the flags changed since it was confirmed (another "
+                       "operator?); look at them again", steps=tuple(steps), refused=True)
+    out = await _transaction(watch, new_argv, step, guard, wait_ready=wait_ready, stop_first=stop_first)
+    do_rollback = watch.dep.auto_rollback if rollback is None else rollback
+    good = None
+    if not out.ok and do_rollback and wait_ready:
+        with contextlib.suppress(TransportError, ManagerError):
+            good = await mgr.read_saved_argv("ready")
+    if out.ok or out.timed_out or good is None or list(good) == list(guard.argv):
+        return replace(out, steps=tuple(steps))
+    step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
+    back = await _transaction(watch, good, step, guard, wait_ready=True, stop_first=True)
+    return Outcome(False, back.phase, f"{out.message}; rolled back: {back.message}", failure=out.failure,
+                   invocation=back.invocation, steps=tuple(steps), rolled_back=True)
 
 
 async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Callable[[Step], None], guard: _Guard,
@@ -429,6 +463,7 @@ async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Calla
         step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
         watch.action("stop")
         t0 = time.monotonic()
+        progress.asked = "stop"
         await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
         progress.stopped = True
         guard.saw(await watch.poll_unit())
@@ -443,10 +478,18 @@ async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Calla
     step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
     watch.action("start")
 
+    asked = False
+
     async def start() -> None:
+        nonlocal asked
         now = await watch.poll_unit()
-        if now.invocation in ("", old_inv):  # not when an attempt lost with the link went through
-            await mgr.start(argv)
+        if now.invocation not in ("", old_inv):
+            if not asked:  # someone started it meanwhile, outside the lock: not ours to follow
+                raise await _superseded(watch, now, now, guard)
+            return  # an attempt lost with the link went through
+        asked = True
+        progress.asked = "start"
+        await mgr.start(argv)
     await guard.act("start", start, also_runs=[(old_inv, False)], also_new_run=True)
     ours = await _new_invocation(watch, old_inv)
     progress.started = ours.invocation
@@ -464,7 +507,10 @@ async def _transaction(watch: Watch, new_argv: Sequence[str] | None, step: Calla
         return Outcome(False, watch.state.phase, str(e), invocation=ours.invocation, timed_out=True)
     if phase == Phase.READY:
         progress.ready = True
-        await mgr.save_argv("ready", argv)
+        try:  # a blip here must not turn a ready run into a failed restart (a sweep would file it so)
+            await mgr.save_argv("ready", argv)
+        except (TransportError, ManagerError) as e:
+            step(Step("follow", "running", f"ready; the flags could not be recorded as the last good ones: {e}"))
         step(Step("follow", "done", "ready: a generation from the new process succeeded"))
         return Outcome(True, phase, "ready", invocation=ours.invocation)
     msg = f"failed in {failure.phase}: {failure.kind}" if failure else "failed"
@@ -482,26 +528,10 @@ async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
         async with lock as info:
             step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
             guard = _Guard(watch, lock, step, progress, info)
-            step = _noting(step, guard)
-            guard.step = step
-            guard.argv = await watch.manager.read_argv()
-            unit = await watch.poll_unit()
-            guard.saw(unit)
-            if not unit.running:
-                step(Step("stop", "skipped", "was not running"))
-                return Outcome(True, Phase.STOPPED, "not running", steps=tuple(steps))
-            pids = old_pids(watch)
-            step(Step("stop", "running", f"stopping {watch.manager.target} (pid {unit.main_pid})"))
-            watch.action("stop")
-            t0 = time.monotonic()
-            await guard.act("stop", watch.manager.stop, also_runs=[(unit.invocation, False)])
-            progress.stopped = True
-            took = time.monotonic() - t0
-            guard.saw(await watch.poll_unit())
-            step(Step("stop", "done", f"stopped in {took:.1f} s"))
-            await wait_for_release(watch, pids, step, watch.dep.release_timeout_s, guard=guard)
-            return Outcome(True, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
-                           stop_s=round(took, 1))
+            try:
+                return await _locked_stop(watch, _noting(step, guard), guard, steps)
+            finally:
+                await guard.done()
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
         return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True, holder=e.holder)
@@ -516,3 +546,28 @@ async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
     except asyncio.CancelledError:
         step(Step("interrupted", "failed", progress.left_in()))
         raise
+
+
+async def _locked_stop(watch: Watch, step: Callable[[Step], None], guard: _Guard, steps: list[Step]) -> Outcome:
+    guard.step = step
+    progress = guard.progress
+    guard.argv = await watch.manager.read_argv()
+    unit = await watch.poll_unit()
+    guard.saw(unit)
+    # a stop already under way (deactivating: by hand, or one interrupted) is waited for like ours
+    if not unit.running and unit.active != "deactivating":
+        step(Step("stop", "skipped", "was not running"))
+        return Outcome(True, Phase.STOPPED, "not running", steps=tuple(steps))
+    pids = old_pids(watch)
+    step(Step("stop", "running", f"stopping {watch.manager.target} (pid {unit.main_pid})"))
+    watch.action("stop")
+    t0 = time.monotonic()
+    progress.asked = "stop"
+    await guard.act("stop", watch.manager.stop, also_runs=[(unit.invocation, False)])
+    progress.stopped = True
+    took = time.monotonic() - t0
+    guard.saw(await watch.poll_unit())
+    step(Step("stop", "done", f"stopped in {took:.1f} s"))
+    await wait_for_release(watch, pids, step, watch.dep.release_timeout_s, guard=guard)
+    return Outcome(True, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
+                   stop_s=round(took, 1))
