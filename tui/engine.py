@@ -120,6 +120,7 @@ class Watch:
         self._news_out = False
         self._poll_seq = 0
         self._applied_seq = 0
+        self._replayed = ""  # the ended run whose log was read back at first sight
         #: another bringup's restart, start or stop in progress on this deployment, from its lock record
         self.other_holder: LockInfo | None = None
         self._holder_at = 0.0
@@ -299,10 +300,14 @@ class Watch:
             src = where(unit.invocation)
             if src != self.state.log_source:
                 self.state = replace(self.state, log_source=src)
-        if self.state.unit is None and not unit.running and unit.invocation:
-            # first look at a run that has already ended: its log tells how it ended (a crash's traceback,
-            # the phases it went through), so read that before the unit's "not running"; with its flags known,
-            # so a failure's hint is the one the live console gave (DFLASH + CUDA graphs, ...)
+        seen = self.state.unit
+        if (not unit.running and unit.invocation and unit.invocation != self._replayed
+                and (seen is None or (seen.invocation != unit.invocation and unit.active != "deactivating"))):
+            # first look at a run that has already ended (at start, or a run that came and went between two
+            # readings: a server that dies at once): its log tells how it ended (a crash's traceback, the phases
+            # it went through), so read that before the unit's "not running"; with its flags known, so a
+            # failure's hint is the one the live console gave (DFLASH + CUDA graphs, ...)
+            self._replayed = unit.invocation
             if unit.argv:
                 self.state = replace(self.state, flags=tuple(current_values(unit.argv, self.preset.flags).items()))
             await self.replay_history(unit.invocation, ended=True)
