@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tui.collectors.gpu_nvml import NvmlSource
 from tui.collectors.gpu_smi import APP_FIELDS, QUERY_FIELDS, SmiSource, parse_apps_csv, parse_gpu_csv
+from tui.lifecycle.release import release_status
 from tui.model import GpuSnapshot
-from tui.ops.release import release_status
 from tui.transport.local import LocalTransport
 
 OUT = Path(os.environ.get("OUT", "results"))

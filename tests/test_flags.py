@@ -1,4 +1,4 @@
-"""Flag editing on argv lists (tui/ops/flags.py) and value validation (FlagSpec.validate in
+"""Flag editing on argv lists (tui/lifecycle/flags.py) and value validation (FlagSpec.validate in
 tui/lifecycle/presets/__init__.py). Flag names and kinds follow the SGLang 0.5.23 and vLLM 0.33 command lines."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tui.lifecycle.flags import FlagChange, apply_changes, current_values, diff, find_spec, parse_changes
 from tui.lifecycle.presets import FlagSpec, FlagValueError, get_preset
-from tui.ops.flags import FlagChange, apply_changes, current_values, diff, find_spec, parse_changes
 
 SG = get_preset("sglang").flags
 VL = get_preset("vllm").flags

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tui.collectors.gpu_smi import QUERY_FIELDS, parse_apps_csv, parse_gpu_csv
+from tui.lifecycle.release import release_status
 from tui.model import GpuSnapshot
-from tui.ops.release import release_status
 
 D = Path(__file__).parent / "fixtures" / "gpu_h200"
 
@@ -54,7 +54,7 @@ def test_release_rule_on_real_readings() -> None:
 
 
 def test_attribution_on_real_readings() -> None:
-    from tui.ops.release import attribute
+    from tui.lifecycle.release import attribute
 
     s = snapshot("loaded")
     mine = attribute(s, [0], current={457, 458}, previous=set(), running=True)

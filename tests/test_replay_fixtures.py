@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui.lifecycle.replay import events_from_lines, journal_message, replay
+from tui.lifecycle.journal import journal_message
+from tui.lifecycle.replay import events_from_lines, replay
 from tui.model import PROGRESS_ORDER, FailureKind, LogLine, Phase, UnitObserved
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,6 +32,7 @@ from textual.worker import Worker, WorkerState
 
 from tui.config import DEMO, Settings
 from tui.engine import Update, Watch
+from tui.lifecycle.flags import FlagChange, apply_changes, diff
 from tui.managers import ManagerError
 from tui.messages import (
     CollectorFailed,
@@ -45,7 +46,6 @@ from tui.messages import (
 )
 from tui.model import GpuSnapshot, Phase, Snapshot, ThroughputSample
 from tui.ops import restart as protocol
-from tui.ops.flags import FlagChange, apply_changes, diff
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.screens.help import HelpScreen

@@ -419,8 +419,8 @@ def _print_step(as_json: bool) -> Any:
 
 async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bool) -> int:
     from tui.engine import Watch
+    from tui.lifecycle.flags import apply_changes, diff, parse_changes
     from tui.ops import restart as protocol
-    from tui.ops.flags import apply_changes, diff, parse_changes
 
     if settings.read_only:
         raise UsageError("read-only mode: restarts and flag changes are disabled (--read-only, read_only in the config "

@@ -30,8 +30,10 @@ from tui.collectors.gpu_smi import SmiSource
 from tui.collectors.metrics import MetricsRates, from_log_line
 from tui.collectors.probes import Prober
 from tui.config import DeploymentConfig, HostConfig, Settings
+from tui.lifecycle.flags import current_values
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
 from tui.lifecycle.reducer import LifecycleState, MemoryObserved, initial, reduce, reduce_lines
+from tui.lifecycle.release import attribute
 from tui.managers import LockInfo, Manager, ManagerError
 from tui.managers.none import NoManager
 from tui.managers.process import ProcessManager
@@ -51,8 +53,6 @@ from tui.model import (
     UnitObserved,
     UnitState,
 )
-from tui.ops.flags import current_values
-from tui.ops.release import attribute
 from tui.transport import Transport, TransportError
 from tui.transport.local import LocalTransport
 

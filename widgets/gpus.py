@@ -19,8 +19,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tui.lifecycle.release import ranges
 from tui.model import Attribution, GpuSnapshot
-from tui.ops.release import ranges
 
 SPARK = "▁▂▃▄▅▆▇█"
 _PLAIN = Style()

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from tui.lifecycle.flags import current_values
 from tui.lifecycle.lines import CleanLine, clean
 from tui.lifecycle.presets import Preset
 from tui.model import (
@@ -38,7 +39,6 @@ from tui.model import (
     UnitObserved,
     UnitState,
 )
-from tui.ops.flags import current_values
 
 MAX_EXCERPT = 300
 #: lines of the run's log kept for a failure that no recognised line explains (an exit): its last lines say why

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from tui.lifecycle.journal import parse_entry
 from tui.lifecycle.lines import CleanLine, clean, split_output
 from tui.lifecycle.presets import Preset, get_preset
 from tui.lifecycle.reducer import LifecycleState, initial, log_ended, reduce
@@ -106,33 +107,18 @@ class _Runs:
         return f"systemd-run-{self.n}" if self.n else ""
 
 
-def journal_message(obj: dict[str, object]) -> str:
-    """MESSAGE as text: journald sends non-UTF-8 messages as arrays of byte values."""
-    msg = obj.get("MESSAGE", "")
-    if isinstance(msg, list):
-        try:
-            return bytes(int(b) & 0xFF for b in msg).decode("utf-8", "replace")
-        except (TypeError, ValueError):
-            return ""
-    return msg if isinstance(msg, str) else "" if msg is None else str(msg)
-
-
 def _journal_events(obj: dict[str, object], seq: float) -> Iterator[Event]:
-    try:
-        at = int(str(obj.get("__REALTIME_TIMESTAMP", ""))) / 1e6
-    except ValueError:
-        at = seq
-    text = journal_message(obj)
-    inv = str(obj.get("_SYSTEMD_INVOCATION_ID") or "")
-    if not inv and (obj.get("_PID") == "1" or obj.get("SYSLOG_IDENTIFIER") == "systemd"):
-        unit_inv = str(obj.get("INVOCATION_ID") or "")
-        u = systemd_unit_state(text, at, unit_inv)
+    e = parse_entry(obj)
+    at = e.at if e.at is not None else seq
+    text, inv = e.text, e.invocation
+    if e.from_systemd:
+        u = systemd_unit_state(text, at, e.unit_invocation)
         # a run starts with its own InvocationID (`Started`); without one a start cannot be told from the last run
-        if u is not None and (not u.running or (u.active == "active" and unit_inv)):
+        if u is not None and (not u.running or (u.active == "active" and e.unit_invocation)):
             yield UnitObserved(at, u)
         return
     for piece in split_output(text):
-        yield LogLine(at=at, text=piece, invocation=inv, cursor=str(obj.get("__CURSOR") or ""))
+        yield LogLine(at=at, text=piece, invocation=inv, cursor=e.cursor)
 
 
 #: `<epoch seconds> <line>`: how the supervisor of a `process` deployment writes its server's output

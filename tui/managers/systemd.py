@@ -27,7 +27,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tui.lifecycle.replay import journal_message
+from tui.lifecycle.journal import parse_entry
 from tui.managers import LockInfo, ManagerError, PermanentError, lock_info_from, refusal
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
@@ -264,12 +264,9 @@ class SystemdManager:
 
 def journal_line(obj: dict[str, Any]) -> LogLine | None:
     """A journal entry as a LogLine; systemd's own messages about the unit keep an empty invocation."""
-    try:
-        at = int(str(obj.get("__REALTIME_TIMESTAMP", "0"))) / 1e6
-    except ValueError:
-        at = time.time()
-    inv = str(obj.get("_SYSTEMD_INVOCATION_ID") or "")
-    return LogLine(at=at, text=journal_message(obj), invocation=inv, cursor=str(obj.get("__CURSOR") or ""))
+    e = parse_entry(obj)
+    return LogLine(at=e.at if e.at is not None else time.time(), text=e.text, invocation=e.invocation,
+                   cursor=e.cursor)
 
 
 class RemoteLock:

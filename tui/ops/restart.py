@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from tui.engine import Watch
+from tui.lifecycle.flags import diff
+from tui.lifecycle.release import release_status
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
 from tui.model import Failure, GpuSnapshot, Phase, UnitState
-from tui.ops.flags import diff
-from tui.ops.release import release_status
 from tui.transport import TransportError
 
 

@@ -11,8 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from tui.lifecycle.flags import FlagChange
 from tui.lifecycle.presets import FlagSpec, FlagValueError
-from tui.ops.flags import FlagChange
 
 
 class FlagsScreen(ModalScreen[list[FlagChange] | None]):
