@@ -12,17 +12,20 @@ checked against the host's own records:
 - the journal: across reconnects the watching engine neither lost nor repeated a line (by cursor, against
   `journalctl` on the host);
 - the watching engine (the console's) never dies, and its phase agrees with the host's state within 10 s of the
-  fault's end; during a hung link it says its data are stale within 10 s.
+  fault's end; during a hung link it says its data are stale within 10 s;
+- the console itself (`bringup console`, in tmux) never exits, and its screen shows that phase within 10 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -158,21 +161,58 @@ class Trial:
                 "violations": self.violations, "converge_s": self.converge_s, "stale_s": self.stale_s}
 
 
+class Console:
+    """The real console (`bringup console remote`) in a terminal of its own (tmux), open through every trial: its
+    process must never exit, and its screen must show the phase the host's state implies."""
+
+    def __init__(self, cfg: Path) -> None:
+        self.sock = str(cfg.parent / "tmux.sock")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("BRINGUP_", "TMUX"))}
+        env["TERM"] = "xterm-256color"
+        cmd = f"{sys.executable} -m tui --config {cfg} console remote"
+        self.tmux("new-session", "-d", "-s", "faults", "-x", "160", "-y", "48", "-c", str(cfg.parent), cmd, env=env)
+        self.tmux("set-option", "-t", "faults", "remain-on-exit", "on")
+
+    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True, timeout=10,
+                              env=env).stdout
+
+    async def check(self, w: Watch) -> list[str]:
+        if self.tmux("list-panes", "-t", "faults", "-F", "#{pane_dead}").strip() != "0":
+            return [f"the console exited: {self.tmux('capture-pane', '-p', '-t', 'faults')[-1500:]}"]
+        want = f" {str(w.snapshot(time.time()).phase).upper()} "
+        deadline = time.time() + CONVERGE_LIMIT_S
+        while time.time() < deadline:
+            screen = await asyncio.to_thread(self.tmux, "capture-pane", "-p", "-t", "faults")
+            if want in screen:
+                return []
+            await asyncio.sleep(0.3)
+        return [f"the console does not show{want}within {CONVERGE_LIMIT_S:g} s:\n{screen[:1200]}"]
+
+    def close(self) -> None:
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self.tmux("kill-server")
+
+
 class Harness:
     def __init__(self, cfg: Path, rng: random.Random) -> None:
         self.cfg = cfg
         self.rng = rng
         self.settings = load(str(cfg))
         self.watch: Watch | None = None
+        self.console: Console | None = None
         self.flag_on = False
 
     async def __aenter__(self) -> Harness:
         # the console's engine, watching through every trial: it must never die
         self.watch = Watch(self.settings, "remote", self.settings.deployments["remote"])
         await self.watch.start()
+        self.console = Console(self.cfg) if shutil.which("tmux") else None
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.console is not None:
+            self.console.close()
         if self.watch is not None:
             await self.watch.close()
 
@@ -237,6 +277,8 @@ class Harness:
         trial.violations += await asyncio.to_thread(self._check_journal)
         if any(t.done() for t in w._tasks):
             trial.violations.append("a collector of the watching engine ended")
+        if self.console is not None:
+            trial.violations += await self.console.check(w)
         return trial
 
     async def _time_to_stale(self, t0: float) -> float | None:
