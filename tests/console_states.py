@@ -13,11 +13,11 @@ from tui.model import (
     GpuSnapshot,
     Phase,
     Snapshot,
+    Step,
     ThroughputSample,
     Transition,
     UnitState,
 )
-from tui.ops.restart import Step
 
 T0 = 1_795_900_000.0
 ARGV = ("python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",

@@ -6,9 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from textual.message import Message
 
-from tui.managers import LockInfo
-from tui.model import GpuSnapshot, LogLine, Snapshot, ThroughputSample
-from tui.ops.restart import Outcome, Step
+from tui.model import GpuSnapshot, LockInfo, LogLine, Outcome, Snapshot, Step, ThroughputSample
 
 
 class PhaseChanged(Message):

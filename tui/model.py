@@ -6,6 +6,7 @@ be rendered by widgets, and be serialised to JSON by the CLI without any of them
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -266,3 +267,57 @@ class Snapshot:
     gpus_stale_for: float | None = None
     #: the phase last seen, when `phase` is unknown
     last_phase: Phase | None = None
+
+
+# ---------------------------------------------------------------- actions: the lock, and a protocol's steps
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """Who holds a deployment's lock, for what, and since when: written next to the lock so that a refusal, a
+    console and `bringup wait` on another machine can all name the holder."""
+
+    who: str
+    pid: int
+    since: float
+    purpose: str
+    #: the flag change the holder is making ("" for none): a console shows it while someone else restarts
+    change: str = ""
+    #: unique per taking: proves a record is this holder's and not a later one's
+    token: str = ""
+    #: the holder's latest step ("release: waiting for GPU memory ..."), for others to follow it
+    step: str = ""
+
+    def describe(self) -> str:
+        when = time.strftime("%H:%M:%S", time.localtime(self.since)) if self.since else "?"
+        change = f": {self.change}" if self.change else ""
+        step = f"; now: {self.step}" if self.step else ""
+        return f"{self.who} (pid {self.pid}) {self.purpose} since {when}{change}{step}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str  # lock | flags | stop | release | start | follow | rollback
+    status: str  # running | done | failed | skipped
+    detail: str = ""
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    ok: bool
+    phase: Phase
+    message: str
+    failure: Failure | None = None
+    invocation: str = ""
+    steps: tuple[Step, ...] = ()
+    rolled_back: bool = False
+    #: not attempted (the lock is held) or ran out of time: scripts see exit code 2, like `wait`'s timeout
+    refused: bool = False
+    timed_out: bool = False
+    #: not this restart's result: another run replaced ours, or the lock was lost and things changed meanwhile
+    superseded: bool = False
+    #: who held the lock, when refused
+    holder: LockInfo | None = None
+    #: how long the server took to stop, when this command stopped it
+    stop_s: float | None = None

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from tui.model import Phase, Snapshot
+from tui.model import Phase, Snapshot, Step
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
 ORDER = ("starting", "loading", "graph-capture", "warmup", "ready")
@@ -84,7 +84,7 @@ class LifecyclePanel(Vertical):
         yield Static(id="steps")
         yield Static(id="context")
 
-    def show(self, snap: Snapshot, now: float, steps: Sequence[object] = (), note: str = "",
+    def show(self, snap: Snapshot, now: float, steps: Sequence[Step] = (), note: str = "",
              hide_flags: Sequence[str] = ()) -> None:
         phase = snap.phase
         big = self.query_one("#phase-big", Static)
@@ -150,14 +150,14 @@ class LifecyclePanel(Vertical):
         t.append(f.hint)
         return t
 
-    def _steps(self, steps: Sequence[object]) -> Text:
+    def _steps(self, steps: Sequence[Step]) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")  # one row a step (and `text-wrap: nowrap` in the CSS)
-        shown: dict[str, object] = {}
+        shown: dict[str, Step] = {}
         for s in steps:
-            shown[getattr(s, "name", "")] = s
+            shown[s.name] = s
         for name, s in shown.items():
-            status = getattr(s, "status", "")
+            status = s.status
             style = {"failed": "bold red", "running": "bold", "done": "green", "skipped": "dim"}.get(status, "")
-            t.append(f"{STEP_MARK.get(status, ' ')} {name:<8} {getattr(s, 'detail', '')}\n", style=style)
+            t.append(f"{STEP_MARK.get(status, ' ')} {name:<8} {s.detail}\n", style=style)
         t.rstrip()
         return t

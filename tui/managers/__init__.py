@@ -7,12 +7,10 @@ systemd) and `none` (observe only). The engine and the restart protocol only see
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from tui.model import LogLine, UnitState
+from tui.model import LockInfo, LogLine, UnitState
 
 
 class ManagerError(Exception):
@@ -31,29 +29,6 @@ class PermanentError(ManagerError):
     """Waiting will not fix it (the unit does not exist, sudo is refused): a command says so and exits at once."""
 
     permanent = True
-
-
-@dataclass(frozen=True, slots=True)
-class LockInfo:
-    """Who holds a deployment's lock, for what, and since when: written next to the lock so that a refusal, a
-    console and `bringup wait` on another machine can all name the holder."""
-
-    who: str
-    pid: int
-    since: float
-    purpose: str
-    #: the flag change the holder is making ("" for none): a console shows it while someone else restarts
-    change: str = ""
-    #: unique per taking: proves a record is this holder's and not a later one's
-    token: str = ""
-    #: the holder's latest step ("release: waiting for GPU memory ..."), for others to follow it
-    step: str = ""
-
-    def describe(self) -> str:
-        when = time.strftime("%H:%M:%S", time.localtime(self.since)) if self.since else "?"
-        change = f": {self.change}" if self.change else ""
-        step = f"; now: {self.step}" if self.step else ""
-        return f"{self.who} (pid {self.pid}) {self.purpose} since {when}{change}{step}"
 
 
 def lock_info_from(data: bytes | str | None) -> LockInfo | None:

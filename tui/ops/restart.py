@@ -12,42 +12,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from tui.engine import Watch
 from tui.lifecycle.flags import diff
 from tui.lifecycle.release import release_status
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
-from tui.model import Failure, GpuSnapshot, Phase, UnitState
+from tui.model import Failure, GpuSnapshot, Outcome, Phase, Step, UnitState
 from tui.transport import TransportError
 
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    name: str  # lock | flags | stop | release | start | follow | rollback
-    status: str  # running | done | failed | skipped
-    detail: str = ""
-    at: float = field(default_factory=time.time)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    ok: bool
-    phase: Phase
-    message: str
-    failure: Failure | None = None
-    invocation: str = ""
-    steps: tuple[Step, ...] = ()
-    rolled_back: bool = False
-    #: not attempted (the lock is held) or ran out of time: scripts see exit code 2, like `wait`'s timeout
-    refused: bool = False
-    timed_out: bool = False
-    #: not this restart's result: another run replaced ours, or the lock was lost and things changed meanwhile
-    superseded: bool = False
-    #: who held the lock, when refused
-    holder: LockInfo | None = None
-    #: how long the server took to stop, when this command stopped it
-    stop_s: float | None = None
+__all__ = ["LockLost", "Outcome", "Progress", "RestartError", "Step", "Superseded", "run", "stop"]
 
 
 class RestartError(Exception):
