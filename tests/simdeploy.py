@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
+from tests.e2e_helpers import free_port
 from tui.config import Settings, load
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1, extra: str = "") -> Path:

@@ -26,6 +26,7 @@ from typing import Any
 import asyncssh
 import pytest
 
+from tests.e2e_helpers import free_port
 from tui.transport import TransportError
 from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport, classify
 
@@ -325,15 +326,10 @@ async def test_authentication_refused_is_permanent(testhost: HostInfo, tmp_path:
 # ---------------------------------------------------------------------------------------------- transient or not
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 async def test_a_refused_port_is_not_permanent(tmp_path: Path) -> None:
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host gpu-box\n    HostName 127.0.0.1\n    Port {_free_port()}\n    User root\n")
+    cfg.write_text(f"Host gpu-box\n    HostName 127.0.0.1\n    Port {free_port()}\n    User root\n")
     t = SshTransport("gpu-box", config=[str(cfg)])
     err = await failure(t)
     await t.close()
