@@ -603,7 +603,7 @@ def test_an_exit_shows_only_the_runs_last_lines() -> None:
     shown = s.failure.excerpt[:-1]
     assert len(shown) == 20 and shown[-1].endswith("line 199") and shown[0].endswith("line 180")
     # a new run forgets the old run's lines
-    s = feed([unit(200, started=200, inv="other"), line(201, NO_MODULE),
+    s = feed([unit(200, started=200, inv="other"), line(201, NO_MODULE, inv="other"),
               unit(202, "failed", sub="exited", exit_status=1, inv="other")], s)
     assert s.failure is not None and s.failure.excerpt[:-1] == (NO_MODULE,)
 

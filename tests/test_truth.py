@@ -144,3 +144,19 @@ def test_a_process_server_that_dies_at_start_shows_why_and_where_its_log_is(tmp_
     assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, failure
     assert str(tmp_path / "state" / "deployments" / "d" / "logs") in excerpt, failure
     assert "unit" not in excerpt.lower() and "unit" not in failure["hint"].lower(), failure
+
+
+def test_a_run_that_came_and_went_between_two_readings_ends_as_the_manager_says() -> None:
+    """The new run was killed before it was ever seen running: it failed (the unit says so); it must not read as
+    the previous run's clean stop."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce
+
+    p = get_preset("sglang")
+    s = initial()
+    for ev in (UnitObserved(100, UnitState("active", "running", 1, "old", started_at=100)),
+               UnitObserved(110, UnitState("inactive", "dead", 0, "old", exit_status=0)),
+               UnitObserved(120, UnitState("failed", "failed", 0, "new", exit_status=-9, started_at=119))):
+        s = reduce(s, ev, p)
+    assert s.phase == Phase.FAILED and s.invocation == "new" and s.failure is not None
+    assert "killed by signal 9" in "\n".join(s.failure.excerpt)

@@ -315,6 +315,10 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
     if u.active == "deactivating":
         return s if s.phase == Phase.FAILED else _enter(s, Phase.STOPPING, ev.at)
     # the unit is not running
+    if u.invocation and s.invocation and u.invocation != s.invocation:
+        # a run that came and went between two readings (a server killed at once): a segment of its own, ended
+        # as the manager says (it stayed `stopped`, or kept the last run's failure, before)
+        s = _new_invocation(s, u.invocation, u.started_at or ev.at)
     if s.phase == Phase.FAILED:
         return s
     # when it ended, if the manager knows (a run that ended before we looked must not seem to end now)
