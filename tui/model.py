@@ -312,12 +312,10 @@ class Outcome:
     invocation: str = ""
     steps: tuple[Step, ...] = ()
     rolled_back: bool = False
-    #: not attempted (the lock is held) or ran out of time: scripts see exit code 2, like `wait`'s timeout
+    #: nothing was attempted (the lock is held, the flags changed since, a permanent error): exit code 2
     refused: bool = False
     timed_out: bool = False
     #: not this restart's result: another run replaced ours, or the lock was lost and things changed meanwhile
     superseded: bool = False
-    #: who held the lock, when refused
-    holder: LockInfo | None = None
     #: how long the server took to stop, when this command stopped it
     stop_s: float | None = None

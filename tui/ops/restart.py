@@ -368,7 +368,7 @@ async def run(watch: Watch, new_argv: Sequence[str] | None, on_step: Callable[[S
                 await guard.done()
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True, holder=e.holder)
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True)
     except (LockLost, Superseded) as e:
         return Outcome(False, watch.state.phase, str(e), invocation=progress.started, steps=tuple(steps),
                        superseded=True)
@@ -508,7 +508,7 @@ async def stop(watch: Watch, on_step: Callable[[Step], None]) -> Outcome:
                 await guard.done()
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
-        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True, holder=e.holder)
+        return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), refused=True)
     except LockLost as e:
         return Outcome(False, watch.state.phase, str(e), steps=tuple(steps), superseded=True)
     except RestartError as e:
