@@ -17,12 +17,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tui.config import load
-from tui.engine import Update, Watch
+from tui.engine import Engine, Update
 
 
 async def follow(config: str, name: str, seconds: float | None) -> None:
     settings = load(config)
-    w = Watch(settings, name, settings.deployments[name])
+    w = Engine(settings, name, settings.deployments[name])
     seen: list[Update] = []
 
     def took(u: Update) -> None:  # what the console's listener gets, dropped at once

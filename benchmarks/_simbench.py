@@ -1,5 +1,5 @@
 """Shared helpers for the lifecycle benchmarks: a `process` deployment of the simulated SGLang server in a tmp dir
-(the pattern of tests/e2e_helpers.py::Bringup.write_config), the CLI as a subprocess, the supervisor's timestamped
+(built like the tests', by tests/simdeploy.py), the CLI as a subprocess, the supervisor's timestamped
 logs, percentiles, and cleanup of every process whose command line names the tmp dir."""
 
 from __future__ import annotations
@@ -9,14 +9,23 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.config_toml import ConfigFile  # noqa: E402
+from tests.ports import free_port  # noqa: E402
+from tests.simdeploy import process_deployment, sim_command, sim_host  # noqa: E402
+from tui.config import FlagConfig  # noqa: E402
+
+__all__ = ["READY_LINE", "ROOT", "FlagConfig", "SimDeploy", "free_port", "kill_leftovers", "leftovers", "machine",
+           "pid_alive", "portable", "summary"]
 
 
 def portable(text: str) -> str:
@@ -24,16 +33,6 @@ def portable(text: str) -> str:
     return text.replace(str(ROOT) + "/", "")
 PY = sys.executable
 READY_LINE = "The server is fired up and ready to roll!"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def toml_list(items: list[Any]) -> str:
-    return "[" + ", ".join(json.dumps(str(x)) if isinstance(x, str | Path) else str(x) for x in items) + "]"
 
 
 def machine() -> dict[str, Any]:
@@ -58,7 +57,7 @@ def summary(xs: list[float]) -> dict[str, Any]:
 class SimDeploy:
     """One `process` deployment named `sim` of tui.sim, with its own port, state dir and simulated GPUs."""
 
-    def __init__(self, tmp: Path, *, scenario: str, time_scale: float, extra_flags: str = "",
+    def __init__(self, tmp: Path, *, scenario: str, time_scale: float, extra_flags: Sequence[FlagConfig] = (),
                  sim_args: tuple[str, ...] = (), release_timeout_s: float = 60.0) -> None:
         self.tmp = tmp
         self.name = "sim"
@@ -79,27 +78,13 @@ class SimDeploy:
                    XDG_RUNTIME_DIR=str(tmp / "xdg-runtime"), BRINGUP_SIM_STATE=str(self.sim_state),
                    NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
         self.env = env
-        smi = [PY, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", str(self.sim_state)]
-        self.config.write_text(
-            f"state_dir = {json.dumps(str(self.state_dir))}\n\n"
-            "[hosts.simhost]\n"
-            'gpu_source = "nvidia-smi"\n'
-            f"nvidia_smi = {toml_list(smi)}\n\n"
-            f"[deployments.{self.name}]\n"
-            'host = "simhost"\n'
-            'manager = "process"\n'
-            f"command = {toml_list(self.sim_command(*sim_args))}\n"
-            f"endpoint = \"http://127.0.0.1:{self.port}\"\n"
-            "gpus = [0, 1, 2, 3, 4, 5, 6, 7]\n"
-            "release_tolerance_mib = 512\n"
-            f"release_timeout_s = {release_timeout_s}\n"
-            "stop_timeout_s = 20\n"
-            f"{extra_flags}\n",
-            encoding="utf-8")
+        dep = process_deployment(self.sim_command(*sim_args), self.port, release_timeout_s=release_timeout_s,
+                                 stop_timeout_s=20, extra_flags=list(extra_flags))
+        ConfigFile(state_dir=self.state_dir, hosts={"simhost": sim_host(self.sim_state)},
+                   deployments={self.name: dep}).write(self.config)
 
     def sim_command(self, *extra: str, port: int | None = None) -> list[str]:
-        cmd = [PY, "-u", "-m", "tui.sim", "--port", str(port or self.port), "--tp-size", "8", "--enable-metrics",
-               "--sim-load", "2", "--sim-state-dir", str(self.sim_state), "--time-scale", f"{self.time_scale:g}"]
+        cmd = sim_command(port or self.port, self.sim_state, time_scale=self.time_scale)
         if self.scenario:
             cmd += ["--scenario", self.scenario]
         return [*cmd, *extra]

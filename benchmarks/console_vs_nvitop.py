@@ -7,7 +7,8 @@ On a GPU host (needs torch for the load and nvitop for the comparison): starts t
 a real load on the GPU (100 GiB held, matmuls running), then runs `bringup console` (GPUs through NVML, logs,
 metrics, probes; default refresh) in one pseudo-terminal and nvitop's monitor in another, both 120x40 with their
 output drained, and samples each process's CPU time and RSS from /proc over the same windows: nvitop at its
-default 2 s interval, then at 1 s (bringup's default refresh), then at 0.5 s; then a window with bringup at 2 Hz.
+default 2 s interval, then at 1 s (bringup's default refresh), then at 0.5 s; then the console alone for one window, counting the access lines its probes and scrapes write into the
+server's log; then a window with bringup at 2 Hz.
 Two more processes run in the same windows, to say where bringup's share goes: the engine alone
 (`_engine_only.py`: every collector the console runs, nothing drawn), and the Textual floor
 (`_textual_floor_app.py`, in a third terminal: bringup's layout with two rows changing once a second and no work,
@@ -55,6 +56,15 @@ def window(procs: dict[str, Pty | subprocess.Popen[bytes]], seconds: float) -> d
         if isinstance(p, Pty):
             out[k]["terminal_output_kib"] = round((p.bytes - b0[k]) / 1024, 1)
     return out
+
+
+def access_lines(lines: list[str], seconds: float) -> dict[str, float]:
+    """The server's access lines per minute, by what asked: bringup's readiness probes (/health, /v1/models, a
+    generation) and its /metrics scrapes. The simulated load runs inside the server and writes none."""
+    per_min = 60.0 / seconds
+    kinds = {"probes": ('"GET /health', '"GET /v1/models', '"POST /v1/completions', '"POST /generate'),
+             "metrics_scrapes": ('"GET /metrics',)}
+    return {k: round(sum(1 for ln in lines if any(w in ln for w in ws)) * per_min, 1) for k, ws in kinds.items()}
 
 
 def main() -> None:
@@ -115,9 +125,17 @@ def main() -> None:
                 windows.append(w)
                 print(json.dumps(w), flush=True)
                 nvitop.stop()
-            console.stop()
             floor.stop()
             engine.kill()
+            engine.wait()
+            # the console alone against the server: what its probes and scrapes write into the server's own log
+            logs = sorted(Path(d).glob("**/deployments/sim-on-gpu/logs/*.log"), key=lambda f: f.stat().st_mtime)
+            before = logs[-1].read_text(errors="replace").count("\n") if logs else 0
+            time.sleep(args.seconds)
+            lines = logs[-1].read_text(errors="replace").splitlines()[before:] if logs else []
+            result["server_log_lines_per_minute_from_the_console"] = access_lines(lines, args.seconds)
+            print(json.dumps(result["server_log_lines_per_minute_from_the_console"]), flush=True)
+            console.stop()
             fast = Pty([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
             procs.append(fast)
             nvitop = Pty([*nvitop_cmd, "0.5"], env)

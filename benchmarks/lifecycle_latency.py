@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/lifecycle_latency.py [--runs 10] [--seed-runs 3] [--stale-runs 5] [--time-scale 0.2]
 
-(a) `--scenario crash-while-serving` (crashes ~10 s x time-scale after ready): latency = the time a `tui.engine.Watch`
+(a) `--scenario crash-while-serving` (crashes ~10 s x time-scale after ready): latency = the time a `tui.engine.Engine`
     in this process reports phase failed (time.time() taken in a `w.subscribe` callback) minus the supervisor's
     timestamp of the sim's fatal line (`Subprocess scheduler_3 ... crashed`) in `<state>/deployments/sim/logs/`.
-(b) ready latency: the sim's `The server is fired up and ready to roll!` line -> the Watch reports ready (same runs);
+(b) ready latency: the sim's `The server is fired up and ready to roll!` line -> the Engine reports ready (same runs);
     and `--scenario stale-health` through `python -m tui restart sim --yes --json` (the old process keeps answering
     /v1/models for 8 s x time-scale after SIGTERM): false readies = a ready reported for the new invocation before
     its own ready line (also counted: any ready reported between the restart command and the new ready line).
@@ -37,7 +37,7 @@ import contextlib
 
 from _simbench import READY_LINE, ROOT, SimDeploy, kill_leftovers, leftovers, machine, pid_alive, portable, summary
 
-from tui.engine import Watch
+from tui.engine import Engine, PhaseChanged, Update
 
 FATAL = "crashed with exit code"
 SEED_PERIOD = 15.0
@@ -65,13 +65,14 @@ def polling_loop(d: SimDeploy, t0: float, stop: threading.Event, checks: list[di
 
 
 class Recorder:
-    def __init__(self, w: Watch) -> None:
+    def __init__(self, w: Engine) -> None:
         self.events: list[tuple[float, str, str]] = []
+        self.w = w
         w.subscribe(self.on)
 
-    def on(self, u: Any) -> None:
-        if u.kind == "phase":
-            st = u.payload
+    def on(self, u: Update) -> None:
+        if isinstance(u, PhaseChanged):  # the reducer's phase as it changed (the snapshot says `unknown` until the
+            st = self.w.state            # unit has been read, which is not what this measures)
             self.events.append((time.time(), str(st.phase), st.invocation))
 
     def first(self, phase: str, inv: str = "", after: float = 0.0) -> float | None:
@@ -94,7 +95,7 @@ async def crash_run(i: int, base: Path, ts: float, with_poll: bool) -> dict[str,
     d = SimDeploy(base / f"crash{i}", scenario="crash-while-serving", time_scale=ts)
     settings = d.settings()
     name, dep = settings.deployment("sim")
-    w = Watch(settings, name, dep)
+    w = Engine(settings, name, dep)
     rec = Recorder(w)
     await w.start()
     out: dict[str, Any] = {"run": i}
@@ -161,7 +162,7 @@ async def stale_run(i: int, base: Path, ts: float) -> dict[str, Any]:
         old_inv = str((d.current() or {}).get("invocation", ""))
         settings = d.settings()
         name, dep = settings.deployment("sim")
-        w = Watch(settings, name, dep)
+        w = Engine(settings, name, dep)
         rec = Recorder(w)
         await w.start()
         await wait_until(lambda: str(w.state.phase) == "ready", 15)
@@ -261,7 +262,7 @@ async def main() -> int:
     ready_restart = [r["ready_latency_s"] for r in stales if r.get("ready_latency_s") is not None]
     polled = [r["poll_latency_s"] for r in crashes if r.get("poll_latency_s") is not None]
     res = {
-        "what": "failure/ready detection latency of bringup's engine (tui.engine.Watch, default probe settings) vs "
+        "what": "failure/ready detection latency of bringup's engine (tui.engine.Engine, default probe settings) vs "
                 "a hand-written 15 s polling loop, on the simulated SGLang server (process manager)",
         "command": "python benchmarks/lifecycle_latency.py " + " ".join(sys.argv[1:]),
         "machine": machine(), "time_scale": a.time_scale, "poll_period_s": SEED_PERIOD,

@@ -5,10 +5,10 @@ side by side with the polling loop people write, run over the same SSH on the sa
     bash .ci/testhost.sh build && bash .ci/testhost.sh up && bash .ci/testhost.sh install-sim tui/sim   # as root
     .venv/bin/python benchmarks/remote_failure_latency.py [--runs 10] [--poll-runs 3]
 
-Each run: a `tui.engine.Watch` on the remote deployment is started in this process (it follows `journalctl -u UNIT
+Each run: a `tui.engine.Engine` on the remote deployment is started in this process (it follows `journalctl -u UNIT
 -o json -f` and `systemctl show` over one SSH connection); then `bringup restart remote --set
 scenario=crash-while-serving --yes --no-wait` starts the simulated server, which crashes ~1 s after ready
-(`Subprocess scheduler_3 (pid=...) crashed with exit code -9`). Latency = the time the Watch reports failed
+(`Subprocess scheduler_3 (pid=...) crashed with exit code -9`). Latency = the time the Engine reports failed
 (time.time() in its listener) minus the journal's receive time of the fatal line (__REALTIME_TIMESTAMP; the
 container shares this machine's clock). The polling loop, on the first `--poll-runs` runs: every 15 s (first check
 at a random phase), `ssh HOST 'systemctl is-active --quiet UNIT && GET /v1/models'`; its latency is the end of the
@@ -36,12 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _simbench import machine, portable, summary  # noqa: E402
 
-from tui.config import load  # noqa: E402
-from tui.engine import Watch  # noqa: E402
+from tests.config_toml import ConfigFile  # noqa: E402
+from tests.simdeploy import ALL_GPUS, UNIT, hosts_on_testhost, sim_port_on_testhost, systemd_deployment  # noqa: E402
+from tui.config import FlagConfig, load  # noqa: E402
+from tui.engine import Engine, PhaseChanged  # noqa: E402
+from tui.model import Phase  # noqa: E402
 
 SCRIPT = ROOT / ".ci" / "testhost.sh"
-UNIT = "sglang-sim.service"
-PORT = 30001
+PORT = sim_port_on_testhost()
 FATAL = "crashed with exit code"
 PERIOD = 15.0
 CHECK = (f"systemctl is-active --quiet {UNIT} && python3 -c \"import urllib.request as u; "
@@ -90,10 +92,10 @@ async def run(i: int, cfg: Path, ssh: list[str], poll: bool) -> dict[str, Any]:
     reset_unit()
     settings = load(str(cfg))
     name, dep = settings.deployment("remote")
-    w = Watch(settings, name, dep)
+    w = Engine(settings, name, dep)
     failed: list[tuple[float, str]] = []
-    w.subscribe(lambda u: failed.append((time.time(), u.payload.invocation))
-                if u.kind == "phase" and str(u.payload.phase) == "failed" else None)
+    w.subscribe(lambda u: failed.append((time.time(), w.state.invocation))
+                if isinstance(u, PhaseChanged) and w.state.phase == Phase.FAILED else None)
     await w.start()
     out: dict[str, Any] = {"run": i}
     stop = threading.Event()
@@ -157,24 +159,11 @@ async def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         ssh_config = Path(d) / "ssh_config"
         subprocess.run(["bash", str(SCRIPT), "ssh-config", str(ssh_config)], check=True, cwd=ROOT)
-        cfg = Path(d) / "bringup.toml"
-        cfg.write_text(f"""state_dir = "{d}/state"
-[hosts.testhost]
-ssh = "testhost"
-ssh_config = "{ssh_config}"
-[deployments.remote]
-host = "testhost"
-manager = "systemd"
-unit = "{UNIT}"
-endpoint = "http://127.0.0.1:{PORT}"
-gpus = [0, 1, 2, 3, 4, 5, 6, 7]
-release_tolerance_mib = 512
-release_timeout_s = 120
-[[deployments.remote.extra_flags]]
-name = "scenario"
-kind = "choice"
-choices = ["crash-while-serving"]
-""")
+        dep = systemd_deployment(PORT, gpus=ALL_GPUS, release_tolerance_mib=512, release_timeout_s=120,
+                                 extra_flags=[FlagConfig(name="scenario", kind="choice",
+                                                         choices=["crash-while-serving"])])
+        cfg = ConfigFile(state_dir=f"{d}/state", hosts=hosts_on_testhost(ssh_config),
+                         deployments={"remote": dep}).write(Path(d) / "bringup.toml")
         ssh = ["ssh", "-F", str(ssh_config), "testhost"]
         env_keep = {k: v for k, v in os.environ.items() if k.startswith("BRINGUP_")}
         for k in env_keep:

@@ -41,6 +41,7 @@ import contextlib
 from _simbench import (
     READY_LINE,
     ROOT,
+    FlagConfig,
     SimDeploy,
     free_port,
     kill_leftovers,
@@ -53,7 +54,7 @@ from _simbench import (
 from tui.sim.gpus import release_fraction
 
 OOM = "CUDA out of memory"
-EXTRA = 'extra_flags = [{name = "sim-release-delay", kind = "float"}]'
+EXTRA = [FlagConfig(name="sim-release-delay", kind="float")]
 
 
 class HolderWatch(threading.Thread):

@@ -2,8 +2,9 @@
 
 Every bringup command runs as a real subprocess (`python -m tui --config FILE ...`) in the test's tmp_path with
 HOME and the XDG directories pointing into it, against the simulated SGLang server (`tui.sim`) started by the
-`process` manager. Nothing here imports bringup itself: the tests see only what a user sees (exit code, stdout,
-stderr, the files in the state directory, the HTTP endpoint and the processes).
+`process` manager. Only the config file is built with bringup's own config model (tests/simdeploy.py); nothing else
+here imports bringup: the tests see only what a user sees (exit code, stdout, stderr, the files in the state
+directory, the HTTP endpoint and the processes).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,18 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.config_toml import ConfigFile
+from tests.ports import free_port
+from tests.processes import kill_processes, process_alive, sim_processes, wait_no_sim_processes
+from tests.simdeploy import process_deployment, sim_command, sim_host
+
+__all__ = ["READY_LINE", "Bringup", "Poller", "Proc", "Result", "free_port", "kill_processes", "parse_json_stream",
+           "process_alive", "sim_processes", "toml_list", "toml_str", "wait_no_sim_processes"]
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 READY_LINE = "The server is fired up and ready to roll!"
 # a proxy-free opener: the tests talk to 127.0.0.1 only
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (bound and released; the OS hands out ephemeral ports round-robin)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def toml_str(s: str) -> str:
@@ -206,29 +207,16 @@ class Bringup:
         return f"http://127.0.0.1:{self.port}"
 
     def sim_command(self, port: int | None = None, *extra: str) -> list[str]:
-        cmd = [PY, "-u", "-m", "tui.sim", "--port", str(port or self.port), "--tp-size", "8", "--enable-metrics",
-               "--sim-load", "2", "--sim-state-dir", str(self.sim_state), "--time-scale", f"{self.time_scale:g}"]
+        cmd = sim_command(port or self.port, self.sim_state, time_scale=self.time_scale)
         if self.scenario:
             cmd += ["--scenario", self.scenario]
         return [*cmd, *self.sim_args, *extra]
 
     def write_config(self) -> None:
-        smi = [PY, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", str(self.sim_state)]
-        self.config.write_text(
-            f"state_dir = {toml_str(self.state_dir)}\n\n"
-            "[hosts.simhost]\n"
-            'gpu_source = "nvidia-smi"\n'
-            f"nvidia_smi = {toml_list(smi)}\n\n"
-            f"[deployments.{self.name}]\n"
-            'host = "simhost"\n'
-            'manager = "process"\n'
-            f"command = {toml_list(self.sim_command())}\n"
-            f"endpoint = {toml_str(self.endpoint)}\n"
-            "gpus = [0, 1, 2, 3, 4, 5, 6, 7]\n"
-            "release_tolerance_mib = 512\n"
-            f"release_timeout_s = {self.release_timeout_s}\n"
-            f"stop_timeout_s = {self.stop_timeout_s}\n",
-            encoding="utf-8")
+        dep = process_deployment(self.sim_command(), self.port, release_timeout_s=self.release_timeout_s,
+                                 stop_timeout_s=self.stop_timeout_s)
+        ConfigFile(state_dir=self.state_dir, hosts={"simhost": sim_host(self.sim_state)},
+                   deployments={self.name: dep}).write(self.config)
 
     @property
     def run_dir(self) -> Path:
@@ -337,65 +325,6 @@ class Bringup:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
-
-
-# ---------------------------------------------------------------------------- processes
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return True
-
-
-def sim_processes(marker: str) -> list[tuple[int, str]]:
-    """Live processes whose command line mentions `tui.sim` (servers, supervisors of servers, the nvidia-smi
-    stand-in) and `marker` (the test's tmp path)."""
-    out = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        cmd = _cmdline(int(entry))
-        if "tui.sim" in cmd and marker in cmd and not _is_zombie(int(entry)):
-            out.append((int(entry), cmd))
-    return out
-
-
-def wait_no_sim_processes(marker: str, timeout: float = 5.0) -> list[tuple[int, str]]:
-    """Leftover processes after `timeout` seconds of grace (an exiting server takes a moment)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = sim_processes(marker)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
-def kill_processes(procs: Iterable[tuple[int, str]]) -> None:
-    for pid, _ in procs:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _is_zombie(pid)
 
 
 class Poller:

@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -34,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.config import load
-from tui.engine import Watch
-from tui.model import Phase
+from tests.config_toml import ConfigFile
+from tests.simdeploy import ALL_GPUS, UNIT, hosts_on_testhost, sim_port_on_testhost, systemd_deployment
+from tui.config import ProbeConfig, load
+from tui.engine import Engine, LogsRead
+from tui.model import LogLine, Phase
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "testhost.sh"
-UNIT = "sglang-sim.service"
 FAULTS = ("ssh-kill", "sshd-stop", "server-kill", "second-restart", "ctrl-c", "host-reboot")
 CONVERGE_LIMIT_S = 10.0
 STALE_LIMIT_S = 10.0
@@ -79,25 +79,10 @@ def server_args(invocation: str) -> str:
 
 
 def write_config(tmp: Path, ssh_config: Path, port: int) -> Path:
-    cfg = tmp / "faults.toml"
-    cfg.write_text(f"""
-state_dir = "{tmp / 'state'}"
-[probe]
-interval_s = 0.3
-[hosts.testhost]
-ssh = "testhost"
-ssh_config = "{ssh_config}"
-[deployments.remote]
-host = "testhost"
-manager = "systemd"
-unit = "{UNIT}"
-endpoint = "http://127.0.0.1:{port}"
-gpus = [0, 1, 2, 3, 4, 5, 6, 7]
-release_tolerance_mib = 512
-release_timeout_s = 120
-ready_timeout_s = 90
-""")
-    return cfg
+    dep = systemd_deployment(port, gpus=ALL_GPUS, release_tolerance_mib=512, release_timeout_s=120,
+                             ready_timeout_s=90)
+    return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig(interval_s=0.3), hosts=hosts_on_testhost(ssh_config),
+                      deployments={"remote": dep}).write(tmp / "faults.toml")
 
 
 class Cmd:
@@ -177,7 +162,7 @@ class Console:
         return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True, timeout=10,
                               env=env).stdout
 
-    async def check(self, w: Watch) -> list[str]:
+    async def check(self, w: Engine) -> list[str]:
         if self.tmux("list-panes", "-t", "faults", "-F", "#{pane_dead}").strip() != "0":
             return [f"the console exited: {self.tmux('capture-pane', '-p', '-t', 'faults')[-1500:]}"]
         want = f" {str(w.snapshot(time.time()).phase).upper()} "
@@ -199,13 +184,15 @@ class Harness:
         self.cfg = cfg
         self.rng = rng
         self.settings = load(str(cfg))
-        self.watch: Watch | None = None
+        self.watch: Engine | None = None
+        self.lines: list[LogLine] = []  # what the engine sent its listeners
         self.console: Console | None = None
         self.flag_on = False
 
     async def __aenter__(self) -> Harness:
         # the console's engine, watching through every trial: it must never die
-        self.watch = Watch(self.settings, "remote", self.settings.deployments["remote"])
+        self.watch = Engine(self.settings, "remote", self.settings.deployments["remote"])
+        self.watch.subscribe(lambda u: self.lines.extend(u.lines) if isinstance(u, LogsRead) else None)
         await self.watch.start()
         self.console = Console(self.cfg) if shutil.which("tmux") else None
         return self
@@ -335,7 +322,7 @@ class Harness:
     def _check_journal(self) -> list[str]:
         assert self.watch is not None
         by_inv: dict[str, list[str]] = {}
-        for line in list(self.watch.logs):
+        for line in list(self.lines):
             if line.invocation and line.cursor:
                 by_inv.setdefault(line.invocation, []).append(line.cursor)
         bad = []
@@ -376,7 +363,4 @@ def summarize(trials: list[Trial]) -> dict[str, Any]:
             "stale_p50_s": pct(stale, 0.5), "stale_max_s": stale[-1] if stale else None, "per_fault": per}
 
 
-def sim_port() -> int:
-    out = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, text=True, cwd=ROOT).stdout
-    m = re.search(r"sim=\S+:(\d+)", out)
-    return int(m[1]) if m else 30001
+sim_port = sim_port_on_testhost  # the name benchmarks/faults.py knows

@@ -11,12 +11,19 @@ from textual.widgets import OptionList
 
 from tests.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
+from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
+from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from widgets.error_log import ErrorLog
 
 pytestmark = pytest.mark.slow
+
+
+def logs_read(lines: list[LogLine]) -> EngineUpdated:
+    """What the engine's listener posts for a batch of log lines."""
+    return EngineUpdated(LogsRead(tuple(lines)))
 
 
 async def until(pilot, cond, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
@@ -136,8 +143,7 @@ async def test_filter_searches_the_whole_buffer_and_markup_is_literal(tmp_path: 
         lines = [f"[2026-11-29 10:00:00 TP0] Decode batch, #running-req: {i}" for i in range(20_000)]
         lines.insert(3, "[2026-11-29 10:00:00 TP0] needle-in-the-haystack")
         lines.append(nasty)
-        app.post_message(__import__("tui.messages", fromlist=["LogsArrived"]).LogsArrived(
-            [LogLine(at=1.0, text=t) for t in lines]))
+        app.post_message(logs_read([LogLine(at=1.0, text=t) for t in lines]))
         await pilot.pause(0.5)
         await pilot.press("e")  # all lines
         await pilot.pause(0.2)
@@ -159,9 +165,7 @@ async def test_errors_view_keeps_tracebacks_whole(tmp_path: Path) -> None:
     src = Path(__file__).parent / "fixtures/logs/sglang_scheduler_exception_load_model.log"
     text = [ln for ln in src.read_text().splitlines() if not ln.startswith("#")]
     async with app.run_test(size=(100, 30)) as pilot:
-        from tui.messages import LogsArrived
-
-        app.post_message(LogsArrived([LogLine(at=1.0, text=t) for t in text]))
+        app.post_message(logs_read([LogLine(at=1.0, text=t) for t in text]))
         await pilot.pause(0.5)
         shown = app.query_one(ErrorLog).matching()
         start = next(i for i, t in enumerate(shown) if "Scheduler hit an exception" in t)
@@ -172,11 +176,9 @@ async def test_errors_view_keeps_tracebacks_whole(tmp_path: Path) -> None:
 async def test_pause_freezes_and_resume_catches_up(tmp_path: Path) -> None:
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        from tui.messages import LogsArrived
-
         await pilot.press("p")
         await pilot.press("e")
-        app.post_message(LogsArrived([LogLine(at=1.0, text="line while paused")]))
+        app.post_message(logs_read([LogLine(at=1.0, text="line while paused")]))
         await pilot.pause(0.4)
         assert app.query_one(ErrorLog).log_view.line_count == 0
         await pilot.press("p")
@@ -204,7 +206,6 @@ async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
 async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path) -> None:
     """Past the 50,000-line buffer the view must still show the newest lines (Textual's Log alone froze there);
     a new run's lines start with a marker naming the run."""
-    from tui.messages import LogsArrived
     from widgets.error_log import BUFFER
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
@@ -216,7 +217,7 @@ async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path
             for _ in range(3):
                 batch = [LogLine(at=1.0 + n, text=f"seq {n + i}", invocation=inv) for i in range(12_000)]
                 n += len(batch)
-                app.post_message(LogsArrived(batch))
+                app.post_message(logs_read(batch))
                 await pilot.pause(0.2)
         await pilot.pause(0.3)
         assert log.log_view.line_count == BUFFER
@@ -229,12 +230,11 @@ async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path
 
 
 async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(tmp_path: Path) -> None:
-    from tui.messages import LogsArrived
     from tui.screens.help import HelpScreen
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        app.post_message(LogsArrived([LogLine(at=1.0, text=f"line {i}") for i in range(5)]))
+        app.post_message(logs_read([LogLine(at=1.0, text=f"line {i}") for i in range(5)]))
         await pilot.press("e", "slash", *"line 3", "enter")
         await pilot.pause(0.2)
         log = app.query_one(ErrorLog)
@@ -256,14 +256,12 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
 
 
 async def test_log_follows_while_the_filter_box_is_open_and_stops_when_scrolled_up(tmp_path: Path) -> None:
-    from tui.messages import LogsArrived
-
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(ErrorLog)
 
         async def send(a: int, b: int) -> None:
-            app.post_message(LogsArrived([LogLine(at=1.0, text=f"n{i}") for i in range(a, b)]))
+            app.post_message(logs_read([LogLine(at=1.0, text=f"n{i}") for i in range(a, b)]))
             await pilot.pause(0.3)
 
         await pilot.press("e")
@@ -287,7 +285,6 @@ async def test_log_follows_while_the_filter_box_is_open_and_stops_when_scrolled_
 async def test_lines_arriving_while_paused_past_the_buffer_show_the_newest_on_resume(tmp_path: Path) -> None:
     """Lines are classified as they arrive and drawn at the next flush; while paused they queue, and past the
     buffer the queue gives way to a rebuild from the buffer: the newest lines show, none twice."""
-    from tui.messages import LogsArrived
     from widgets.error_log import BUFFER
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
@@ -297,7 +294,7 @@ async def test_lines_arriving_while_paused_past_the_buffer_show_the_newest_on_re
         n = BUFFER + 5_000
         for start in range(0, n, 10_000):
             batch = [LogLine(at=1.0, text=f"seq {i}") for i in range(start, min(n, start + 10_000))]
-            app.post_message(LogsArrived(batch))
+            app.post_message(logs_read(batch))
             await pilot.pause(0.05)
         await pilot.pause(0.2)
         assert log.log_view.line_count == 0 and log.has_due
@@ -315,20 +312,19 @@ async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_oth
     import dataclasses
 
     from tests import console_states as cs
-    from tui.messages import GpusSampled
     from widgets.gpus import GpuPanel
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         first = cs.gpus(128.4, 68)
-        app.post_message(GpusSampled(first, cs.history(128.4)))
+        app.post_message(EngineUpdated(GpusSampled(first, cs.history(128.4))))
         await pilot.pause(0.3)
         app.render_gpus()
         await pilot.pause(0.2)
         assert screen_text(app).count(" 68%") == 8
         changed = dataclasses.replace(first, gpus=tuple(
             dataclasses.replace(g, util_pct=97.0) if g.index == 3 else g for g in first.gpus))
-        app.post_message(GpusSampled(changed, cs.history(128.4)))
+        app.post_message(EngineUpdated(GpusSampled(changed, cs.history(128.4))))
         await pilot.pause(0.3)
         app.render_gpus()
         await pilot.pause(0.2)
@@ -364,7 +360,6 @@ async def test_a_flag_change_answered_no_is_dropped_and_a_later_r_restarts_witho
 
 async def test_the_console_keeps_updating_behind_a_dialog(tmp_path: Path) -> None:
     """A restart is confirmed over the server's current state, not a picture from when the dialog opened."""
-    from tui.messages import LogsArrived
     from tui.screens.help import HelpScreen
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
@@ -372,7 +367,7 @@ async def test_the_console_keeps_updating_behind_a_dialog(tmp_path: Path) -> Non
         await pilot.press("e", "question_mark")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HelpScreen)
-        app.post_message(LogsArrived([LogLine(at=1.0, text="written while the help was open")]))
+        app.post_message(logs_read([LogLine(at=1.0, text="written while the help was open")]))
         await pilot.pause(0.4)
         assert isinstance(app.screen, HelpScreen)
         assert app.query_one(ErrorLog).log_view.lines == ["written while the help was open"]
@@ -384,15 +379,14 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
     import dataclasses
 
     from tests import console_states as cs
-    from tui.messages import PhaseChanged
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         snap = cs.snapshot(Phase.READY)
-        app.post_message(PhaseChanged(snap))
+        app.post_message(EngineUpdated(PhaseChanged(snap)))
         await pilot.pause(0.3)
         longer = (*cs.ARGV, "--mem-fraction-static", "0.85", "--disable-cuda-graph")
-        app.post_message(PhaseChanged(dataclasses.replace(snap, flags=longer, invocation="new-run")))
+        app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(snap, flags=longer, invocation="new-run"))))
         await pilot.pause(0.3)
         text = " ".join(screen_text(app).split())
         assert "--disable-cuda-graph" in text, screen_text(app)
@@ -404,7 +398,7 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
     from textual.widgets import Static
 
     from tests import console_states as cs
-    from tui.messages import PhaseChanged, RestartStepped, ThroughputSampled
+    from tui.messages import RestartStepped
     from tui.ops import restart as protocol
 
     def panel(app: ControlConsoleApp, sel: str) -> str:
@@ -413,22 +407,22 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         ready = cs.snapshot(Phase.READY)
-        app.post_message(PhaseChanged(ready))
+        app.post_message(EngineUpdated(PhaseChanged(ready)))
         sample, hist = cs.throughput()
-        app.post_message(ThroughputSampled(sample, hist))
+        app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
         app.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
         await pilot.pause(0.3)
         app.render_all()
         await pilot.pause(0.2)
         assert "running 4" in panel(app, "#throughput") and "endpoint: generation ok" in panel(app, "#lifecycle")
         await pilot.pause(1.2)  # a refresh tick: what the sample made due is drawn and done with
-        app.post_message(PhaseChanged(cs.snapshot(Phase.STOPPED)))
+        app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.STOPPED))))
         await pilot.pause(1.3)  # the refresh tick redraws it: no new sample comes to do it once the server stops
         tp = panel(app, "#throughput")
         assert "the last while it served" in tp and "running 4" not in tp, tp
         assert "endpoint:" not in panel(app, "#lifecycle")
         assert "stop" in str(app.query_one("#steps", Static).render())  # this console's own last action shows
-        app.post_message(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli")))
+        app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli"))))
         await pilot.pause(0.3)
         assert app.steps == [] and "stop" not in str(app.query_one("#steps", Static).render())
 
@@ -452,12 +446,10 @@ async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: P
 
 
 async def test_the_log_scrolls_by_keyboard_after_a_filter_that_matched_nothing_is_cleared(tmp_path: Path) -> None:
-    from tui.messages import LogsArrived
-
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("e")
-        app.post_message(LogsArrived([LogLine(at=1.0, text=f"n{i}") for i in range(300)]))
+        app.post_message(logs_read([LogLine(at=1.0, text=f"n{i}") for i in range(300)]))
         await pilot.pause(0.4)
         log = app.query_one(ErrorLog).log_view
         await pilot.press("slash", "z", "z", "enter")  # matches nothing: the log is replaced by a note
@@ -491,14 +483,12 @@ async def test_the_palette_offers_every_console_key_and_the_picker_takes_arrow_k
 
 
 async def test_w_folds_long_log_lines_to_the_panel_and_back_and_the_filter_still_matches_them(tmp_path: Path) -> None:
-    from tui.messages import LogsArrived
-
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("e")  # all lines
         frame = '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", ' \
                 'line 1234, in replay: ret = self.graph_runner.replay(forward_batch, skip_attn_backend_init)'
-        app.post_message(LogsArrived([LogLine(at=1.0, text="short line", invocation="aaaaaaaa1111"),
+        app.post_message(logs_read([LogLine(at=1.0, text="short line", invocation="aaaaaaaa1111"),
                                       LogLine(at=1.0, text=frame, invocation="aaaaaaaa1111")]))
         await pilot.pause(0.3)
         log = app.query_one(ErrorLog)
@@ -526,16 +516,13 @@ async def test_w_folds_long_log_lines_to_the_panel_and_back_and_the_filter_still
 async def test_an_empty_errors_view_says_so_above_the_run_marker_and_all_lines_leave_out_our_own_polling(
         tmp_path: Path) -> None:
     from textual.widgets import Static
-
-    from tui.messages import LogsArrived
-
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(120, 36)) as pilot:
         own = 'INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK'  # uvicorn's access line for our probe
         lines = ["[2026-06-02 08:00:20 TP0] Load weight begin. avail mem=139.20 GB", own,
                  'INFO:     127.0.0.1:51236 - "GET /metrics HTTP/1.1" 200 OK',
                  'INFO:     10.0.0.7:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK']  # a user's: kept
-        app.post_message(LogsArrived([LogLine(at=1.0, text=t, invocation="aaaaaaaa1111") for t in lines]))
+        app.post_message(logs_read([LogLine(at=1.0, text=t, invocation="aaaaaaaa1111") for t in lines]))
         await pilot.pause(0.3)
         log = app.query_one(ErrorLog)
         note = app.query_one("#log-empty", Static)
@@ -564,3 +551,29 @@ async def test_the_key_bar_keeps_every_key_at_90_columns(tmp_path: Path) -> None
         await pilot.resize_terminal(140, 36)
         await pilot.pause(0.2)
         assert "Errors/all" in str(app.query_one("#keys", Static).render())  # room again: the full labels
+
+
+async def test_every_collector_note_shows_in_the_lifecycle_panel_and_the_metrics_advice_in_the_throughput_one(
+        tmp_path: Path) -> None:
+    """A failing GPU or metrics collector is said where the user looks, like the probe's; the advice to turn
+    /metrics on belongs to the throughput figures."""
+    import dataclasses
+
+    from tests import console_states as cs
+    from tui.model import Note, NoteSource
+
+    def panel(app: ControlConsoleApp, sel: str) -> str:
+        return "\n".join(str(w.render()) for w in app.query(f"{sel} Static"))
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        notes = (Note(NoteSource.GPUS, "gpus: nvidia-smi not found"),
+                 Note(NoteSource.METRICS, "metrics: ReadTimeout: timed out"),
+                 Note(NoteSource.THROUGHPUT, "no metrics: start the server with --enable-metrics"))
+        app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(cs.snapshot(Phase.READY), notes=notes))))
+        await pilot.pause(0.3)
+        app.render_all()
+        await pilot.pause(0.2)
+        lifecycle, throughput = panel(app, "#lifecycle"), panel(app, "#throughput")
+        assert "gpus: nvidia-smi not found" in lifecycle and "metrics: ReadTimeout" in lifecycle, lifecycle
+        assert "no metrics" not in lifecycle and "no metrics: start the server" in throughput, throughput

@@ -1,7 +1,7 @@
 """Pilot tests: the console survives every way an action can fail to read or reach the deployment, and never
 offers the wrong action (a rollback after a refused restart, or one computed from flags that changed since).
 
-The deployment is the sim's `process` deployment, never started: its Watch is real (real manager, real lock file,
+The deployment is the sim's `process` deployment, never started: its Engine is real (real manager, real lock file,
 real argv files), and the failures are injected by replacing the manager's methods with ones that raise the
 errors the real SSH transport and systemd manager raise (their own paths are tested in test_remote.py).
 """
@@ -22,7 +22,7 @@ from textual.binding import Binding
 from tests import console_states as cs
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
-from tui.engine import Watch
+from tui.engine import Engine
 from tui.managers import ManagerError
 from tui.messages import RestartFinished
 from tui.model import Phase, UnitObserved, UnitState
@@ -64,11 +64,11 @@ def record_notes(app: ControlConsoleApp) -> list[Note]:
     return notes
 
 
-def console(tmp_path: Path) -> tuple[ControlConsoleApp, Watch]:
-    """The full console on the sim deployment's real Watch, its collectors not started."""
+def console(tmp_path: Path) -> tuple[ControlConsoleApp, Engine]:
+    """The full console on the sim deployment's real Engine, its collectors not started."""
     settings = settings_for(tmp_path)
     app = ControlConsoleApp(settings, "sim", live=False)
-    w = Watch(settings, "sim", settings.deployments["sim"])
+    w = Engine(settings, "sim", settings.deployments["sim"])
     app.watch_ = w
     return app, w
 
@@ -84,7 +84,7 @@ class BrokenLock:
         self.error = error
 
 
-def break_manager(w: Watch, make: Callable[[], Exception]) -> None:
+def break_manager(w: Engine, make: Callable[[], Exception]) -> None:
     """Every call that reaches the host fails as `make` says (the host is down, its key unknown, the unit gone)."""
     async def fail(*args: object, **kw: object) -> Any:
         raise make()
@@ -95,7 +95,7 @@ def break_manager(w: Watch, make: Callable[[], Exception]) -> None:
     m.lock = lambda *a, **k: BrokenLock(make())
 
 
-def see_unit(w: Watch, running: bool) -> None:
+def see_unit(w: Engine, running: bool) -> None:
     """The unit as last read, before the host became unreachable."""
     unit = (UnitState(active="active", sub="running", main_pid=4242, invocation="aaaaaaaa1111")
             if running else UnitState(active="inactive", sub="dead"))
@@ -219,12 +219,12 @@ async def test_a_markup_like_error_text_is_shown_literally(tmp_path: Path) -> No
 async def test_an_unexpected_error_in_a_worker_is_shown_not_swallowed(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug past what an action expects ends its worker: the error is shown (it was silent), the console lives."""
-    import tui.app
+    import tui.console.control
 
     def bug(*a: object, **k: object) -> Any:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(tui.app, "apply_changes", bug)
+    monkeypatch.setattr(tui.console.control, "apply_changes", bug)
     app, w = console(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         notes = record_notes(app)
@@ -329,7 +329,7 @@ def protocol_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
     """The restarts the console asks for, recorded instead of run."""
     calls: list[list[str] | None] = []
 
-    async def run(watch: Watch, new_argv: list[str] | None, on_step: object, **kw: object) -> protocol.Outcome:
+    async def run(watch: Engine, new_argv: list[str] | None, on_step: object, **kw: object) -> protocol.Outcome:
         calls.append(None if new_argv is None else list(new_argv))
         return protocol.Outcome(True, Phase.READY, "ready")
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests import conftest
 from tests.e2e_helpers import (
     READY_LINE,
     Bringup,
@@ -43,29 +44,10 @@ DFLASH = ("--set", "speculative-algorithm=DFLASH", "--set", "speculative-dflash-
 # ---------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(autouse=True)
-def no_leftover_processes(tmp_path: Path) -> Iterator[None]:
-    """Runs last: fails the test if any simulated server (or supervisor, or nvidia-smi stand-in) of this test's
-    tmp dir is still alive after the deployments were stopped; kills them either way."""
-    yield
-    left = wait_no_sim_processes(str(tmp_path), timeout=5.0)
-    if left:
-        kill_processes(left)
-        pytest.fail("processes left behind by the test:\n" + "\n".join(f"  {pid}: {cmd[:300]}" for pid, cmd in left))
-
-
-@pytest.fixture
-def make_bringup(tmp_path: Path) -> Iterator[Callable[..., Bringup]]:
-    made: list[Bringup] = []
-
-    def make(**kw: Any) -> Bringup:
-        b = Bringup(tmp_path, **kw)
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.run("stop", b.name, timeout=60)
+# no_leftover_processes (autouse) and make_bringup come from tests/conftest.py; named here too for the modules
+# that take them from this one (test_restart_transaction.py)
+make_bringup = conftest.make_bringup
+no_leftover_processes = conftest.no_leftover_processes
 
 
 @pytest.fixture

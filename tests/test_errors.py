@@ -8,12 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.simdeploy import free_port
+from tests.ports import free_port
+
+#: each test's demo gets a port of its own, the same for all its commands: the demo's default 30999 may be taken
+#: by a demo someone runs on the machine, or by another test of a parallel run
+_DEMO_PORTS: dict[Path, int] = {}
 
 
 def bringup(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"HOME": str(cwd), "XDG_STATE_HOME": str(cwd / "state"), "XDG_CONFIG_HOME": str(cwd / "cfg"),
-           "PATH": "/usr/bin:/bin"}
+           "PATH": "/usr/bin:/bin", "BRINGUP_DEMO_PORT": str(_DEMO_PORTS.setdefault(cwd, free_port()))}
     return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=60)
 

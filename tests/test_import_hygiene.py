@@ -16,7 +16,7 @@ MODULES = (
     "tui.lifecycle.flags", "tui.managers.process", "tui.transport.local", "tui.transport.lines", "tui.sim.server",
 )
 # every module of these packages, including ones added later
-PACKAGES = ("tui.collectors", "tui.transport", "tui.lifecycle", "tui.ops", "tui.managers")
+PACKAGES = ("tui.collectors", "tui.transport", "tui.lifecycle", "tui.ops", "tui.managers", "tui.engine")
 
 _SCRIPT = """
 import importlib, json, pkgutil, sys

@@ -13,7 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui.lifecycle.lines import MAX_LINE, clean, sanitize, split_output
+from tui.lifecycle.lines import (
+    MAX_LINE,
+    clean,
+    continues_block,
+    is_error_line,
+    is_warning_line,
+    sanitize,
+    split_output,
+)
 from tui.transport.lines import LineSplitter
 
 # ------------------------------------------------------------------------------------------------ prefixes
@@ -410,3 +418,35 @@ def test_line_splitter_overlong_lines_are_cut_the_same_however_chunked(lines: li
     at_once, pieces = _split_all(data, _chunks(data, cuts), max_line)
     assert pieces == at_once
     assert at_once == [p[:max_line] for p in re.split(r"\r\n|\r|\n", text) if p]
+
+
+# ------------------------------------------------------------------------------------------------ error lines
+
+
+@pytest.mark.parametrize(("raw", "error"), [
+    ("(EngineCore_DP0 pid=1) ERROR 09-28 15:47:24 [core.py:718] EngineCore failed to start.", True),
+    ("[2026-06-02 08:00:20 TP0 EP0] ERROR:    Exception in ASGI application", True),
+    ("Traceback (most recent call last):", True),
+    ('  File "/usr/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 2890, in run', True),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", True),
+    ("KeyboardInterrupt", True),
+    ("May 29 17:01:02 host python[123]:     self.init_memory_pool(min_mem)", True),
+    # the server's own prefixed lines are errors by their level only, whatever they say
+    ("[2026-06-02 08:00:20 TP0 EP0] Scheduler hit an exception: Traceback (most recent call last):", False),
+    ("(EngineCore_DP0 pid=1) WARNING 09-28 15:47:24 [core.py:718] slow", False),
+    ("[2026-04-05 20:02:51] Decode batch, #running-req: 32, #token: 11179", False),
+    ("Loading safetensors checkpoint shards:  50% Completed | 2/4", False),
+    ("   ", False),
+])
+def test_one_definition_of_an_error_line(raw: str, error: bool) -> None:
+    assert is_error_line(clean(raw)) is error
+
+
+def test_warning_lines_are_what_the_errors_view_adds() -> None:
+    assert is_warning_line(clean("(EngineCore_DP0 pid=1) WARNING 09-28 15:47:24 [core.py:718] slow"))
+    assert is_warning_line(clean("[2026-06-02 08:00:20 TP0 EP0] Subprocess scheduler_0 (pid=12) crashed"))
+    assert not is_warning_line(clean("[2026-04-05 20:02:51] Decode batch, #running-req: 32"))
+    # a bare frame continues an open block; the next prefixed line (or a blank one) ends it
+    assert continues_block(clean('  File "x.py", line 1, in f'))
+    assert not continues_block(clean("[2026-04-05 20:02:51] Decode batch, #running-req: 32"))
+    assert not continues_block(clean("  "))

@@ -20,8 +20,11 @@ from tui.model import (
     ActionTaken,
     Event,
     FailureKind,
+    FlagsKnown,
     LogLine,
+    LogSourceKnown,
     Phase,
+    ProbeRequired,
     ProbeResult,
     Tick,
     UnitObserved,
@@ -439,6 +442,9 @@ _events = st.one_of(
     st.builds(ActionTaken, at=_times, action=st.sampled_from(["start", "stop", "restart", "dance"])),
     st.builds(Tick, at=_times),
     st.builds(MemoryObserved, at=_times, used_mib=st.floats(min_value=0, max_value=2e6, allow_nan=False)),
+    st.builds(FlagsKnown, at=_times, argv=_argvs),
+    st.builds(LogSourceKnown, at=_times, where=st.sampled_from(["", "journalctl -u sglang.service", "/tmp/x.log"])),
+    st.builds(ProbeRequired, at=_times, required=st.booleans()),
 )
 
 
@@ -749,3 +755,48 @@ def test_a_pasted_sglang_line_that_lost_its_bracket_still_fails_in_warmup() -> N
     assert s.phase == Phase.FAILED
     assert s.failure is not None
     assert (s.failure.kind, s.failure.phase) == (FailureKind.WARMUP, Phase.WARMUP)
+
+
+# ------------------------------------------------------------------------------------------------ settings are events
+
+
+def test_memory_observed_is_one_of_the_models_events() -> None:
+    from tui import model
+
+    assert MemoryObserved is model.MemoryObserved  # the reducer's name is a re-export
+
+
+def test_flags_known_before_an_ended_runs_log_give_its_failure_the_live_hint() -> None:
+    """The engine reads an ended run's argv before replaying its log: the failure's hint is the one the live console
+    gave (DFLASH + CUDA graphs), though no unit event carried the argv yet."""
+    crash = [line(101, LOAD_BEGIN), line(103, CAPTURE_BEGIN), line(104, READY_LINE), line(255, SCHED_EXC),
+             *[line(255, tb) for tb in REPLAY_TRACEBACK]]
+    s = feed([FlagsKnown(100, DFLASH_ARGV), *crash], require_probe=False)
+    assert s.flag_dict()["speculative-algorithm"] == "DFLASH"
+    assert s.failure is not None and "DFLASH" in s.failure.hint
+    assert "DFLASH" not in feed(crash, require_probe=False).failure.hint  # type: ignore[union-attr]
+
+
+def test_log_source_known_names_where_to_read_an_unexplained_exit() -> None:
+    s = feed([LogSourceKnown(99, "journalctl -u sglang.service"), *loading(),
+              unit(130, "failed", sub="failed", exit_status=1)])
+    assert s.log_source == "journalctl -u sglang.service"
+    assert s.failure is not None and s.failure.excerpt[-1].endswith("of journalctl -u sglang.service")
+
+
+def test_probe_required_off_while_an_ended_runs_log_is_read_back() -> None:
+    """With the probe not required (an ended run's log, read back), its own ready line is the evidence; required
+    again afterwards, a new run's ready line waits for a generation."""
+    s = feed([ProbeRequired(99, False), *warmup_seen()])
+    assert s.phase == Phase.READY and not s.require_probe
+    s = feed([ProbeRequired(106, True), unit(200, inv="next", started=200),
+              line(205, READY_LINE, inv="next")], s)
+    assert s.require_probe and s.phase == Phase.WARMUP
+
+
+def test_settings_change_nothing_but_themselves() -> None:
+    s = feed(warmup_seen())
+    for ev in (FlagsKnown(106, DFLASH_ARGV), LogSourceKnown(106, "x.log"), ProbeRequired(106, False)):
+        after = reduce(s, ev, SGLANG)
+        assert (after.phase, after.timeline, after.failure, after.readiness, after.blocks) == \
+            (s.phase, s.timeline, s.failure, s.readiness, s.blocks)

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from tui.config import load
-from tui.engine import Watch
+from tests.config_toml import ConfigFile
+from tests.simdeploy import ALL_GPUS, UNIT, hosts_on_testhost, sim_port_on_testhost, systemd_deployment
+from tui.config import FlagConfig, ProbeConfig, load
+from tui.engine import Engine, LogsRead
+from tui.model import LogLine
 from tui.transport import TransportError
 from tui.transport.ssh import SshTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / ".ci" / "testhost.sh"
-UNIT = "sglang-sim.service"
-PORT = 30001
 pytestmark = pytest.mark.slow
 
 
@@ -42,6 +43,7 @@ if not host_up():
         raise RuntimeError("BRINGUP_TESTHOST=required but the test host is not up (.ci/testhost.sh up)")
     pytest.skip("the systemd test host is not up (bash .ci/testhost.sh build && bash .ci/testhost.sh up)",
                 allow_module_level=True)
+PORT = sim_port_on_testhost()
 
 
 def texec(*argv: str, check: bool = True) -> str:
@@ -68,47 +70,18 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def conf(tmp_path: Path, ssh_config: Path) -> Iterator[Path]:
     reset_unit()
-    choices = '["dflash-graph-crash", "oom-on-fast-restart", "stale-health", "hang-loading", "crash-while-serving"]'
-    cfg = tmp_path / "bringup.toml"
-    cfg.write_text(f"""
-state_dir = "{tmp_path / 'state'}"
-[probe]
-interval_s = 0.3
-[hosts.testhost]
-ssh = "testhost"
-ssh_config = "{ssh_config}"
-[hosts.tester]
-ssh = "testhost-tester"
-ssh_config = "{ssh_config}"
-sudo = true
-[hosts.tester-nosudo]
-ssh = "testhost-tester"
-ssh_config = "{ssh_config}"
-[deployments.as-tester]
-host = "tester"
-manager = "systemd"
-unit = "{UNIT}"
-endpoint = "http://127.0.0.1:{PORT}"
-gpus = [0, 1, 2, 3, 4, 5, 6, 7]
-release_tolerance_mib = 512
-[deployments.no-sudo]
-host = "tester-nosudo"
-manager = "systemd"
-unit = "{UNIT}"
-endpoint = "http://127.0.0.1:{PORT}"
-[deployments.remote]
-host = "testhost"
-manager = "systemd"
-unit = "{UNIT}"
-endpoint = "http://127.0.0.1:{PORT}"
-gpus = [0, 1, 2, 3, 4, 5, 6, 7]
-release_tolerance_mib = 512
-release_timeout_s = 120
-[[deployments.remote.extra_flags]]
-name = "scenario"
-kind = "choice"
-choices = {choices}
-""")
+    scenario = FlagConfig(name="scenario", kind="choice", choices=["dflash-graph-crash", "oom-on-fast-restart",
+                                                                   "stale-health", "hang-loading",
+                                                                   "crash-while-serving"])
+    cfg = ConfigFile(
+        state_dir=tmp_path / "state", probe=ProbeConfig(interval_s=0.3),
+        hosts=hosts_on_testhost(ssh_config, tester=True),
+        deployments={
+            "as-tester": systemd_deployment(PORT, "tester", gpus=ALL_GPUS, release_tolerance_mib=512),
+            "no-sudo": systemd_deployment(PORT, "tester-nosudo"),
+            "remote": systemd_deployment(PORT, gpus=ALL_GPUS, release_tolerance_mib=512, release_timeout_s=120,
+                                         extra_flags=[scenario]),
+        }).write(tmp_path / "bringup.toml")
     yield cfg
     reset_unit()
     left = texec("sh", "-c", "ps -eo pid,args | grep -E 'journalctl|nvidia_smi|nvidia-smi|sleep 2147483647|flock' "
@@ -265,18 +238,20 @@ async def test_journal_survives_dropped_connections_without_loss_or_duplicates(c
     settings = load(str(conf))
     r = await asyncio.to_thread(bringup, conf, "restart", "remote", "--yes")
     assert r.returncode == 0
-    w = Watch(settings, "remote", settings.deployments["remote"])
+    w = Engine(settings, "remote", settings.deployments["remote"])
+    lines: list[LogLine] = []  # every line the engine sends its listeners, as the console gets them
+    w.subscribe(lambda u: lines.extend(u.lines) if isinstance(u, LogsRead) else None)
     await w.start()
     try:
         t0 = time.monotonic()
-        while not w.logs and time.monotonic() - t0 < 20:
+        while not lines and time.monotonic() - t0 < 20:
             await asyncio.sleep(0.2)
         for _ in range(3):  # cut our SSH connection on the host side while lines stream
             await asyncio.sleep(2.5)
             await asyncio.to_thread(texec, "sh", "-c", "pkill -KILL -f 'sshd: root@' || true", check=False)
         await asyncio.sleep(4)
         inv = w.state.invocation
-        got = [ln.cursor for ln in w.logs if ln.invocation == inv]
+        got = [ln.cursor for ln in lines if ln.invocation == inv]
         reconnects = w.transport.connections - 1  # type: ignore[attr-defined]
     finally:
         await w.close()
@@ -316,7 +291,7 @@ async def test_a_released_lock_leaves_no_holder_record_for_wait_to_trust(conf: P
     """A console that restarted the server and stays open must not read, to a later `bringup wait` on the stopped
     unit, as a restart still in progress: the lock's record is cleared when the lock is released."""
     settings = load(str(conf))
-    w = Watch(settings, "remote", settings.deployments["remote"])
+    w = Engine(settings, "remote", settings.deployments["remote"])
     record = f"/run/lock/bringup-{UNIT}.lock.owner"
     try:
         async with w.manager.lock("restart"):

@@ -153,16 +153,31 @@ def test_no_graphs_speculative_load_and_metrics_agree(sims: Any) -> None:
     assert code == 200 and "# TYPE sglang:gen_throughput gauge" in text and "sglang:spec_accept_length{" in text
     gauge = float(next(x for x in text.splitlines() if x.startswith("sglang:gen_throughput{")).split()[-1])
     decode_total = [x for x in text.splitlines() if 'mode="decode"' in x]
-    time.sleep(0.3)
-    printed = [float(x.split("gen throughput (token/s): ")[1].split(",")[0]) for x in s.lines if "Decode b" in x]
+
+    def printed_throughputs() -> list[float]:
+        return [float(x.split("gen throughput (token/s): ")[1].split(",")[0]) for x in s.lines if "Decode b" in x]
+
+    deadline = time.monotonic() + 5  # the gauge may be set a moment before its decode line is printed
+    while gauge not in printed_throughputs() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    printed = printed_throughputs()
     assert gauge in printed and 38 * 3 < gauge < 38 * 4 * 2.6 * 0.75 * 1.3, (gauge, printed)
     last = [x for x in s.lines if "Decode batch" in x][-1]
     kv = dict(f.rsplit(": ", 1) for f in last.split("] ", 1)[1].split(", ")[1:])
     assert int(kv["#running-req"]) + int(kv["#queue-req"]) == 4 and kv["cuda graph"] == "False", kv
     info = json.loads(s.http("/server_info")[1])
     assert info["version"] == "0.5.23-sim" and info["internal_states"][0]["avg_spec_accept_length"] > 2
-    later = [x for x in s.http("/metrics")[1].decode().splitlines() if 'mode="decode"' in x]
-    assert float(later[0].split()[-1]) > float(decode_total[0].split()[-1])
+
+    def decode_count(metrics: list[str]) -> float:
+        return float(metrics[0].split()[-1])
+
+    def later() -> list[str]:
+        return [x for x in s.http("/metrics")[1].decode().splitlines() if 'mode="decode"' in x]
+
+    deadline = time.monotonic() + 5  # the decode counter grows while the load runs
+    while decode_count(later()) <= decode_count(decode_total) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert decode_count(later()) > decode_count(decode_total)
 
 
 def test_http_states_models_streaming(sims: Any) -> None:

@@ -10,7 +10,8 @@ import pytest
 from tests import console_states as cs
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
-from tui.messages import GpusSampled, LogsArrived, PhaseChanged, RestartStepped, ThroughputSampled
+from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
+from tui.messages import EngineUpdated, RestartStepped
 from tui.model import LogLine, Phase
 
 SIZE = (100, 30)
@@ -28,13 +29,13 @@ def feed(phase: Phase, *, gib: float, util: float, failure: bool = False, steps:
     async def run_before(pilot: Any) -> None:
         app = pilot.app
         snap = cs.snapshot(phase, failure=cs.FAILURE if failure else None)
-        app.post_message(PhaseChanged(snap))
-        app.post_message(GpusSampled(cs.gpus(gib, util), cs.history(gib)))
+        app.post_message(EngineUpdated(PhaseChanged(snap)))
+        app.post_message(EngineUpdated(GpusSampled(cs.gpus(gib, util), cs.history(gib))))
         if tps:
             sample, hist = cs.throughput()
-            app.post_message(ThroughputSampled(sample, hist))
+            app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
         if logs:
-            app.post_message(LogsArrived([LogLine(at=cs.T0, text=t) for t in cs.LOG_LINES]))
+            app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=cs.T0, text=t) for t in cs.LOG_LINES))))
         if steps:
             for s in cs.RESTART_STEPS:
                 app.post_message(RestartStepped(s))

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.config_toml import ConfigFile
+from tests.simdeploy import sim_port_on_testhost, systemd_deployment
 from tests.test_reducer import SGLANG, feed, warmup_seen
 from tests.test_ssh_faults import HostInfo, Proxy, testhost, until, write_config  # noqa: F401 - fixture
-from tui.config import load
-from tui.engine import Watch
+from tui.config import HostConfig, load
+from tui.engine import Engine
 from tui.model import NewsResumed, NewsStopped, Phase, ProbeResult
-
-UNIT = "sglang-sim.service"
 
 
 def test_an_outage_is_a_segment_of_its_own_and_the_phase_is_kept() -> None:
@@ -35,12 +35,11 @@ async def test_a_hung_link_is_marked_stale_within_10_s_and_recovers(testhost: Ho
     pinned = "".join(ln.replace(f"[127.0.0.1]:{testhost.port}", f"[127.0.0.1]:{proxy.port}") + "\n"
                      for ln in testhost.known_hosts)
     ssh = write_config(tmp_path, proxy.port, testhost.key, pinned)
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[hosts.th]\nssh = "th"\nssh_config = "{ssh}"\n'
-                   f'[deployments.remote]\nhost = "th"\nmanager = "systemd"\nunit = "{UNIT}"\n'
-                   'endpoint = "http://127.0.0.1:30001"\n')
+    cfg = ConfigFile(state_dir=tmp_path / "state", hosts={"th": HostConfig(ssh="th", ssh_config=str(ssh))},
+                     deployments={"remote": systemd_deployment(sim_port_on_testhost(), host="th")}
+                     ).write(tmp_path / "c.toml")
     settings = load(str(cfg))
-    w = Watch(settings, "remote", settings.deployments["remote"])
+    w = Engine(settings, "remote", settings.deployments["remote"])
     try:
         await w.start()
         await until(lambda: w.snapshot(time.time()).phase != Phase.UNKNOWN, 30, "a first reading")

@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e_helpers import Bringup, free_port, kill_processes, wait_no_sim_processes
 from tui.config import load
-from tui.engine import Watch
+from tui.engine import Engine
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def sim_gauge(b: Bringup) -> float:
 async def test_console_tokens_per_second_agree_with_the_server(bu: Bringup) -> None:
     bu.bring_up()
     settings = load(str(bu.config))
-    w = Watch(settings, bu.name, settings.deployments[bu.name])
+    w = Engine(settings, bu.name, settings.deployments[bu.name])
     await w.start()
     ours: list[float] = []
     theirs: list[float] = []
@@ -90,20 +90,16 @@ def bench(b: Bringup, *args: str) -> tuple[int, Any, str]:
     return r.rc, (json.loads(r.out) if r.rc == 0 else None), r.err
 
 
-def test_bench_is_sensible_and_reproducible(bu: Bringup) -> None:
+def test_bench_is_sensible(bu: Bringup) -> None:
+    """Whether two runs agree within 30 % is a timing, measured by benchmarks/bench_reproducibility.py."""
     bu.bring_up("--set", "disable-cuda-graph")
-    runs = []
-    for _ in range(2):
-        rc, out, err = bench(bu, "--concurrency", "1,4", "--max-tokens", "64", "--requests", "8")
-        assert rc == 0, err
-        runs.append({lv["concurrency"]: lv for lv in out["levels"]})
-    for levels in runs:
-        one, four = levels[1], levels[4]
-        assert one["ok"] == one["requests"] and four["ok"] == four["requests"]
-        assert four["aggregate_tps"] > 2 * one["aggregate_tps"]  # concurrency pays off
-        assert 5 < one["stream_tps_mean"] < 1000 and 0 < one["ttft_p50_s"] < 5
-    a, b = runs[0][4]["aggregate_tps"], runs[1][4]["aggregate_tps"]
-    assert abs(a - b) / max(a, b) < 0.3, runs
+    rc, out, err = bench(bu, "--concurrency", "1,4", "--max-tokens", "64", "--requests", "8")
+    assert rc == 0, err
+    levels = {lv["concurrency"]: lv for lv in out["levels"]}
+    one, four = levels[1], levels[4]
+    assert one["ok"] == one["requests"] and four["ok"] == four["requests"]
+    assert four["aggregate_tps"] > 2 * one["aggregate_tps"]  # concurrency pays off
+    assert 5 < one["stream_tps_mean"] < 1000 and 0 < one["ttft_p50_s"] < 5
 
 
 def test_bench_endpoint_down_is_a_clear_error(bu: Bringup) -> None:

@@ -57,6 +57,16 @@ async def _gone(check, timeout: float = 3.0) -> list[int]:
     return left
 
 
+async def _appeared(check, timeout: float = 5.0) -> list[int]:
+    """Waits until `check` finds something (a process started), up to `timeout` seconds; what it found, or []."""
+    deadline = time.monotonic() + timeout
+    found = check()
+    while not found and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        found = check()
+    return found
+
+
 @pytest.fixture
 def marker() -> str:
     """A unique sleep duration, so the process checks cannot see anyone else's `sleep`."""
@@ -123,8 +133,7 @@ async def test_run_timeout_kills_children_that_ignore_sigterm(marker: str) -> No
 async def test_run_cancelled_kills_the_process(marker: str) -> None:
     t = LocalTransport()
     task = asyncio.create_task(t.run(["sleep", marker], timeout=30))
-    await asyncio.sleep(0.3)
-    assert _procs_matching(f"sleep {marker}")
+    assert await _appeared(lambda: _procs_matching(f"sleep {marker}"))
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task

@@ -6,6 +6,7 @@ no reading of the new run; another bringup's action is named while it happens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 from tests.e2e_helpers import Bringup, kill_processes, wait_no_sim_processes
 from tests.test_reducer import feed, warmup_seen
 from tui.config import load
-from tui.engine import STALE_AFTER_S, Watch
+from tui.engine import STALE_AFTER_S, Engine, HolderChanged
 from tui.model import Phase, ProbeResult, UnitObserved, UnitState
 
 
@@ -41,7 +42,7 @@ async def test_the_phase_is_unknown_until_read_and_again_when_no_news_comes(tmp_
                    f'manager = "process"\ncommand = ["{sys.executable}", "-c", "pass"]\n'
                    'endpoint = "http://127.0.0.1:9"\n')
     settings = load(str(cfg))
-    w = Watch(settings, "d", settings.deployments["d"])
+    w = Engine(settings, "d", settings.deployments["d"])
     try:
         snap = w.snapshot(time.time())
         assert snap.phase == Phase.UNKNOWN and snap.stale.startswith("connecting to")  # not STOPPED
@@ -62,7 +63,7 @@ async def test_the_old_runs_probe_is_not_shown_for_a_new_run(tmp_path: Path) -> 
     cfg.write_text(f'state_dir = "{tmp_path}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\nhost = "h"\n'
                    'manager = "none"\nendpoint = "http://127.0.0.1:9"\n')
     settings = load(str(cfg))
-    w = Watch(settings, "d", settings.deployments["d"])
+    w = Engine(settings, "d", settings.deployments["d"])
     try:
         w.feed(UnitObserved(100.0, UnitState(active="active", sub="running", main_pid=1, invocation="old",
                                              started_at=50.0)))
@@ -96,19 +97,19 @@ def bu(tmp_path: Path) -> Iterator[Bringup]:
 async def test_a_restart_by_another_bringup_is_named_while_it_happens(bu: Bringup) -> None:
     await asyncio.to_thread(bu.bring_up, timeout=90)
     settings = load(str(bu.config))
-    w = Watch(settings, bu.name, settings.deployments[bu.name])
+    w = Engine(settings, bu.name, settings.deployments[bu.name])
     seen: list[Any] = []
-    w.subscribe(lambda u: seen.append(u.payload) if u.kind == "holder" else None)
+    w.subscribe(lambda u: seen.append(u.holder) if isinstance(u, HolderChanged) else None)
     await w.start()
     other = subprocess.Popen(bu.cmd("restart", bu.name, "--set", "disable-cuda-graph", "--yes"), env=bu.env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=bu.tmp)
     try:
         await until(lambda: w.other_holder is not None, 30)
-        note = next(n for n in w.snapshot(time.time()).notes if n.startswith("another bringup"))
+        note = next(n.text for n in w.snapshot(time.time()).notes if n.text.startswith("another bringup"))
         assert f"(pid {other.pid}) restart {bu.name}" in note and "+ --disable-cuda-graph" in note, note
         # its steps follow, as it records them
         await until(lambda: w.other_holder is not None and w.other_holder.step.startswith("follow"), 60)
-        assert "; now: follow: " in next(n for n in w.snapshot(time.time()).notes if n.startswith("another"))
+        assert "; now: follow: " in next(n.text for n in w.snapshot(time.time()).notes if n.text.startswith("another"))
         await asyncio.to_thread(other.wait, 120)
         assert other.returncode == 0
         await until(lambda: w.other_holder is None, 10)
@@ -160,3 +161,36 @@ def test_a_run_that_came_and_went_between_two_readings_ends_as_the_manager_says(
         s = reduce(s, ev, p)
     assert s.phase == Phase.FAILED and s.invocation == "new" and s.failure is not None
     assert "killed by signal 9" in "\n".join(s.failure.excerpt)
+
+
+async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_a_quiet_log_costs_no_timer() -> None:
+    """One buffer: a burst is applied 250 lines at a time with the loop let in between (keys and the screen keep
+    up), and sent to listeners as one batch, in order, each line once; nothing is scheduled while no line comes."""
+    from tui.engine.logs import APPLY_CHUNK, SEND_AFTER_S, LogFollower
+    from tui.model import LogLine
+
+    burst = [LogLine(at=1.0, text=f"line {i}", invocation="run1") for i in range(600)]
+    release = asyncio.Event()
+
+    class Manager:
+        async def follow(self, unit: UnitState):  # type: ignore[no-untyped-def]
+            for line in burst:
+                yield line
+            await release.wait()
+
+    applied: list[int] = []
+    sent: list[tuple[LogLine, ...]] = []
+    f = LogFollower(Manager(), lambda lines: applied.append(len(lines)), sent.append)  # type: ignore[arg-type]
+    unit = UnitState(active="active", invocation="run1")
+    task = asyncio.create_task(f.run(lambda: unit, asyncio.Event()))
+    try:
+        await asyncio.sleep(0.02)
+        assert sum(applied) == len(burst) and max(applied) <= APPLY_CHUNK and len(applied) >= 3, applied
+        assert sent == []  # the reducer has them all; listeners get them a moment later, together
+        await asyncio.sleep(SEND_AFTER_S + 0.05)
+        assert [ln for batch in sent for ln in batch] == burst and len(sent) == 1
+        assert f._send_at is None and f._lines == []  # quiet: nothing pending, no timer
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

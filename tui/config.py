@@ -146,6 +146,9 @@ class ProbeConfig(Strict):
     timeout_s: float = Field(5.0, gt=0)
     generation_tokens: int = Field(4, ge=1, le=64)
     stall_after_s: float = Field(60.0, gt=0)
+    #: once ready and its counters show it serving (or idle by its own gauges), one generation this often and no
+    #: /health in between: liveness is proven by the counters, and every probe is an access line in the server's log
+    ready_interval_s: float = Field(30.0, gt=0)
 
 
 class UIConfig(Strict):

@@ -6,7 +6,6 @@ simulated. Starting it goes through the same protocol as any start, so even the 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import signal
@@ -15,16 +14,17 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from tui.config import DEMO, Settings
-from tui.engine import Watch
+from tui.engine import STALE_AFTER_S, Engine
 from tui.managers import ManagerError
 from tui.ops import restart as protocol
+from tui.ops.wait import WaitEvent, WaitOutcome, wait
 
 
 def _stderr(text: str) -> None:
     print(f"bringup demo: {text}", file=sys.stderr)
 
 
-async def prepare(w: Watch, say: Callable[[str], None] = _stderr, *, restart_running: bool = True) -> bool:
+async def prepare(w: Engine, say: Callable[[str], None] = _stderr, *, restart_running: bool = True) -> bool:
     """Make sure the demo server runs the configured command (scenario, time scale); start it if needed. True when
     this call started (or restarted) it: only then is it this process's to stop on exit. A demo already running as
     wanted, started by `bringup start demo` or another console, is left running. `say` tells the user what
@@ -68,17 +68,18 @@ async def _listening(host: str, port: int) -> bool:
     return True
 
 
-async def stop_demo(w: Watch) -> None:
+async def stop_demo(w: Engine) -> None:
     w.action("stop")
     await w.manager.stop()
 
 
-async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from tui.cli import _follow_until
-
-    w = Watch(settings, DEMO, settings.deployments[DEMO])
+async def run_demo(settings: Settings, on_event: Callable[[WaitEvent], None], *, keep: bool,
+                   timeout: float) -> WaitOutcome:
+    """The demo without the console: start it as configured, follow it to ready (or failed) with `on_event` told
+    every step, and stop the server this call started unless `keep`. `kill <pid>` ends it as Ctrl-C does: the
+    task is cancelled, the server it started stopped, and the cancellation goes on to the caller."""
+    w = Engine(settings, DEMO, settings.deployments[DEMO])
     started = False
-    # `kill <pid>` ends it like Ctrl-C: the demo server it started is stopped, not left running behind it
     loop = asyncio.get_running_loop()
     me = asyncio.current_task()
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -87,10 +88,8 @@ async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
     try:
         started = await prepare(w)
         await w.start()
-        return await _follow_until(w, 600, args.json)
-    except asyncio.CancelledError:
-        return 128 + signal.SIGTERM
+        return await wait(w, timeout, on_event, stale_after=STALE_AFTER_S)
     finally:
-        if started and not args.keep:
+        if started and not keep:
             await stop_demo(w)
         await w.close()

@@ -1,45 +1,22 @@
-"""Textual messages the console routes, named as past events. They carry plain data only."""
+"""Textual messages the console routes, named as past events. They carry plain data only.
+
+Everything the engine reports arrives as one message, `EngineUpdated`, carrying the engine's own typed update
+(tui/engine/updates.py): one data path from the engine into the console, dispatched on the update's type. The
+others come from the console's own workers (a restart it runs).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from textual.message import Message
 
-from tui.model import GpuSnapshot, LockInfo, LogLine, Outcome, Snapshot, Step, ThroughputSample
+from tui.engine.updates import Update
+from tui.model import Outcome, Step
 
 
-class PhaseChanged(Message):
-    def __init__(self, snapshot: Snapshot) -> None:
+class EngineUpdated(Message):
+    def __init__(self, update: Update) -> None:
         super().__init__()
-        self.snapshot = snapshot
-
-
-class LogsArrived(Message):
-    def __init__(self, lines: Sequence[LogLine]) -> None:
-        super().__init__()
-        self.lines = lines
-
-
-class GpusSampled(Message):
-    def __init__(self, snapshot: GpuSnapshot, history: Mapping[int, Sequence[float]]) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.history = history
-
-
-class ThroughputSampled(Message):
-    def __init__(self, sample: ThroughputSample, history: Sequence[tuple[float, float]]) -> None:
-        super().__init__()
-        self.sample = sample
-        self.history = history
-
-
-class CollectorFailed(Message):
-    def __init__(self, collector: str, error: str) -> None:
-        super().__init__()
-        self.collector = collector
-        self.error = error
+        self.update = update
 
 
 class RestartStepped(Message):
@@ -57,12 +34,3 @@ class RestartFinished(Message):
         self.outcome = outcome
         self.action = action
         self.key = key
-
-
-class OtherClientActed(Message):
-    """Another bringup took or let go of the deployment's lock: a restart, start or stop not made here. `holder`:
-    who and what (None: it has finished)."""
-
-    def __init__(self, holder: LockInfo | None) -> None:
-        super().__init__()
-        self.holder = holder

@@ -90,6 +90,8 @@ class LogLine(NamedTuple):
     at: float
     text: str
     invocation: str = ""
+    #: the journal's cursor of this line (systemd only): how the tests prove that a reconnect neither lost nor
+    #: repeated a line. Nothing else reads it
     cursor: str = ""
 
 
@@ -119,11 +121,55 @@ class ActionTaken:
     action: str
 
 
+class Action(StrEnum):
+    """What the operator (or the restart protocol) can ask of the manager."""
+
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
+
+
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Time passing with nothing else to say; lets the pure reducer notice a stall."""
+    """The clock, with nothing else to say: the reducer has no clock of its own, so this is how `now` moves on and
+    a stall gets noticed (a view of the state at a given moment is `reduce(state, Tick(moment))`)."""
 
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryObserved:
+    """Total GPU memory used on the deployment's GPUs: a change counts as progress for stall detection."""
+
+    at: float
+    used_mib: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlagsKnown:
+    """The run's command line, read apart from a unit reading: an ended run's log is replayed with its flags
+    known, so its failure gets the hint the live console gave (DFLASH + CUDA graphs, ...)."""
+
+    at: float
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LogSourceKnown:
+    """Where the server's whole log can be read (a file, `journalctl -u UNIT`): named when a run exits without a
+    recognised error. Empty when unknown."""
+
+    at: float
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRequired:
+    """Whether readiness needs a generation probe besides the ready line. Off while an ended run's log is read back:
+    no generation can be asked of that run, and no older process can answer for it any more."""
+
+    at: float
+    required: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +188,8 @@ class NewsResumed:
     at: float
 
 
-Event = UnitObserved | LogLine | ProbeResult | ActionTaken | Tick | NewsStopped | NewsResumed
+Event = (UnitObserved | LogLine | ProbeResult | ActionTaken | Tick | MemoryObserved | NewsStopped | NewsResumed
+         | FlagsKnown | LogSourceKnown | ProbeRequired)
 
 
 # ---------------------------------------------------------------- lifecycle results
@@ -242,6 +289,36 @@ class ThroughputSample:
     ttft_s: float | None = None
 
 
+class NoteSource(StrEnum):
+    """Who a note is from: a front end places a note by its source, never by parsing its words."""
+
+    #: the collectors, by the name their errors are filed under
+    UNIT = "unit"
+    LOGS = "logs"
+    PROBE = "probe"
+    GPUS = "gpus"
+    METRICS = "metrics"
+    NEWS = "news"
+    #: the SSH connection to the host
+    LINK = "ssh"
+    #: another bringup holds the deployment's lock
+    HOLDER = "holder"
+    #: advice about throughput figures (the server serves no /metrics): the throughput panel's, not a fault
+    THROUGHPUT = "throughput"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One line a front end shows beside the phase. `text` is the whole line as shown (and as `bringup status`
+    prints it), `source` says where it belongs."""
+
+    source: NoteSource
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything a front end shows about one deployment at one moment."""
@@ -257,7 +334,7 @@ class Snapshot:
     gpus: GpuSnapshot | None
     throughput: ThroughputSample | None
     flags: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[Note, ...] = field(default_factory=tuple)
     #: the last probe of the endpoint, in words ("connect refused", "/health 503", "generation ok 0.12 s")
     endpoint: str = ""
     attribution: Attribution | None = None

@@ -7,11 +7,11 @@ import asyncio
 
 import httpx
 
-from tui.engine import Watch
+from tui.engine import Engine, MetricsState
 from tui.model import Phase
 
 
-async def settle(w: Watch) -> None:
+async def settle(w: Engine) -> None:
     await w.connect_endpoint()
     unit = await w.poll_unit() if w.manager.can_control else None
     if unit is not None and unit.running and unit.invocation:
@@ -38,6 +38,6 @@ async def settle(w: Watch) -> None:
                 tp = await w.scrape_metrics()
             except (httpx.HTTPError, TimeoutError):
                 break
-            if w.metrics_state == "off" or (tp is not None and tp.tokens_per_s is not None):
+            if w.metrics_state == MetricsState.OFF or (tp is not None and tp.tokens_per_s is not None):
                 break
             await asyncio.sleep(1.0)

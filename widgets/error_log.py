@@ -19,14 +19,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
 
-from tui.lifecycle.lines import clean, sanitize
+from tui.lifecycle.lines import TROUBLE_WORDS, clean, continues_block, is_error_line, is_warning_line, sanitize
 from tui.model import LogLine
 
 BUFFER = 50_000
 FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
 FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
-_ERROR_WORDS = ("Error", "ERROR", "error:", "Exception", "Traceback", "WARNING", "Warning", "Killed", "failed",
-                "Failed", "sigquit", "SIGQUIT", "died", "crashed", "CRITICAL", "FATAL", "out of memory")
 
 
 #: the server's access-log lines for bringup's own polling (uvicorn: `INFO: 127.0.0.1:5123 - "GET /health HTTP/1.1"
@@ -42,14 +40,15 @@ class LogClassifier:
         self._in_block = False
 
     def __call__(self, raw: str) -> bool:
-        # the level words are among the error words: a line with none of them, outside a block, is not one
-        if not self._in_block and not any(w in raw for w in _ERROR_WORDS):
+        # the level words are among the trouble words: a line with none of them, outside a block, is not one (the
+        # cheap test first: most lines of a busy log stop here)
+        if not self._in_block and not any(w in raw for w in TROUBLE_WORDS):
             return False
         c = clean(raw)
-        if c.level in ("ERROR", "CRITICAL", "WARNING") or any(w in c.text for w in _ERROR_WORDS):
+        if is_error_line(c) or is_warning_line(c):  # the reducer's own definition, plus warnings
             self._in_block = True
             return True
-        if self._in_block and not c.prefixed and c.text.strip():
+        if self._in_block and continues_block(c):
             return True
         self._in_block = False
         return False

@@ -15,7 +15,6 @@ from textual.widgets import Static
 from tui.model import Phase, Snapshot, Step
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
-ORDER = ("starting", "loading", "graph-capture", "warmup", "ready")
 STEP_MARK = {"done": "✓", "running": "…", "failed": "✗", "skipped": "-"}
 
 

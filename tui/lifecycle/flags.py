@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tui.lifecycle.presets import FlagSpec, FlagValueError, Preset
+from tui.lifecycle.presets import FlagSpec, FlagValueError
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +23,6 @@ class FlagChange:
         if self.remove:
             return f"--{self.name} removed"
         return f"--{self.name}" + ("" if self.value is None else f" {self.value}")
-
-
-def known_flags(preset: Preset, extra: Sequence[FlagSpec] = ()) -> list[FlagSpec]:
-    return [*preset.flags, *extra]
 
 
 def find_spec(name: str, specs: Sequence[FlagSpec]) -> FlagSpec:

@@ -74,6 +74,43 @@ class CleanLine(NamedTuple):
     ident: str = ""
 
 
+#: levels at which a logged line is an error line whatever it says
+ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
+#: the shape of a bare traceback line (no logger prefix): a frame, its source line, a caret line, a chaining line
+_TRACEBACK = re.compile(
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause|File \"|\^|~|$)"
+)
+#: the last line of a traceback: the exception's qualified name
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Warning)\b")
+#: words of trouble the errors view shows beside the error lines, and a cheap screen before `clean` (every error
+#: line at ERROR or CRITICAL level carries one of them in its raw text)
+TROUBLE_WORDS = ("Error", "ERROR", "error:", "Exception", "Traceback", "WARNING", "Warning", "Killed", "failed",
+                 "Failed", "sigquit", "SIGQUIT", "died", "crashed", "CRITICAL", "FATAL", "out of memory")
+
+
+def is_error_line(c: CleanLine) -> bool:
+    """The one definition of an error line: logged at ERROR or CRITICAL, or a bare line shaped like part of a
+    traceback. It opens an error block (a failure's excerpt, the errors view); a preset adds its fatal wordings.
+    A blank line is none."""
+    if c.level in ERROR_LEVELS:
+        return True
+    t = c.text
+    return not c.prefixed and bool(t.strip()) and bool(_TRACEBACK.match(t) or _EXCEPTION.match(t))
+
+
+def continues_block(c: CleanLine) -> bool:
+    """A line that carries on an open error block: a non-blank line without the server's logger prefix (a
+    traceback's frames, a multi-line message); the next prefixed line ends the block."""
+    return not c.prefixed and bool(c.text.strip())
+
+
+def is_warning_line(c: CleanLine) -> bool:
+    """A line the errors view shows although it is no error line: logged at WARNING, or naming trouble in words
+    (`failed`, `died`, `out of memory`). The reducer ignores these: a warning is no part of a failure's excerpt."""
+    return c.level == "WARNING" or any(w in c.text for w in TROUBLE_WORDS)
+
+
 def sanitize(raw: str) -> str:
     """Remove escape sequences and control characters, and cut absurdly long lines."""
     if len(raw) > MAX_LINE:

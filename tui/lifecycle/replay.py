@@ -118,7 +118,7 @@ def _journal_events(obj: dict[str, object], seq: float) -> Iterator[Event]:
             yield UnitObserved(at, u)
         return
     for piece in split_output(text):
-        yield LogLine(at=at, text=piece, invocation=inv, cursor=e.cursor)
+        yield LogLine(at=at, text=piece, invocation=inv)  # a replay never resumes: no cursor
 
 
 #: `<epoch seconds> <line>`: how the supervisor of a `process` deployment writes its server's output

@@ -6,10 +6,10 @@ systemd) and `none` (observe only). The engine and the restart protocol only see
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
+from tui.managers.lock_record import lock_info_from as lock_info_from  # its old home: kept importable here
 from tui.model import LockInfo, LogLine, UnitState
 
 
@@ -31,20 +31,8 @@ class PermanentError(ManagerError):
     permanent = True
 
 
-def lock_info_from(data: bytes | str | None) -> LockInfo | None:
-    """A holder's record as written by `LockInfo`; None for an empty, cleared or foreign one."""
-    try:
-        raw = json.loads(data or b"{}")
-        if not isinstance(raw, dict) or not raw.get("who"):
-            return None
-        return LockInfo(who=str(raw["who"]), pid=int(raw.get("pid") or 0), since=float(raw.get("since") or 0),
-                        purpose=str(raw.get("purpose") or "?"), change=str(raw.get("change") or ""),
-                        token=str(raw.get("token") or ""), step=str(raw.get("step") or ""))
-    except (ValueError, TypeError):
-        return None
-
-
 def refusal(holder: LockInfo | None) -> LockHeld:
+    """The refusal a lock gives when another bringup holds it, naming that holder where its record says who."""
     if holder is None:
         return LockHeld("another bringup is already restarting this deployment (it left no record of who)")
     return LockHeld(f"another bringup is already restarting this deployment: {holder.describe()}", holder)
@@ -86,7 +74,10 @@ class Manager(Protocol):
 
 
 class AsyncLock(Protocol):
-    """The deployment's lock: one restart, start or stop at a time, held from its first step to its last."""
+    """The deployment's lock: one restart, start or stop at a time, held from its first step to its last.
+
+    Its record (who, why, since when, the latest step) is the same for every kind of lock (lock_record.py, which
+    also says whether a holder is this process): file_lock.py on this host, remote_lock.py on another."""
 
     async def __aenter__(self) -> LockInfo: ...
 

@@ -16,18 +16,18 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
     ]
 
-    def __init__(self, title: str, lines: list[str], danger: bool = True) -> None:
+    def __init__(self, title: str, lines: list[str]) -> None:
         super().__init__()
         self.title_text = title
         self.lines = lines
-        self.danger = danger
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="danger" if self.danger else ""):
+        # every question it asks changes a running server (restart, stop, rollback): always the warning colours
+        with Vertical(id="dialog", classes="danger"):
             yield Static(Text(self.title_text, style="bold"), id="dialog-title")
             yield Static(Text("\n".join(self.lines)), id="dialog-body")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Yes (y)", variant="error" if self.danger else "primary", id="yes")
+                yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", id="no")
 
     def action_answer(self, value: bool) -> None:

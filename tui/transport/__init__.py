@@ -42,6 +42,13 @@ class CommandResult:
 
 
 class Transport(Protocol):
+    """What every layer above needs from a host: argv commands, line streams, whole-file reads and atomic writes.
+
+    Two members only a link has are left out so that `LocalTransport` need not fake them: `status` (a line on the
+    link's health, shown as a note while it is not "connected") and `forward(host, port)` (a local port that
+    reaches a port on the host's loopback). `SshTransport` has both; callers look them up with `getattr`.
+    """
+
     name: str
 
     async def run(self, argv: Sequence[str], *, timeout: float = 30.0, input: bytes | None = None,

@@ -20,19 +20,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import shlex
-import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
 
 from tui.transport import CommandResult, TransportError
 from tui.transport.lines import LineSplitter
+from tui.transport.ssh_errors import classify, explain
+from tui.transport.ssh_keys import OPENSSH_HOST_KEY_ORDER, KnownHostEntry, host_key_error, known_host_entries
+
+# classify, explain and the host-key names were defined here before they got modules of their own; importers keep
+# `from tui.transport.ssh import ...`
+__all__ = ["KEEPALIVE_COUNT_MAX", "KEEPALIVE_INTERVAL_S", "MAX_CHANNELS", "OPENSSH_HOST_KEY_ORDER", "SFTP_CHUNK",
+           "KnownHostEntry", "SshTransport", "classify", "explain", "host_key_error", "known_host_entries",
+           "remote_command"]
 
 MAX_CHANNELS = 8
 #: bytes per SFTP read or write request (well under OpenSSH's limits; servers may return less, and we loop)
@@ -41,11 +46,6 @@ SFTP_CHUNK = 32768
 KEEPALIVE_INTERVAL_S = 3.0
 #: ... and the link is declared dead when this many in a row go unanswered: after interval * (count + 1) = 9 s
 KEEPALIVE_COUNT_MAX = 2
-#: OpenSSH's preference among plain host keys: the key `ssh` shows for a host is the first the host has
-OPENSSH_HOST_KEY_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
-                          "rsa-sha2-512", "rsa-sha2-256")
-#: getaddrinfo's answers for a name that does not exist (as opposed to a resolver that cannot be reached now)
-_NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
 def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -54,116 +54,6 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     if env:
         parts = ["env", *(shlex.quote(f"{k}={v}") for k, v in env.items()), *parts]
     return " ".join(parts)
-
-
-def _config_desc(config: Sequence[str]) -> str:
-    """The ssh_config files asyncssh reads for this host, as the user would name them."""
-    if config:
-        return ", ".join(config)
-    return "~/.ssh/config" if os.access(os.path.expanduser("~/.ssh/config"), os.R_OK) else "~/.ssh/config (none)"
-
-
-def classify(dest: str, e: BaseException, config: Sequence[str] = (), dead_after_s: float | None = None
-             ) -> TransportError:
-    """The TransportError for a failure to reach or keep `dest`: one line that says what is wrong and what to do,
-    with `permanent` set where retrying cannot help. `config`: the host's ssh_config files, which replace
-    ~/.ssh/config (so that is where a Host block, its HostName, Port and IdentityFile must be)."""
-    where = ", ".join(config) if config else "~/.ssh/config"
-    if isinstance(e, TransportError):
-        return e
-    if isinstance(e, asyncssh.HostKeyNotVerifiable):  # SshTransport replaces this with a precise host_key_error
-        return TransportError(f"{dest}: SSH host key not trusted ({e.reason}); refusing to connect. Known hosts "
-                              f"are read from the UserKnownHostsFile in {_config_desc(config)}",
-                              permanent=True, kind="host-key-unknown")
-    if isinstance(e, asyncssh.PermissionDenied):
-        return TransportError(f"{dest}: SSH permission denied (is your key in the agent, or IdentityFile set in "
-                              f"{where}?)", permanent=True, kind="auth")
-    if isinstance(e, socket.gaierror):
-        if e.errno in _NO_SUCH_NAME:
-            return TransportError(f"{dest}: unknown host (not in DNS, and no `Host {dest}` with a HostName in "
-                                  f"{where})", permanent=True, kind="unknown-host")
-        return TransportError(f"{dest}: cannot resolve the host name now ({e.strerror})", kind="dns")
-    if isinstance(e, ConnectionRefusedError):
-        return TransportError(f"{dest}: SSH connection refused (is sshd running? a port other than 22 goes in "
-                              f"`Host {dest}` as `Port N` in {where})", kind="refused")
-    if isinstance(e, TimeoutError):
-        return TransportError(f"{dest}: SSH connection timed out", kind="timeout")
-    if isinstance(e, FileNotFoundError):
-        return TransportError(f"{dest}: {e.strerror}: {e.filename} (an IdentityFile in {where}?)",
-                              permanent=True, kind="config")
-    if isinstance(e, PermissionError) and e.filename:
-        return TransportError(f"{dest}: {e.strerror}: {e.filename} (a key or known_hosts file named in {where}?)",
-                              permanent=True, kind="config")
-    if isinstance(e, asyncssh.ConnectionLost) and "keepalive" in e.reason and dead_after_s:
-        return TransportError(f"{dest}: SSH link dead: no reply from the host for {dead_after_s:g} s "
-                              "(network down, or the host hung)", kind="lost")
-    if isinstance(e, asyncssh.DisconnectError):
-        why = "closed by the host or the network" if e.reason == "Connection lost" else e.reason
-        return TransportError(f"{dest}: SSH connection lost ({why})", kind="lost")
-    if isinstance(e, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
-        return TransportError(f"{dest}: SSH connection reset ({e.strerror})", kind="lost")
-    if isinstance(e, asyncssh.ChannelOpenError):
-        return TransportError(f"{dest}: SSH channel refused ({e.reason})", kind="channel")
-    if isinstance(e, asyncssh.SFTPConnectionLost):
-        return TransportError(f"{dest}: SFTP session lost ({e.reason})", kind="lost")
-    if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
-        return TransportError(f"{dest}: host unreachable ({e.strerror})", kind="unreachable")
-    if isinstance(e, ValueError):  # asyncssh: a key that cannot be read (KeyImportError), a bad config line
-        return TransportError(f"{dest}: SSH key or config problem: {e} (see {where})", permanent=True,
-                              kind="config")
-    return TransportError(f"{dest}: SSH error: {type(e).__name__}: {e}")
-
-
-def explain(dest: str, e: BaseException, config: Sequence[str] = ()) -> str:
-    """One line that says what is wrong and what to do (the text of `classify`)."""
-    return str(classify(dest, e, config))
-
-
-@dataclass(frozen=True, slots=True)
-class KnownHostEntry:
-    file: str
-    line: int
-    #: the name to give `ssh-keygen -R` for this entry
-    name: str
-    algorithm: str
-    fingerprint: str
-
-
-def _lookup_names(host: str, addr: str, port: int | None) -> list[str]:
-    names = [f"[{host}]:{port}", host] if port else [host]
-    if addr and addr != host:
-        names += [f"[{addr}]:{port}", addr] if port else [addr]
-    return names
-
-
-def known_host_entries(files: Sequence[str], host: str, addr: str, port: int | None) -> list[KnownHostEntry]:
-    """Every line of `files` that trusts a key (or a CA) for host/addr/port, as asyncssh matches them (a
-    non-default port first, then the bare name)."""
-    names = _lookup_names(host, addr, port)
-    out: list[KnownHostEntry] = []
-    for path in files:
-        try:
-            with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            continue
-        for no, text in enumerate(lines, 1):
-            stripped = text.strip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            try:
-                match = asyncssh.import_known_hosts(stripped + "\n").match(host, addr, port)
-            except (ValueError, asyncssh.KeyImportError):
-                continue
-            keys = [*match[0], *match[1]]
-            if not keys:
-                continue
-            fields = stripped.split()
-            patterns = (fields[1] if fields[0].startswith("@") and len(fields) > 1 else fields[0]).split(",")
-            name = next((n for n in names if n in patterns), names[0])
-            key = keys[0]
-            out.append(KnownHostEntry(path, no, name, key.get_algorithm(), key.get_fingerprint()))
-    return out
 
 
 class _Client(asyncssh.SSHClient):
@@ -257,7 +147,7 @@ class SshTransport:
                     conn = await asyncssh.connect(self.destination, **kwargs)
             except (OSError, asyncssh.Error, TimeoutError, ValueError) as e:
                 if isinstance(e, asyncssh.HostKeyNotVerifiable):
-                    err = await self.host_key_error(e, client.peer_addr)
+                    err = await host_key_error(self.destination, self.config, e, client.peer_addr)
                 else:
                     err = classify(self.destination, e, self.config, self.dead_after_s)
                 backoff = min(30.0, 0.5 * 2 ** min(self.attempt, 6))
@@ -306,67 +196,6 @@ class SshTransport:
 
     def _lost_error(self) -> TransportError:
         return self.last_error or TransportError(f"{self.destination}: SSH connection lost", kind="lost")
-
-    async def host_key_error(self, e: asyncssh.HostKeyNotVerifiable, addr: str = "") -> TransportError:
-        """Why the host's key was refused, in words an operator can act on: unknown (with the known_hosts files and
-        ssh_config in use) or CHANGED since it was recorded (possibly a man-in-the-middle; never offered to be
-        accepted as is). Both are permanent."""
-        try:
-            opts = asyncssh.SSHClientConnectionOptions(config=self.config or (), host=self.destination)
-        except Exception:  # the connection got far enough to read them, so this is not expected
-            return classify(self.destination, e, self.config)
-        host = str(opts.host_key_alias or opts.host)
-        port = int(opts.port) if opts.port and int(opts.port) != 22 else None
-        listed = list(opts.known_hosts) if isinstance(opts.known_hosts, (list, tuple)) else []
-        files = [f for f in listed if isinstance(f, str)] or ["~/.ssh/known_hosts"]  # asyncssh's default
-        shown = [f for f in files if f != "/dev/null"] or files
-        cfg = _config_desc(self.config)
-        who = self.destination
-        if host != self.destination:
-            who += f" ({host} port {port})" if port else f" ({host})"
-        entries = await asyncio.to_thread(known_host_entries, files, host, addr, port)
-        if "revoked" in e.reason.lower():
-            return TransportError(f"{self.destination}: the host key of {who} is marked @revoked in "
-                                  f"{', '.join(shown)}; refusing to connect", permanent=True, kind="host-key-revoked")
-        if entries:
-            first = entries[0]
-            offered = await self._offered_key([x.algorithm for x in entries])
-            now = f" (it now offers {offered})" if offered else ""
-            return TransportError(
-                f"{self.destination}: the host key of {who} has CHANGED since it was recorded in "
-                f"{first.file}:{first.line}{now} — possibly a man-in-the-middle; refusing to connect. If the host "
-                f"was reinstalled, remove the old key with `ssh-keygen -R {shlex.quote(first.name)} -f "
-                f"{shlex.quote(first.file)}`, then check the new key's fingerprint with the host's owner before "
-                "connecting again", permanent=True, kind="host-key-changed")
-        accept = f"`ssh {self.destination}`"
-        if self.config:
-            accept += (f" with the same config (`ssh -F {shlex.quote(self.config[0])} -o StrictHostKeyChecking=ask "
-                       f"{self.destination}`)")
-        missing = [f for f in shown if f != "/dev/null" and not os.path.exists(os.path.expanduser(f))]
-        none = f" ({', '.join(missing)} does not exist)" if missing else ""
-        name = f"[{host}]:{port}" if port else host
-        offered = await self._offered_key(OPENSSH_HOST_KEY_ORDER)  # the key `ssh` will show
-        check = f"its fingerprint ({offered})" if offered else "its fingerprint"
-        return TransportError(
-            f"{self.destination}: unknown SSH host key for {name}: it is not in {', '.join(shown)}{none}, the "
-            f"known_hosts of ssh_config {cfg}; refusing to connect. Check {check} with the host's owner, "
-            f"then accept it once with {accept}, which records it in {shown[0]}",
-            permanent=True, kind="host-key-unknown")
-
-    async def _offered_key(self, algorithms: Sequence[str]) -> str:
-        """The type and fingerprint of the key the host offers now (best effort: "" on any failure)."""
-        algs: list[str] = []
-        for alg in algorithms:  # an RSA key is recorded as ssh-rsa, which OpenSSH 8.8+ no longer signs with
-            algs += ["rsa-sha2-512", "rsa-sha2-256", alg] if alg == "ssh-rsa" else [alg]
-        kwargs: dict[str, Any] = {"server_host_key_algs": list(dict.fromkeys(algs))} if algs else {}
-        if self.config:
-            kwargs["config"] = self.config
-        try:
-            async with asyncio.timeout(5):
-                key = await asyncssh.get_server_host_key(self.destination, **kwargs)
-        except (OSError, asyncssh.Error, TimeoutError, ValueError):
-            return ""
-        return f"{key.get_algorithm()} key {key.get_fingerprint()}" if key is not None else ""
 
     async def _sftp_client(self) -> tuple[asyncssh.SSHClientConnection, asyncssh.SFTPClient]:
         conn = await self.connection()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import re._constants as _sre_c
 import re._parser as _sre
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from tui.model import FailureKind, Phase
 
@@ -107,6 +107,21 @@ class Classifier:
 HintFn = Callable[[FailureKind, Phase, dict[str, str | None]], str]
 
 
+@dataclass(frozen=True, slots=True, eq=False)  # tables of text: compared and hashed by identity
+class HintTable:
+    """A preset's hints, by failure kind: data to review side by side, not a chain of branches. A few kinds read
+    differently while the server starts or loads (OOM then often means memory still held by the last run)."""
+
+    by_kind: Mapping[FailureKind, str]
+    default: str
+    while_loading: Mapping[FailureKind, str] = field(default_factory=dict)
+
+    def __call__(self, kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
+        if phase in (Phase.STARTING, Phase.LOADING) and kind in self.while_loading:
+            return self.while_loading[kind]
+        return self.by_kind.get(kind, self.default)
+
+
 @dataclass(frozen=True, slots=True)
 class Preset:
     name: str
@@ -135,13 +150,6 @@ class Preset:
     #: what a traceback must say for a failure in the graph-capture phase to be a CUDA graph failure (vLLM's
     #: graph-capture phase also covers torch.compile); None: the phase alone says so
     graph_evidence: Alternation | None = None
-
-    def flag(self, name: str) -> FlagSpec | None:
-        name = name.lstrip("-")
-        for f in self.flags:
-            if name == f.name or name in f.aliases:
-                return f
-        return None
 
     def infer_phase(self, text: str, phase: Phase) -> Phase:
         """The phase a failure belongs to: the one reached, or, if no marker was seen, the traceback's."""

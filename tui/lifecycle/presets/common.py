@@ -51,6 +51,10 @@ BAD_ARGS = r"^\S+: error: (?:unrecognized arguments:|argument -|the following ar
 BAD_ARGS_HINT = ("The server refused its command line: a flag this version does not know, or a bad value (the "
                  "excerpt names it). Unset or fix it: `bringup restart <deployment> --unset NAME` or --set NAME=VALUE.")
 
+EXIT_HINT = "The server exited without a recognised error: read the last lines of its log."
+#: hints both servers give in the same words
+COMMON_HINTS = {FailureKind.BAD_ARGS: BAD_ARGS_HINT, FailureKind.EXIT: EXIT_HINT}
+
 COMMON_CLASSIFIERS: tuple[Classifier, ...] = (
     Classifier(FailureKind.BAD_ARGS, rx(BAD_ARGS, flags=re.MULTILINE)),  # an excerpt is many lines
     Classifier(FailureKind.OOM, OOM),
@@ -93,5 +97,5 @@ GRAPH_FRAMES = rx(r"cuda_graph_runner\.py.*in (?:__init__|capture)", r"Capture c
                   r"in capture_model\b", r"graphs\.py.*capture_end")
 WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error", r"[Ss]erver warmup failed")
 
-__all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "CONSEQUENCE", "CUDA_GRAPH", "GENERATION_OK", "NCCL",
-           "OOM", "PORT", "STOPPING", "re"]
+__all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "COMMON_HINTS", "CONSEQUENCE", "CUDA_GRAPH", "EXIT_HINT",
+           "GENERATION_OK", "NCCL", "OOM", "PORT", "STOPPING", "re"]

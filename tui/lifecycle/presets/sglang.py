@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
+from tui.lifecycle.presets import Classifier, FlagSpec, HintTable, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
-    BAD_ARGS_HINT,
     COMMON_CLASSIFIERS,
+    COMMON_HINTS,
     CONSEQUENCE,
     CUDA_GRAPH,
     GENERATION_OK,
@@ -120,41 +120,43 @@ FLAGS = (
 )
 
 
+HINTS = HintTable(
+    by_kind={
+        **COMMON_HINTS,
+        FailureKind.CUDA_GRAPH: "CUDA graph capture/replay failed: lower --cuda-graph-max-bs or --mem-fraction-static, "
+                                "or restart with CUDA graphs off (--set disable-cuda-graph).",
+        FailureKind.OOM: "CUDA out of memory: lower --mem-fraction-static, or --cuda-graph-max-bs, "
+                         "or turn CUDA graphs off (--set disable-cuda-graph).",
+        FailureKind.NCCL: "NCCL failed: one rank probably died first (find the earliest traceback); check the GPUs "
+                          "with `nvidia-smi topo -m`, and rerun with NCCL_DEBUG=INFO for details.",
+        FailureKind.PORT_IN_USE: "The port is taken: the previous server may still be shutting down, or another "
+                                 "process uses it (`ss -ltnp`).",
+        FailureKind.WARMUP: "The HTTP server came up but the warmup request failed: check proxies (no_proxy for "
+                            "127.0.0.1) and the model's chat template; --skip-server-warmup hides this but does not "
+                            "fix it.",
+        FailureKind.SCHEDULER_DIED: "A scheduler process died or hung: exit code -9 usually means the OS OOM killer "
+                                    "(check `dmesg` and host RAM); a watchdog timeout means one forward step outlasted "
+                                    "--watchdog-timeout (a stuck collective or GPU; raise it only for steps that are "
+                                    "legitimately that slow); otherwise the first traceback is the cause.",
+    },
+    while_loading={
+        FailureKind.OOM: "CUDA out of memory while loading: memory may still be held by the previous run "
+                         "(`bringup restart` waits for release; check the GPU panel), or the model does not fit: "
+                         "lower --mem-fraction-static or raise --tp-size.",
+    },
+    default="The server reported a fatal error: read the excerpt; the first traceback is usually the cause.",
+)
+
+
 def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
+    """The table's hint, except for the one the flags decide: CUDA graphs that crash under speculative decoding
+    (the K2.6 DFLASH crash) are turned off, not tuned."""
     spec = flags.get("speculative-algorithm")
     graphs_on = "disable-cuda-graph" not in flags and flags.get("cuda-graph-backend-decode") != "disabled"
-    if kind == FailureKind.CUDA_GRAPH:
-        if spec and graphs_on:
-            return (f"CUDA graphs crashed with {spec} speculative decoding: restart with CUDA graphs off "
-                    "(`bringup restart <deployment> --set disable-cuda-graph`, or in the console: f, g, a).")
-        return ("CUDA graph capture/replay failed: lower --cuda-graph-max-bs or --mem-fraction-static, "
-                "or restart with CUDA graphs off (--set disable-cuda-graph).")
-    if kind == FailureKind.OOM:
-        if phase in (Phase.STARTING, Phase.LOADING):
-            return ("CUDA out of memory while loading: memory may still be held by the previous run "
-                    "(`bringup restart` waits for release; check the GPU panel), or the model does not fit: "
-                    "lower --mem-fraction-static or raise --tp-size.")
-        return ("CUDA out of memory: lower --mem-fraction-static, or --cuda-graph-max-bs, "
-                "or turn CUDA graphs off (--set disable-cuda-graph).")
-    if kind == FailureKind.NCCL:
-        return ("NCCL failed: one rank probably died first (find the earliest traceback); check the GPUs with "
-                "`nvidia-smi topo -m`, and rerun with NCCL_DEBUG=INFO for details.")
-    if kind == FailureKind.PORT_IN_USE:
-        return ("The port is taken: the previous server may still be shutting down, or another process uses it "
-                "(`ss -ltnp`).")
-    if kind == FailureKind.WARMUP:
-        return ("The HTTP server came up but the warmup request failed: check proxies (no_proxy for 127.0.0.1) "
-                "and the model's chat template; --skip-server-warmup hides this but does not fix it.")
-    if kind == FailureKind.SCHEDULER_DIED:
-        return ("A scheduler process died or hung: exit code -9 usually means the OS OOM killer (check `dmesg` and "
-                "host RAM); a watchdog timeout means one forward step outlasted --watchdog-timeout (a stuck "
-                "collective or GPU; raise it only for steps that are legitimately that slow); otherwise the first "
-                "traceback is the cause.")
-    if kind == FailureKind.BAD_ARGS:
-        return BAD_ARGS_HINT
-    if kind == FailureKind.EXIT:
-        return "The server exited without a recognised error: read the last lines of its log."
-    return "The server reported a fatal error: read the excerpt; the first traceback is usually the cause."
+    if kind == FailureKind.CUDA_GRAPH and spec and graphs_on:
+        return (f"CUDA graphs crashed with {spec} speculative decoding: restart with CUDA graphs off "
+                "(`bringup restart <deployment> --set disable-cuda-graph`, or in the console: f, g, a).")
+    return HINTS(kind, phase, flags)
 
 
 THROUGHPUT_LINE = re.compile(r"Decode batch(?: \[\d+\])?[.,]\s*(?P<rest>.*)$")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
+from tui.lifecycle.presets import Classifier, FlagSpec, HintTable, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
-    BAD_ARGS_HINT,
     COMMON_CLASSIFIERS,
+    COMMON_HINTS,
     GENERATION_OK,
     GRAPH_FRAMES,
     LOADING_FRAMES,
@@ -116,31 +116,28 @@ FLAGS = (
 )
 
 
-def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
-    if kind == FailureKind.CUDA_GRAPH:
-        return ("CUDA graph capture/compile failed: lower --max-cudagraph-capture-size, or restart with "
-                "--set enforce-eager (no CUDA graphs, no torch.compile).")
-    if kind == FailureKind.OOM:
-        if phase in (Phase.STARTING, Phase.LOADING):
-            return ("Not enough GPU memory: memory may still be held by a previous run (`bringup restart` waits "
-                    "for release), or lower --gpu-memory-utilization / --max-model-len, or raise "
-                    "--tensor-parallel-size.")
-        return "CUDA out of memory: lower --gpu-memory-utilization or --max-num-seqs, or --set enforce-eager."
-    if kind == FailureKind.NCCL:
-        return ("NCCL failed: one rank probably died first (find the earliest traceback); rerun with "
-                "NCCL_DEBUG=INFO.")
-    if kind == FailureKind.PORT_IN_USE:
-        return "The port is taken: another server (or the previous run) is listening on it (`ss -ltnp`)."
-    if kind == FailureKind.SCHEDULER_DIED:
-        return ("An engine process died: exit code -9 usually means the OS OOM killer (check `dmesg`); "
-                "otherwise the first traceback is the cause.")
-    if kind == FailureKind.WARMUP:
-        return "The API server failed while starting: read the excerpt."
-    if kind == FailureKind.BAD_ARGS:
-        return BAD_ARGS_HINT
-    if kind == FailureKind.EXIT:
-        return "The server exited without a recognised error: read the last lines of its log."
-    return "The engine reported a fatal error: read the excerpt; the root cause is usually the first traceback."
+HINTS = HintTable(
+    by_kind={
+        **COMMON_HINTS,
+        FailureKind.CUDA_GRAPH: "CUDA graph capture/compile failed: lower --max-cudagraph-capture-size, or restart "
+                                "with --set enforce-eager (no CUDA graphs, no torch.compile).",
+        FailureKind.OOM: "CUDA out of memory: lower --gpu-memory-utilization or --max-num-seqs, or --set "
+                         "enforce-eager.",
+        FailureKind.NCCL: "NCCL failed: one rank probably died first (find the earliest traceback); rerun with "
+                          "NCCL_DEBUG=INFO.",
+        FailureKind.PORT_IN_USE: "The port is taken: another server (or the previous run) is listening on it "
+                                 "(`ss -ltnp`).",
+        FailureKind.SCHEDULER_DIED: "An engine process died: exit code -9 usually means the OS OOM killer (check "
+                                    "`dmesg`); otherwise the first traceback is the cause.",
+        FailureKind.WARMUP: "The API server failed while starting: read the excerpt.",
+    },
+    while_loading={
+        FailureKind.OOM: "Not enough GPU memory: memory may still be held by a previous run (`bringup restart` waits "
+                         "for release), or lower --gpu-memory-utilization / --max-model-len, or raise "
+                         "--tensor-parallel-size.",
+    },
+    default="The engine reported a fatal error: read the excerpt; the root cause is usually the first traceback.",
+)
 
 
 THROUGHPUT_LINE = re.compile(r"Avg generation throughput: (?P<tps>[\d.]+) tokens/s")
@@ -151,7 +148,7 @@ VLLM = Preset(
     ready=READY,
     fatal=FATAL,
     classifiers=CLASSIFIERS,
-    hint=hint,
+    hint=HINTS,
     flags=FLAGS,
     health_path="/health",
     models_path="/v1/models",

@@ -1,0 +1,91 @@
+"""The suite's shared fixtures, and how it runs in parallel (pytest-xdist, `--dist loadgroup`).
+
+Most tests wait on real processes (a simulated server loading, a console drawing, an SSH link), so they run in
+several workers at once; each keeps to its own tmp dir, port, state dir, tmux socket and environment. The tests of the
+one systemd test host share that host's unit, lock and journal, so they form one group that one worker runs in
+order, and that group goes first: it is the longest chain of the suite.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e_helpers import Bringup
+from tests.ports import free_port
+from tests.processes import kill_processes, wait_no_sim_processes
+from tests.simdeploy import settings_for
+from tui.config import Settings
+
+#: the modules whose tests act on the systemd test host (.ci/testhost.sh): its unit, lock, journal and sshd
+TESTHOST_MODULES = frozenset({"test_remote.py", "test_remote_lock.py", "test_ssh_faults.py", "test_faults.py"})
+#: a test elsewhere that asks for one of these fixtures reaches the test host too
+TESTHOST_FIXTURES = frozenset({"testhost", "ssh_config", "conf"})
+TESTHOST_GROUP = "testhost"
+
+
+def uses_testhost(item: pytest.Item) -> bool:
+    return item.path.name in TESTHOST_MODULES or bool(TESTHOST_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The test host's tests in one xdist group, first (a stable sort keeps their order within it). Every worker
+    runs this hook on its own collection and gets the same order, as xdist requires."""
+    for item in items:
+        if uses_testhost(item):
+            item.add_marker(pytest.mark.xdist_group(TESTHOST_GROUP))
+    items.sort(key=lambda item: not uses_testhost(item))
+
+
+# ------------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on now: no test uses a fixed one."""
+    return free_port()
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For every test with a tmp dir: fails the test if a simulated server (or a supervisor of one, or the
+    `nvidia-smi` stand-in) started with that dir on its command line still runs once the test and its other fixtures
+    are done; kills them either way, so that one test's leak does not become the next one's failure.
+
+    Autouse fixtures are set up first, so this one is torn down last, after the fixtures that stop deployments."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp: Path = request.getfixturevalue("tmp_path")
+    yield
+    left = wait_no_sim_processes(str(tmp) + os.sep, timeout=5.0)
+    if left:
+        kill_processes(left)
+        pytest.fail("processes left behind by the test:\n" + "\n".join(f"  {pid}: {cmd[:300]}" for pid, cmd in left))
+
+
+@pytest.fixture
+def make_bringup(tmp_path: Path) -> Iterator[Callable[..., Bringup]]:
+    """Simulated `process` deployments in the test's tmp dir (see tests/e2e_helpers.py::Bringup), built from the
+    config model; each one made is stopped when the test ends."""
+    made: list[Bringup] = []
+
+    def make(**kw: Any) -> Bringup:
+        b = Bringup(tmp_path, **kw)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.run("stop", b.name, timeout=60)
+
+
+@pytest.fixture
+def sim_settings(tmp_path: Path) -> Settings:
+    """The console tests' simulated deployment `sim` (tests/simdeploy.py), loaded as bringup loads a config."""
+    return settings_for(tmp_path)

@@ -1,0 +1,136 @@
+"""The `bringup` command line: the console by default, and headless subcommands for scripts.
+
+Exit codes are `tui.exit_codes.ExitCode`: 0 success/ready, 1 failed, 2 usage or config error or refused (nothing
+was done), 3 timed out, 4 stopped (`wait`: nothing is starting), 5 superseded, 130 interrupted. Every headless
+subcommand takes `--json` (`demo` with `--headless`). Errors are one line on stderr, never a traceback.
+
+The package: `args` (the grammar), `report` (what is printed), `follow` (`wait` and the headless demo),
+`actions` (start, restart, stop), `commands` (status, flags, replay, bench); this module runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import faulthandler
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from tui.config import DEMO, ConfigError, Settings, load
+from tui.exit_codes import ExitCode
+from tui.lifecycle.presets import FlagValueError
+from tui.managers import ManagerError
+from tui.ops.wait import STOPPED_GRACE_S
+from tui.transport import TransportError
+
+from .actions import cmd_restart, cmd_start, cmd_stop
+from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, UsageError, build_parser
+from .commands import cmd_bench, cmd_flags, cmd_replay, cmd_status
+from .follow import cmd_demo, cmd_wait
+from .report import fmt_s, gpus_dict, out, render_status, snapshot_dict
+
+__all__ = [
+    "DEPLOYMENT_HELP", "EPILOG", "EXIT_STOPPED", "EXIT_SUPERSEDED", "EXIT_TIMEOUT", "FLAG_NAMES", "STOPPED_GRACE_S",
+    "ExitCode", "UsageError", "build_parser", "fmt_s", "gpus_dict", "main", "out", "render_status", "run_async",
+    "snapshot_dict",
+]
+
+# the names these had before `ExitCode`, for scripts that imported them
+EXIT_TIMEOUT = ExitCode.TIMEOUT
+EXIT_STOPPED = ExitCode.STOPPED
+EXIT_SUPERSEDED = ExitCode.SUPERSEDED
+
+#: the headless commands run on an event loop, each with the loaded settings and its arguments
+HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], Awaitable[int]]] = {
+    "status": cmd_status, "wait": cmd_wait, "start": cmd_start, "restart": cmd_restart, "stop": cmd_stop,
+    "flags": cmd_flags, "demo": cmd_demo, "bench": cmd_bench,
+}
+
+
+def _need_terminal(what: str) -> None:
+    """The console reads keys from stdin and draws on stderr: without a terminal on both it would wait for keys
+    that never come (a script that forgot its subcommand would hang, with a demo server started behind it)."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        hint = "bringup demo --headless" if what == "demo" else "bringup status | wait | restart"
+        raise UsageError(f"the {what} needs a terminal (stdin and stderr are not one here); for scripts: {hint}")
+
+
+def run_console(settings: Settings, deployment: str | None, read_only: bool) -> int:
+    from tui.app import run_app
+
+    return run_app(settings, deployment, read_only=read_only)
+
+
+def run_async(coro: Any) -> Any:
+    """asyncio.run, but an exit that never hangs: tasks left over are cancelled and given 3 s, not forever."""
+    loop = asyncio.new_event_loop()
+    main_task = loop.create_task(coro)
+    # Ctrl-C cancels the command's task, so it unwinds like any cancellation: locks released, the steps done
+    # said, no traceback (a KeyboardInterrupt raised wherever the loop happened to be could skip all that)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, main_task.cancel)
+    try:
+        try:
+            return loop.run_until_complete(main_task)
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=3.0))
+            loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), 3.0))
+        except (TimeoutError, RuntimeError):
+            pass
+        finally:
+            loop.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a stuck bringup is
+    with contextlib.suppress(ValueError, AttributeError, OSError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "replay":
+            return cmd_replay(args)
+        ro = True if (args.read_only or getattr(args, "demo_read_only", False)
+                      or getattr(args, "console_read_only", False)) else None
+        settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
+                        time_scale=getattr(args, "time_scale", 1.0))
+        if args.cmd in (None, "console"):
+            _need_terminal("console")
+            return run_console(settings, getattr(args, "deployment", None), settings.read_only)
+        if args.cmd == "demo" and not args.headless:
+            _need_terminal("demo")
+            from tui.app import run_app
+
+            return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
+        return int(run_async(HANDLERS[args.cmd](settings, args)))
+    except (ConfigError, UsageError, FlagValueError) as e:
+        for line in str(e).splitlines():  # one problem a line, each a whole error line
+            print(f"bringup: {line}", file=sys.stderr)
+        return ExitCode.USAGE
+    except (ManagerError, TransportError) as e:
+        print(f"bringup: {e}", file=sys.stderr)
+        return ExitCode.USAGE if getattr(e, "permanent", False) else ExitCode.FAILED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # `bringup status | head`: the reader has gone; not an error worth a message
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps Python from complaining at exit
+        return ExitCode.BROKEN_PIPE
+    except Exception as e:  # last resort: one line, not a traceback, unless asked for
+        if os.environ.get("BRINGUP_DEBUG"):
+            raise
+        print(f"bringup: internal error: {type(e).__name__}: {e} (BRINGUP_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return ExitCode.FAILED

@@ -1,0 +1,150 @@
+"""The command line's grammar: the parser, its help texts and epilogs, and the error for wrong input.
+
+Kept apart from the commands so that `bringup --help` (and a test of the help) loads no engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tui import __version__
+from tui.config import DEMO_PORT
+from tui.exit_codes import ExitCode as X
+from tui.ops.wait import STOPPED_GRACE_S
+from tui.sim.scenarios import DESCRIPTIONS, SCENARIOS
+
+EPILOG = f"""\
+exit codes: {X.OK:d} ok/ready, {X.FAILED:d} failed, {X.USAGE:d} usage/config error, refused or a permanent error \
+(unknown host key, unit not
+found), {X.TIMEOUT:d} timeout, {X.STOPPED:d} stopped (wait), {X.SUPERSEDED:d} superseded (another run replaced the \
+one this command started, or its lock
+was lost), {X.INTERRUPTED:d} interrupted.
+config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
+always exists). Docs: README.md.
+"""
+
+FLAG_NAMES = ("flags are named as on the server's command line without the leading `--`, e.g. "
+              "`disable-cuda-graph` or `mem-fraction-static=0.85`")
+DEPLOYMENT_HELP = "a deployment of the config (default: the only one configured, or `demo` if none is)"
+
+
+class UsageError(Exception):
+    """Wrong input from the user, or a refusal: the message to stderr, exit 2, nothing done."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # --config and --json work before or after the subcommand; in the subcommands they default to "not given"
+    # so that they do not overwrite what the main parser read. `console` has no JSON output: no --json there.
+    conf = argparse.ArgumentParser(add_help=False)
+    conf.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                      help="config file (default: see below)")
+    common = argparse.ArgumentParser(add_help=False, parents=[conf])
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+
+    p = argparse.ArgumentParser(
+        prog="bringup", description="Bring up and operate LLM inference servers (SGLang, vLLM): watch the "
+        "lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", metavar="FILE", help="config file (default: see below)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (headless commands)")
+    p.add_argument("--version", action="version", version=f"bringup {__version__}")
+    p.add_argument("--read-only", action="store_true", help="console without restart, start/stop or flag keys")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    def add(name: str, help: str, description: str, json: bool = True) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description, parents=[common if json else conf],
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    c0 = add("console", "the console (the default when no command is given)",
+             "Open the console on a deployment (the only one configured, or the one named).", json=False)
+    c0.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    c0.add_argument("--read-only", action="store_true", dest="console_read_only",
+                    help="console without restart, start/stop or flag keys")
+
+    s = add("status", "phase, timeline, failure, GPUs, throughput and flags, once",
+            "Print one snapshot of a deployment: phase with its timeline, the failure (kind, excerpt, hint), "
+            "GPU memory, throughput and flags.")
+    s.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+
+    w = add("wait", "follow until ready (0), failed (1), timeout (3) or stopped (4)",
+            "Follow a deployment until it is ready (exit 0), failed (exit 1, with the error excerpt and a hint) "
+            "or the timeout passes (exit 3), printing phase changes as they happen. A deployment that is stopped "
+            f"(not running for {STOPPED_GRACE_S:g} s, and no restart or start in progress) ends the wait at once "
+            "with exit 4. A drop-in for a `systemctl is-active` + `curl` polling loop: "
+            "`bringup wait k26 --timeout 1800 && run-benchmarks`.")
+    w.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    w.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds to wait for ready (default 1800)")
+
+    for name, what in (("start", "start"), ("stop", "stop")):
+        detail = ("waits for the previous run to release its GPU memory first" if name == "start"
+                  else "waits until it has exited and its GPU memory is released, so that a start right after "
+                  "it cannot hit a CUDA OOM")
+        c = add(name, f"{what} the deployment", f"{what.capitalize()} the deployment's server ({detail}).")
+        c.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+        if name == "start":
+            c.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
+            c.add_argument("--timeout", type=float, default=None, metavar="S",
+                           help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
+
+    r = add("restart", "restart safely, optionally with new flags",
+            "Restart with the safe protocol: take the lock, write the flags, stop, wait until the old run's GPU "
+            "memory is released, start, and follow the new process until it is ready (a real generation) or "
+            f"failed. {FLAG_NAMES[0].upper()}{FLAG_NAMES[1:]} (`bringup flags k26` lists them).\n\n"
+            "  bringup restart k26 --set disable-cuda-graph\n"
+            "  bringup restart k26 --set speculative-algorithm=DFLASH --unset enable-metrics --yes")
+    r.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    r.add_argument("--set", action="append", default=[], metavar="NAME[=VALUE]", dest="sets",
+                   help="add a server flag, or change its value (a switch takes no value); can be repeated")
+    r.add_argument("--unset", action="append", default=[], metavar="NAME", dest="unsets",
+                   help="remove a server flag from the command line; can be repeated")
+    r.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    r.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
+    r.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
+    r.add_argument("--rollback", action="store_true", help="on failure, go back to the last flags that were ready")
+
+    f = add("flags", "the flags the preset knows, their values and keys",
+            "List the server flags bringup can toggle or set for this deployment, their current values and keys "
+            f"(the console's keys). The {FLAG_NAMES}, as `restart --set` and `--unset` take them.")
+    f.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+
+    rp = add("replay", "run the lifecycle reducer over a recorded log",
+             "Replay a recorded log (plain text, journald short format, or `journalctl -o json` lines; - for "
+             "stdin) through the same reducer as the console, and print the phase timeline, the final phase and "
+             "the failure. A file with no SGLang or vLLM line in it, or a binary file, is refused (exit 2).")
+    rp.add_argument("file", metavar="FILE|-", help="the log file, or - to read stdin")
+    rp.add_argument("--preset", choices=("sglang", "vllm", "auto"), default="auto",
+                    help="which server wrote the log (default auto: told from the log's lines)")
+
+    b = add("bench", "measure tokens/s and TTFT with real streaming requests",
+            "Send streaming chat completions to the deployment's OpenAI-compatible endpoint at each concurrency "
+            "level and report time to first token, tokens/s per stream and aggregate tokens/s. Only this command "
+            "sends load; nothing in bringup benchmarks on its own.\n\n  bringup bench k26 --concurrency 1,4,16")
+    b.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    b.add_argument("--concurrency", default="1,4", metavar="N,N,...", help="levels (default 1,4)")
+    b.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="requests per level (default 2x level, at least 4)")
+    b.add_argument("--prompt-tokens", type=int, default=128, metavar="N",
+                   help="prompt length in tokens, about (default 128)")
+    b.add_argument("--max-tokens", type=int, default=128, metavar="N",
+                   help="tokens to generate per request (default 128)")
+    b.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
+
+    d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
+            "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
+            f"needed and stopping it on exit. Its server listens on 127.0.0.1:{DEMO_PORT}; set BRINGUP_DEMO_PORT to "
+            "use another port.", json=False)
+    d.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="with --headless: one JSON object per phase change")
+    d.add_argument("--scenario", choices=SCENARIOS, default="", metavar="NAME",
+                   help="a failure to watch, from real incidents (the list is below)")
+    d.epilog = "scenarios:\n" + "".join(f"  {name:<20} {what}\n" for name, what in DESCRIPTIONS.items()) + \
+        "\n" + (d.epilog or "")
+    d.add_argument("--keep", action="store_true", help="leave the simulated server running on exit")
+    d.add_argument("--time-scale", type=float, default=1.0, metavar="F", help="speed of the simulated bring-up "
+                   "(0.2 = five times faster)")
+    d.add_argument("--headless", action="store_true", help="print phases instead of opening the console")
+    d.add_argument("--read-only", action="store_true", dest="demo_read_only",
+                   help="console without restart, start/stop or flag keys")
+    return p

@@ -1,0 +1,149 @@
+"""The commands that only read: `status`, `flags`, `replay` and `bench` (which sends load, but changes nothing)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from tui.config import Settings
+from tui.exit_codes import ExitCode
+from tui.model import Phase
+
+from .args import UsageError
+from .report import out, print_failure, render_status, snapshot_dict
+
+
+async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Engine
+    from tui.settle import settle
+
+    name, dep = settings.deployment(args.deployment)
+    w = Engine(settings, name, dep)
+    try:
+        await settle(w)
+        flags = await w.flag_values()
+        d = snapshot_dict(w.snapshot(time.time()), flags, time.time())
+    finally:
+        await w.close()
+    out(d, args.json, render_status(d))
+    return ExitCode.FAILED if d["phase"] == "failed" else ExitCode.OK
+
+
+async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Engine
+
+    name, dep = settings.deployment(args.deployment)
+    w = Engine(settings, name, dep)
+    try:
+        values = await w.flag_values()
+    finally:
+        await w.close()
+    rows: list[dict[str, Any]] = []
+    text = [f"{name} ({dep.preset})", f"  {'FLAG':<32}{'VALUE':<12}{'KEY':<5}HELP"]
+    for f in w.flag_specs:
+        value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values \
+            else False if f.kind == "bool" else None  # a switch that is not given is off, in JSON too
+        rows.append({"name": f.name, "kind": f.kind, "value": value, "choices": list(f.choices), "key": f.key,
+                     "help": f.help})
+        # as the console's flags dialog shows them
+        shown = "on" if value is True else "off" if value is False else "-" if value is None else str(value)
+        kind = "|".join(f.choices) if f.choices else f.kind
+        text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
+    out(rows, args.json, "\n".join(text))
+    return ExitCode.OK
+
+
+def _recognised(lines: list[str], preset_name: str) -> bool:
+    """Whether any line is SGLang or vLLM output (a logger prefix, a phase marker, the ready line, a fatal line,
+    or systemd's word about the unit in a JSON journal): replaying the wrong file must say so, not "starting"."""
+    from tui.lifecycle.lines import clean
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.replay import events_from_lines
+    from tui.model import LogLine
+
+    p = get_preset(preset_name)
+    for ev in events_from_lines(lines):
+        if not isinstance(ev, LogLine):
+            return True
+        c = clean(ev.text)
+        t = c.text
+        if (c.prefixed or p.ready.search(t) or p.fatal.search(t) or (p.serving is not None and p.serving.search(t))
+                or any(m.pattern.search(t) for m in p.markers)):
+            return True
+    return False
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a recorded log. With --json, stdout is always one JSON object: the result, or `{"error": ...}`
+    (the exit code and the one-line message on stderr stay as without --json)."""
+    from tui.lifecycle.replay import replay
+
+    name = "stdin" if args.file == "-" else args.file
+    try:
+        try:
+            if args.file == "-":
+                data = sys.stdin.buffer.read()
+            else:
+                with open(args.file, "rb") as fh:
+                    data = fh.read()
+        except OSError as e:
+            raise UsageError(f"{args.file}: {e.strerror or e}") from None
+        if b"\0" in data[:8192]:
+            raise UsageError(f"{name}: a binary file, not a server log")
+        lines = data.decode("utf-8", "replace").splitlines()
+        r = replay(lines, args.preset)
+        if not _recognised(lines, r.preset):
+            raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
+                             "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
+    except Exception as e:
+        if args.json:
+            print(json.dumps({"error": str(e) or type(e).__name__}))
+        raise
+    d = r.as_dict()
+    if args.json:
+        print(json.dumps(d))
+    else:
+        s = r.state
+        t0 = s.timeline[0].at if s.timeline else 0
+        print(f"preset: {r.preset}")
+        print(f"  {'PHASE':<14} {'BEGAN':>10} {'LASTED':>9}")
+        for phase, at, secs in s.seconds_in():
+            print(f"  {phase!s:<14} {f'+{at - t0:.1f}s':>10} {f'{secs:.1f}s':>9}")
+        print(f"final: {s.phase}")
+        if s.failure:
+            print_failure(s.failure, sys.stdout, headline=f"failure: {s.failure.kind} in {s.failure.phase}")
+    return ExitCode.FAILED if r.state.phase == Phase.FAILED else ExitCode.OK
+
+
+async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.bench import BenchError, bench, render
+    from tui.engine import Engine
+
+    try:
+        levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--concurrency takes numbers like 1,4,16, not {args.concurrency!r}") from None
+    if not levels or min(levels) < 1 or max(levels) > 1024:
+        raise UsageError("--concurrency levels must be between 1 and 1024")
+    if min(args.prompt_tokens, args.max_tokens) < 1 or (args.requests is not None and args.requests < 1):
+        raise UsageError("--prompt-tokens, --max-tokens and --requests must be positive")
+    name, dep = settings.deployment(args.deployment)
+    w = Engine(settings, name, dep)
+    try:
+        await w.connect_endpoint()
+        endpoint = w.prober.endpoint
+        result = await bench(endpoint, levels, requests=args.requests, prompt_tokens=args.prompt_tokens,
+                             max_tokens=args.max_tokens, timeout=args.timeout)
+    except BenchError as e:
+        print(f"bringup: bench {name}: {e}", file=sys.stderr)
+        return ExitCode.FAILED
+    finally:
+        await w.close()
+    result["deployment"] = name
+    out(result, args.json, render(result))
+    return ExitCode.OK
+
+

@@ -1,0 +1,131 @@
+"""`bringup wait` and `bringup demo --headless`: the wait protocol's events as text lines or JSON Lines.
+
+Text: the phases on stdout, one line each, and everything else (problems, STALLED, the failure, why it ended) on
+stderr, so `bringup wait k26 > phases.txt` keeps only the phases. JSON: every event a line on stdout, and the last
+line always says how the wait ended (`{"result": ...}`), whatever came before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from tui.config import DEMO, Settings
+from tui.exit_codes import ExitCode
+from tui.ops.wait import (
+    BecameReady,
+    FailureFound,
+    FoundStopped,
+    GaveUp,
+    PhaseReached,
+    ProblemNoticed,
+    StallNoticed,
+    TimedOut,
+    WaitEvent,
+    WaitOutcome,
+    wait,
+)
+
+from .report import fmt_s, print_failure
+
+#: the headless demo's bring-up takes well under a minute at the default time scale
+DEMO_TIMEOUT_S = 600.0
+
+
+class WaitLines:
+    """Prints a wait's events for the deployment `name` as they come: an `on_event` for `tui.ops.wait.wait`."""
+
+    def __init__(self, name: str, as_json: bool) -> None:
+        self.name = name
+        self.as_json = as_json
+
+    def _json(self, obj: object) -> None:
+        print(json.dumps(obj), flush=True)
+
+    def _say(self, text: str) -> None:
+        print(f"bringup: {self.name}: {text}", file=sys.stderr, flush=True)
+
+    def __call__(self, ev: WaitEvent) -> None:
+        j = self.as_json
+        match ev:
+            case PhaseReached():
+                if j:
+                    self._json({"phase": str(ev.phase), "at": ev.at, "line": ev.line})
+                else:
+                    print(f"[{fmt_s(ev.since_first)}] {ev.phase!s:<14} {ev.line[:100]}", flush=True)
+            case ProblemNoticed():
+                if j:
+                    self._json({"error": ev.problem, "collector": ev.source})
+                else:
+                    self._say(f"{ev.problem} (trying again until the timeout)")
+            case StallNoticed():
+                if j:
+                    self._json({"stalled_for": round(ev.stalled_for, 1), "phase": str(ev.phase)})
+                else:
+                    self._say(ev.note)
+            case _:
+                self._ended(ev)
+
+    def _ended(self, ev: WaitOutcome) -> None:
+        match ev:
+            case GaveUp():
+                if self.as_json:
+                    self._json({"error": ev.error, "collector": "unit", "permanent": True})
+                self._say(ev.error)  # on stderr with --json too: the error is what a person must fix
+            case FailureFound():
+                if self.as_json:
+                    self._json({"failure": ev.failure.as_dict()})
+                else:
+                    print_failure(ev.failure)
+            case FoundStopped():
+                print(f"bringup: {self.name} is stopped: start it with 'bringup start {self.name}'", file=sys.stderr)
+            case TimedOut():
+                cause = f"; {ev.problem}" if ev.problem else ""
+                if ev.stalled_for is not None:
+                    cause += f"; STALLED for {ev.stalled_for:.0f} s"
+                last = ev.phase if ev.state_read else "unknown (its state was never read)"
+                print(f"timeout after {ev.after_s:g} s; last phase: {last}{cause}", file=sys.stderr)
+            case BecameReady():
+                pass
+        if self.as_json:
+            self._json({"result": ev.result, "phase": str(ev.phase), "invocation": ev.invocation})
+
+
+def wait_exit_code(outcome: WaitOutcome) -> ExitCode:
+    match outcome:
+        case BecameReady():
+            return ExitCode.OK
+        case FailureFound():
+            return ExitCode.FAILED
+        case FoundStopped():
+            return ExitCode.STOPPED
+        case TimedOut():
+            return ExitCode.TIMEOUT
+        case GaveUp():
+            return ExitCode.USAGE  # a permanent error: as when a command is refused, trying again will not help
+
+
+async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import STALE_AFTER_S, Engine
+
+    name, dep = settings.deployment(args.deployment)
+    w = Engine(settings, name, dep)
+    await w.start()
+    try:
+        return wait_exit_code(await wait(w, args.timeout, WaitLines(name, args.json), stale_after=STALE_AFTER_S))
+    finally:
+        await w.close()
+
+
+async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    """The demo without the console: its phases as `wait` prints them, and its server stopped at the end unless
+    `--keep` (Ctrl-C or `kill <pid>` too)."""
+    from tui.demo import run_demo
+
+    try:
+        outcome = await run_demo(settings, WaitLines(DEMO, args.json), keep=args.keep, timeout=DEMO_TIMEOUT_S)
+    except asyncio.CancelledError:
+        return ExitCode.TERMINATED
+    return wait_exit_code(outcome)

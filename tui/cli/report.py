@@ -1,0 +1,107 @@
+"""What the headless commands print: JSON Lines with `--json`, plain text without, from the same dicts.
+
+One way to print a failure (its headline, the end of its excerpt, the hint) for every command that shows one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from tui.model import Failure, GpuSnapshot, Snapshot
+
+#: lines of a failure's excerpt a command prints: the end of a traceback, where its cause is
+EXCERPT_LINES = 40
+#: `status` keeps room for the rest of the snapshot below the excerpt
+STATUS_EXCERPT_LINES = 25
+
+
+def out(obj: Any, as_json: bool, text: str) -> None:
+    """`--json` output is JSON Lines: one object per line, so a stream of steps or phases and its final record
+    read the same way (`jq`, or `json.loads` per line)."""
+    if as_json:
+        print(json.dumps(obj, default=str))
+    else:
+        print(text)
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:6.1f}s"
+
+
+def gpus_dict(g: GpuSnapshot | None) -> Any:
+    if g is None:
+        return None
+    return {"error": g.error or None, "gpus": [
+        {"index": x.index, "name": x.name, "mem_used_mib": x.mem_used_mib, "mem_total_mib": x.mem_total_mib,
+         "util_pct": x.util_pct, "temp_c": x.temp_c, "power_w": x.power_w, "lost": x.lost} for x in g.gpus],
+        "processes": [{"pid": p.pid, "name": p.name, "gpu": p.gpu_index, "used_mib": p.used_mib}
+                      for p in g.processes]}
+
+
+def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float) -> dict[str, Any]:
+    tl = []
+    for i, t in enumerate(s.timeline):
+        end = s.timeline[i + 1].at if i + 1 < len(s.timeline) else now
+        tl.append({"phase": str(t.phase), "at": t.at, "seconds": round(max(0.0, end - t.at), 2), "line": t.line})
+    tp = s.throughput
+    return {
+        "deployment": s.deployment, "host": s.host, "phase": str(s.phase), "invocation": s.invocation or None,
+        "timeline": tl, "failure": s.failure.as_dict() if s.failure else None,
+        "stalled_for": s.stalled_for,
+        "unit": None if s.unit is None else {"active": s.unit.active, "sub": s.unit.sub, "main_pid": s.unit.main_pid,
+                                              "exit_status": s.unit.exit_status},
+        "gpus": gpus_dict(s.gpus),
+        "throughput": None if tp is None else {"tokens_per_s": tp.tokens_per_s, "source": tp.source,
+                                               "running": tp.running, "queued": tp.queued,
+                                               "accept_len": tp.accept_len, "accept_rate": tp.accept_rate,
+                                               "ttft_s": tp.ttft_s},
+        "flags": flags, "argv": list(s.flags), "notes": list(s.notes),
+        "attribution": None if s.attribution is None else {
+            "current_mib": s.attribution.current_mib, "previous_mib": s.attribution.previous_mib,
+            "other_mib": s.attribution.other_mib, "previous_gpus": list(s.attribution.previous_gpus),
+            "note": s.attribution.note or None},
+    }
+
+
+def failure_lines(headline: str, excerpt: Iterable[str], hint: str, last: int = EXCERPT_LINES) -> list[str]:
+    """A failure as every command shows it: a headline, the last `last` lines of the excerpt, the hint."""
+    return [headline, *("  | " + x for x in list(excerpt)[-last:]), f"hint: {hint}"]
+
+
+def print_failure(f: Failure, file: TextIO | None = None, *, headline: str = "") -> None:
+    """A live failure (`wait`, `start`, `restart`) on stderr after a blank line, or, with `headline`, any other
+    (`replay` prints its own on stdout, as part of its result)."""
+    head = headline or f"\nFAILED in {f.phase}: {f.kind}"
+    print("\n".join(failure_lines(head, f.excerpt, f.hint)), file=file or sys.stderr)
+
+
+def render_status(d: dict[str, Any]) -> str:
+    lines = [f"{d['deployment']} on {d['host']}: {d['phase'].upper()}"
+             + (f"   (invocation {d['invocation'][:12]})" if d["invocation"] else "")]
+    for t in d["timeline"]:
+        lines.append(f"  {t['phase']:<14}{t['seconds']:8.1f}s  {t['line'][:90]}")
+    if d["stalled_for"]:
+        lines.append(f"  STALLED: no progress for {d['stalled_for']:.0f}s")
+    f = d["failure"]
+    if f:
+        lines.extend(failure_lines(f"failed in {f['phase']}: {f['kind']}", f["excerpt"].splitlines(), f["hint"],
+                                   STATUS_EXCERPT_LINES))
+    g = d["gpus"]
+    if g and g["gpus"]:
+        used = sum(x["mem_used_mib"] or 0 for x in g["gpus"]) / 1024
+        total = sum(x["mem_total_mib"] or 0 for x in g["gpus"]) / 1024
+        lines.append(f"GPUs: {len(g['gpus'])}, {used:.0f}/{total:.0f} GiB used")
+    elif g and g["error"]:
+        lines.append(f"GPUs: {g['error']}")
+    tp = d["throughput"]
+    if tp and tp["tokens_per_s"] is not None:
+        acc = f", accept length {tp['accept_len']:.2f}" if tp["accept_len"] else ""
+        what = "throughput" if d["phase"] == "ready" else "last throughput while it served"
+        lines.append(f"{what}: {tp['tokens_per_s']:.1f} tok/s ({tp['source']}){acc}")
+    if d["flags"]:
+        lines.append("flags: " + " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in d["flags"].items()))
+    lines.extend(f"note: {n}" for n in d["notes"])
+    return "\n".join(lines)

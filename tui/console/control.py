@@ -1,0 +1,262 @@
+"""The full console: the read-only one plus restart, flags and start/stop, each behind a confirmation, and the
+rollback offered after this console's own restart failed. The actions run the same protocols as the CLI, in
+workers, and report through messages (`RestartStepped`, `RestartFinished`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual import work
+from textual.binding import Binding
+
+from tui.config import Settings
+from tui.console.viewer import ConsoleApp
+from tui.engine import Engine
+from tui.lifecycle.flags import FlagChange, apply_changes, diff
+from tui.managers import ManagerError
+from tui.messages import RestartFinished, RestartStepped
+from tui.model import Outcome, Step
+from tui.ops import restart as protocol
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.flags import FlagsScreen
+from tui.transport import TransportError
+
+
+class ControlConsoleApp(ConsoleApp):
+    """The full console: adds restart, flags and start/stop, each behind a confirmation."""
+
+    BINDINGS = [
+        Binding("r", "restart", "Restart", id="restart"),
+        Binding("f", "flags", "Flags", id="flags"),
+        Binding("s", "start_stop", "Start/stop", id="start_stop"),
+    ]
+
+    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False) -> None:
+        super().__init__(settings, deployment, live=live, demo=demo)
+        self.read_only = False
+
+    def _target_lines(self) -> list[str]:
+        w = self.watch_
+        dep = self.settings.deployments[self.deployment]
+        return [f"deployment: {self.deployment}", f"host:       {w.host_name if w else dep.host}",
+                f"target:     {w.manager.target if w else dep.unit or dep.manager}"]
+
+    def _cannot(self, title: str, e: BaseException, done: str, retry: str) -> None:
+        """An action could not read or reach the deployment. Shown as an error in the console, never fatal (an
+        operator whose host is down needs the console most): the cause, what was `done` about it (nothing, as a
+        rule), and what to do: fix the cause, then `retry` (the key that tries again)."""
+        w = self.watch_
+        if isinstance(e, TransportError):
+            where = w.transport.name if w is not None else "local"
+            when = f"once `ssh {where}` works from here" if where != "local" else "once that is fixed"
+            todo = f"{done}; {retry} {when}"
+        elif isinstance(e, ManagerError):
+            todo = f"{done}; check deployment {self.deployment!r} in the config (its unit or command) or the host, " \
+                   f"then {retry}"
+        else:
+            todo = f"{done}: an unexpected error (a bug in bringup: please report it); {retry}"
+        cause = str(e) if isinstance(e, (TransportError, ManagerError)) else f"{type(e).__name__}: {e}"
+        self.notify(f"{cause}\n{todo}", title=f"{self.deployment}: {title}", severity="error", timeout=20,
+                    markup=False)
+
+    async def _flags_unchanged(self, w: Engine, shown: Sequence[str], key: str) -> bool:
+        """Whether the flags are still those a dialog was computed from. A yes to a dialog over flags someone
+        else has changed since would undo their change (a rollback computed before another operator's restart
+        reverted it): the console re-reads them first and, if they moved, does nothing and says so."""
+        try:
+            now = await w.argv()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot re-read the flags", e, "nothing was done", f"press {key} to try again")
+            return False
+        if list(now) == list(shown):
+            return True
+        change = diff(list(shown), now, w.flag_specs) or ["the command line changed"]
+        self.notify("the flags changed after the dialog opened, so nothing was done (it would have undone "
+                    f"that change): {'; '.join(change)}\npress {key} to decide again over the flags as they are "
+                    "now", title=f"{self.deployment}: not restarted: flags changed meanwhile", severity="warning",
+                    timeout=20, markup=False)
+        return False
+
+    @work(exclusive=True, group="dialog", exit_on_error=False)
+    async def confirm_restart(self, changes: list[FlagChange], key: str = "r") -> None:
+        """Read the flags (over SSH: off the message loop, so the console keeps answering meanwhile) and ask."""
+        w = self.watch_
+        if w is None:
+            self.notify("not connected yet", severity="warning")
+            return
+        if self._busy():
+            return
+        try:
+            old = await w.argv()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot read its flags", e, "nothing was changed", f"press {key} to try again")
+            return
+        try:
+            new = apply_changes(old, changes, w.flag_specs)
+        except ValueError as e:
+            self.notify(str(e), severity="error", markup=False)
+            return
+        change_lines = diff(old, new, w.flag_specs) or ["no flag change"]
+        lines = [*self._target_lines(), "", "flags:", *("  " + c for c in change_lines), "",
+                 "stop, wait for GPU memory release, start, verify a real generation"]
+
+        def answered(yes: bool | None) -> None:
+            if yes:  # a No drops the change: a later `r` restarts with the flags as they are
+                self.run_protocol(new, True, shown=old, key=key)
+
+        self.push_screen(ConfirmScreen(f"Restart {self.deployment}?", lines), answered)
+
+    def action_restart(self) -> None:
+        self.confirm_restart([])
+
+    def action_flags(self) -> None:
+        if self.watch_ is None:
+            self.notify("not connected yet", severity="warning")
+            return
+        self.open_flags()
+
+    @work(exclusive=True, group="dialog", exit_on_error=False)
+    async def open_flags(self) -> None:
+        w = self.watch_
+        if w is None:
+            return
+        try:
+            values = await w.flag_values()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot read its flags", e, "nothing was changed", "press f to try again")
+            return
+        dep = self.settings.deployments[self.deployment]
+
+        def applied(changes: list[FlagChange] | None) -> None:
+            if changes:
+                self.confirm_restart(changes, "f")
+
+        self.push_screen(FlagsScreen(w.flag_specs, values, dep.flags), applied)
+
+    def action_start_stop(self) -> None:
+        w = self.watch_
+        if w is None or self._busy():
+            return
+        unit = w.state.unit
+        if unit is None:  # neither Start nor Stop is known to be the right offer
+            why = w.collector_errors.get("unit", "")
+            self.notify(f"cannot tell whether it is running: {why or 'its state has not been read yet'}\n"
+                        "press s again once the console shows its state", title=f"{self.deployment}: no start/stop",
+                        severity="error" if why else "warning", markup=False)
+            return
+        running = unit.running
+        verb = "Stop" if running else "Start"
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            if running:
+                self.run_stop()
+            else:
+                self.run_protocol(None, False, key="s")
+
+        self.push_screen(ConfirmScreen(f"{verb} {self.deployment}?", self._target_lines()), answered)
+
+    def _busy(self) -> bool:
+        """An action of this console is under way: a second one waits its turn (never cancels it midway)."""
+        if self.restarting:
+            self.notify("a restart is already running", title=self.deployment, severity="warning")
+        return self.restarting
+
+    @work(group="ops", exit_on_error=False)
+    async def run_stop(self) -> None:
+        w = self.watch_
+        if w is None or self._busy():
+            return
+        self.restarting = True
+        self.steps = []
+        self.render_lifecycle()
+        try:
+            # under the deployment's lock, like a restart, and done when the GPU memory is released
+            def stepped(s: Step) -> None:
+                self.post_message(RestartStepped(s))
+
+            outcome = await protocol.stop(w, stepped)
+        except Exception as e:  # shown, never fatal to the console
+            outcome = Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
+        finally:
+            self.restarting = False
+        self.post_message(RestartFinished(outcome, "stop", "s"))
+
+    @work(group="ops", exit_on_error=False)
+    async def run_protocol(self, new_argv: list[str] | None, restart: bool, *, shown: Sequence[str] | None = None,
+                           key: str = "r") -> None:
+        """The restart protocol (or a start). `shown`: the flags the confirmation was computed from; if they
+        changed since, nothing is done."""
+        w = self.watch_
+        if w is None or self._busy():
+            return
+        self.restarting = True
+        try:
+            if shown is not None and not await self._flags_unchanged(w, shown, key):
+                return
+            self.steps = []
+
+            def stepped(s: Step) -> None:
+                self.post_message(RestartStepped(s))
+
+            outcome = await protocol.run(w, new_argv, stepped,
+                                         stop_first=restart, purpose="restart" if restart else "start",
+                                         rollback=False, expect_argv=shown)
+        except Exception as e:  # shown, never fatal to the console
+            outcome = Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
+        finally:
+            self.restarting = False
+            self.releasing = False
+        self.post_message(RestartFinished(outcome, "restart" if restart else "start", key))
+
+    def on_restart_finished(self, m: RestartFinished) -> None:
+        """Say how it ended. A rollback is offered only when this console's own restart ran and the server failed:
+        not when it was refused (another bringup holds the lock: the flags are that one's, not ours to undo), not
+        when it ran out of time, not when it never started."""
+        o, what, key = m.outcome, m.action, m.key
+        title = f"{self.deployment}: {what}"
+        if o.ok:
+            self.notify(o.message, title=title, markup=False)
+            return
+        lock_refused = o.refused and any(s.name == "lock" and s.status == "failed" for s in o.steps)
+        if lock_refused:
+            self.notify(f"refused: {o.message}\nnothing was changed: the lifecycle panel follows its run; press "
+                        f"{key} again after it, if still needed", title=f"{title} refused", severity="warning",
+                        timeout=20, markup=False)
+            return
+        ours = (what != "stop" and not o.refused and not o.timed_out and not o.superseded and not o.rolled_back
+                and any(s.name == "lock" and s.status == "done" for s in o.steps))
+        if o.failure is not None:
+            todo = "the lifecycle panel has the hint, e the errors"
+        elif o.timed_out or o.superseded:
+            todo = "the lifecycle panel follows what runs now"
+        else:
+            todo = f"press {key} to try again once that is fixed"
+        self.notify(f"{o.message}\n{todo}", title=f"{title} failed", severity="error", timeout=20, markup=False)
+        if ours:
+            self.offer_rollback()
+
+    @work(exclusive=True, group="rollback", exit_on_error=False)
+    async def offer_rollback(self) -> None:
+        w = self.watch_
+        if w is None:
+            return
+        try:
+            good = await w.manager.read_saved_argv("ready")
+            current = await w.argv()
+        except Exception as e:  # shown, never fatal to the console
+            self._cannot("cannot read its flags", e, "no rollback offered",
+                         "press f to see the flags and set them back")
+            return
+        if good is None or list(good) == list(current):
+            return
+        change = diff(current, good, w.flag_specs) or ["the last flags that reached ready"]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_protocol(list(good), True, shown=current)
+
+        self.push_screen(ConfirmScreen(f"Roll back {self.deployment}?", [
+            *self._target_lines(), "", "back to the last flags that reached ready:", *("  " + c for c in change)]),
+            answered)

@@ -1,0 +1,79 @@
+"""Running the console as a program: the class for the mode, the exit status, and the terminal hanging up (the
+demo server stopped either way)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import sys
+import threading
+
+from textual.app import App
+
+from tui.config import DEMO, Settings
+from tui.console.control import ControlConsoleApp
+from tui.console.viewer import ConsoleApp
+from tui.engine import Engine
+from tui.exit_codes import ExitCode
+from tui.transport.local import kill_all_children
+
+
+def _stop_demo(settings: Settings, name: str) -> None:
+    from tui.demo import stop_demo
+
+    async def _stop() -> None:
+        w = Engine(settings, name, settings.deployments[name])
+        try:
+            await stop_demo(w)
+        finally:
+            await w.close()
+
+    asyncio.run(_stop())
+
+
+def _on_hangup(settings: Settings, name: str, stop_demo: bool) -> None:
+    """The terminal is gone: Textual cannot restore it (its shutdown can block writing to a dead tty), so end
+    here: kill the commands we started, stop the demo server, exit. Runs in a thread of its own."""
+    try:
+        kill_all_children()
+        if stop_demo:
+            _stop_demo(settings, name)
+        kill_all_children()
+    finally:
+        os._exit(ExitCode.HANGUP)
+
+
+def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False) -> int:
+    name, _ = settings.deployment(deployment)
+    cls = ConsoleApp if read_only else ControlConsoleApp
+    app = cls(settings, name, demo=name == DEMO)
+    stop_demo = name == DEMO and not demo_keep
+
+    def hangup(signum: int, frame: object) -> None:
+        threading.Thread(target=_on_hangup, args=(settings, name, stop_demo and app.demo_started),
+                         daemon=True).start()
+
+    signal.signal(signal.SIGHUP, hangup)
+    # everything imported and built so far lives as long as the process: out of the collector's full passes, which
+    # otherwise walk it again and again while log lines stream in
+    gc.freeze()
+    code = app.run()
+    if stop_demo and app.demo_started:
+        _stop_demo(settings, name)
+    return exit_status(app, code)
+
+
+def exit_status(app: App[int], result: int | None) -> int:
+    """The console's exit status: its own (q: 0; SIGTERM or SIGINT: 128 + N), or, when it died of an uncaught
+    exception, Textual's non-zero return code (1) and one line on stderr under the traceback Textual printed
+    after restoring the terminal. `app.run()` returns None then, which must never read as a clean exit to a
+    script or a unit that runs the console."""
+    if app.return_code:
+        err = getattr(app, "_exception", None)  # Textual keeps the first uncaught exception here
+        why = f"{type(err).__name__}: {err}" if err is not None else "an uncaught error"
+        print(f"bringup: the console stopped on an unexpected error: {why} (a bug in bringup: please report it "
+              "with the traceback above)", file=sys.stderr)
+        return app.return_code
+    return result or ExitCode.OK

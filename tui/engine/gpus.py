@@ -1,0 +1,179 @@
+"""The deployment's GPUs: where samples come from, the sample shown, each GPU's history, whose memory is whose,
+and each GPU's memory before the last start (kept on disk).
+
+No reducer and no listeners here: `GpuTracker.run` delivers samples to a callback and `accept` keeps them; the
+engine decides what a sample means for the phase (memory is progress while loading) and who is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
+from tui.collectors.gpu_smi import SmiSource
+from tui.config import HostConfig
+from tui.lifecycle.release import attribute
+from tui.managers import Manager, ManagerError
+from tui.model import Attribution, GpuSnapshot, UnitState
+from tui.transport import Transport, TransportError
+
+#: samples kept per series: 10 minutes at 1 Hz, fixed memory
+HISTORY = 600
+#: GPU panels redraw once a second; the release wait of a restart queries the GPUs itself, every 200 ms
+GPU_INTERVAL_S = 1.0
+#: an error sample this soon after a good one is a hiccup: the good one stays on screen, the error becomes a note
+_HICCUP_S = 5.0
+
+
+@dataclass
+class GpuHistory:
+    mem: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    util: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+
+class GpuTracker:
+    def __init__(self, host: HostConfig, transport: Transport, configured: Sequence[int],
+                 baseline_path: Path) -> None:
+        self.host = host
+        self.transport = transport
+        #: the deployment's GPUs from its config; empty: every GPU of the host
+        self.configured: tuple[int, ...] = tuple(configured)
+        self.latest: GpuSnapshot | None = None
+        self.history: dict[int, GpuHistory] = {}
+        #: processes of the current run, and of the run before it (its memory may still be being released)
+        self.run_pids: set[int] | None = set()
+        self.previous_pids: set[int] = set()
+        self._pids_inv = ""
+        self._pids_at = 0.0
+        #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
+        #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
+        #: memory still being released for another tenant's and start into a CUDA OOM
+        self.baseline_path = baseline_path
+        self.baseline_mib: dict[int, float] = self._load_baseline()
+        self._source: SmiSource | NvmlSource | None = None
+        self._why_none = ""
+
+    # ------------------------------------------------------------------ the source and its stream
+
+    def _source_for_host(self) -> SmiSource | NvmlSource | None:
+        src = self.host.gpu_source
+        if src == "none":
+            self._why_none = "GPU telemetry off for this host"
+            return None
+        if src in ("auto", "nvml") and self.host.is_local:
+            try:
+                return NvmlSource()
+            except NvmlUnavailable as e:
+                self._why_none = str(e)
+                if src == "nvml":
+                    return None
+        return SmiSource(self.transport, self.host.nvidia_smi, interval_ms=int(GPU_INTERVAL_S * 1000))
+
+    async def run(self, deliver: Callable[[GpuSnapshot], None]) -> None:
+        """Sample until cancelled; a host without telemetry delivers one sample that says why, and ends."""
+        self._source = self._source_for_host()
+        src = self._source
+        if src is None:
+            deliver(GpuSnapshot(at=time.time(), error=self._why_none))
+            return
+        if isinstance(src, NvmlSource):
+            while True:
+                deliver(await asyncio.to_thread(src.sample))
+                await asyncio.sleep(GPU_INTERVAL_S)
+        else:
+            async for snap in src.stream():
+                if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
+                    snap = replace(snap, error=(self._why_none + "; " if self._why_none else "")
+                                   + "nvidia-smi not found")
+                deliver(snap)
+
+    def accept(self, snap: GpuSnapshot) -> bool:
+        """Keep a sample as the one shown, and in the history. An error sample a moment after a good one is not
+        kept (False): the last good figures stay, and the caller notes the error."""
+        if snap.error and self.latest is not None and self.latest.gpus and snap.at - self.latest.at < _HICCUP_S:
+            return False
+        self.latest = snap
+        for g in snap.gpus:
+            h = self.history.setdefault(g.index, GpuHistory())
+            if g.mem_used_mib is not None:
+                h.mem.append(g.mem_used_mib)
+            if g.util_pct is not None:
+                h.util.append(g.util_pct)
+        return True
+
+    def mem_history(self) -> dict[int, tuple[float, ...]]:
+        return {i: tuple(h.mem) for i, h in self.history.items()}
+
+    async def fresh(self, max_age: float = 1.5) -> GpuSnapshot | None:
+        """A GPU snapshot no older than `max_age` seconds (from the stream, or a one-shot query)."""
+        if self.latest is not None and time.time() - self.latest.at <= max_age and self.latest.gpus:
+            return self.latest
+        if self._source is None:
+            self._source = self._source_for_host()
+        src = self._source
+        if src is None:
+            return None
+        return await asyncio.to_thread(src.sample) if isinstance(src, NvmlSource) else await src.once()
+
+    def close(self) -> None:
+        if isinstance(self._source, NvmlSource):
+            self._source.close()
+
+    # ------------------------------------------------------------------ the deployment's share
+
+    def deployment_gpus(self, snap: GpuSnapshot | None = None) -> list[int]:
+        snap = snap or self.latest
+        if self.configured:
+            return list(self.configured)
+        return [g.index for g in snap.gpus] if snap else []
+
+    def deployment_memory_mib(self, snap: GpuSnapshot) -> float | None:
+        idx = set(self.deployment_gpus(snap))
+        vals = [g.mem_used_mib for g in snap.gpus if g.index in idx and g.mem_used_mib is not None]
+        return sum(vals) if vals else None
+
+    def attribution(self, running: bool) -> Attribution | None:
+        if self.latest is None or not self.latest.gpus:
+            return None
+        return attribute(self.latest, self.deployment_gpus(), self.run_pids, self.previous_pids, running=running)
+
+    async def refresh_pids(self, manager: Manager, unit: UnitState) -> None:
+        """Which processes are this run's (for GPU memory attribution and the release wait); every few seconds."""
+        if unit.invocation != self._pids_inv or not unit.running:
+            if self.run_pids:
+                self.previous_pids = set(self.run_pids)
+            self.run_pids = set() if self.run_pids is not None else None
+            self._pids_inv = unit.invocation if unit.running else ""
+            self._pids_at = 0.0
+        if not unit.running or time.monotonic() - self._pids_at < 3.0:
+            return
+        self._pids_at = time.monotonic()
+        try:
+            self.run_pids = await manager.pids(unit)
+        except (TransportError, ManagerError, OSError):
+            return
+
+    # ------------------------------------------------------------------ the baseline
+
+    def _load_baseline(self) -> dict[int, float]:
+        try:
+            raw = json.loads(self.baseline_path.read_text())
+            return {int(k): float(v) for k, v in raw.items()}
+        except (OSError, ValueError, TypeError, AttributeError):  # none yet, or not ours to trust
+            return {}
+
+    def save_baseline(self, snap: GpuSnapshot) -> None:
+        """Each GPU's memory now, just before a start: what "released" means for the next stop."""
+        self.baseline_mib = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
+        with contextlib.suppress(OSError):  # a read-only state dir loses only this safeguard, not the start
+            self.baseline_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.baseline_path.with_name(f".{self.baseline_path.name}.tmp")
+            tmp.write_text(json.dumps(self.baseline_mib))
+            tmp.replace(self.baseline_path)

@@ -1,0 +1,73 @@
+"""When to probe the endpoint, and how: the schedule. The prober (tui/collectors/probes.py) sends one request;
+this decides which one and how often from the phase, so the reducer gets the evidence it needs and no more.
+
+- starting or loading: only a connect (is anything listening yet?);
+- once the server has said it is ready (or has no log to say it): /health and a real generation, at twice the
+  rate until a generation succeeds: readiness is proven by a generation, never by /v1/models;
+- ready: a generation every `probe.ready_interval_s` (30 s), and /health every other interval in between unless the
+  counters prove the run alive (tui/engine/cadence.py: /metrics or the log's stat lines show it serving, or idle by
+  its own gauges); back to /health at once when they stall, the unit changes, an action starts, or the operator asks
+  (the console's `g`, which also sends a generation at once);
+- failed, stopping, not running, or paused: nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from tui.model import Phase, ProbeResult
+
+from .cadence import Pace
+from .updates import ProbeAnswered
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+
+def _answered(engine: Engine, r: ProbeResult) -> None:
+    engine.collector_errors.pop("probe", None)
+    engine.feed(r)
+    engine.emit(ProbeAnswered(r))
+
+
+async def probe_loop(engine: Engine) -> None:
+    interval = engine.settings.probe.interval_s
+    last_gen = 0.0
+    while True:
+        s = engine.state
+        unit_running = s.unit is None or s.unit.running or engine.dep.manager == "none"
+        if engine.paused or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
+            await asyncio.sleep(interval)
+            continue
+        if s.phase == Phase.READY:
+            asked = engine.cadence.take_asked()
+            if not asked and engine.cadence.pace(time.time(), s.phase) is Pace.FAST:
+                _answered(engine, await engine.prober.health())
+            if asked or engine.cadence.generation_due(time.time(), last_gen, s.phase):
+                g = await engine.prober.generate()
+                last_gen = time.time()
+                _answered(engine, g)
+            await _nap(engine, interval * 2)
+            continue
+        if s.ready_line_at is not None or not s.logs_available or s.phase == Phase.WARMUP:
+            _answered(engine, await engine.prober.health())
+            if s.ready_line_at is not None or not s.logs_available:
+                g = await engine.prober.generate()
+                last_gen = time.time()
+                _answered(engine, g)
+                if g.ok:
+                    continue
+        else:
+            _answered(engine, await engine.prober.connect())
+        await _nap(engine, interval / 2 if s.ready_line_at is not None else interval)
+
+
+async def _nap(engine: Engine, seconds: float) -> None:
+    """Until the next probe, or until the operator asks for one."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await engine.probe_poke.wait()
+    engine.probe_poke.clear()

@@ -1,0 +1,104 @@
+"""Tokens per second: from the server's /metrics when it serves them, else from its log's own throughput lines;
+the sample shown and a bounded history of it.
+
+Which source wins is a state, not a guess per sample: once /metrics answered with figures its samples are the
+truth and the log's lines are ignored; a /metrics that is not there (`OFF`) is said to the user, with how to
+turn it on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import replace
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+import httpx
+
+from tui.collectors.metrics import MetricsRates, from_log_line
+from tui.lifecycle.presets import Preset
+from tui.model import LogLine, Phase, ThroughputSample
+
+from .gpus import HISTORY
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+
+class MetricsState(StrEnum):
+    #: not asked yet, or no answer with figures yet
+    UNKNOWN = "unknown"
+    #: /metrics answers with throughput figures
+    ON = "on"
+    #: the server serves no /metrics (not started with them)
+    OFF = "off"
+
+
+class ThroughputTracker:
+    def __init__(self, preset: Preset) -> None:
+        self.preset = preset
+        self.latest: ThroughputSample | None = None
+        self.history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        self.metrics = MetricsState.UNKNOWN
+        self._rates = MetricsRates()
+
+    def record(self, tp: ThroughputSample, merge: bool = False) -> ThroughputSample:
+        """Keep a sample as the one shown. `merge`: a log line with only an acceptance figure updates that figure
+        of the sample shown, not the whole sample."""
+        if merge and self.latest is not None and tp.tokens_per_s is None:
+            tp = replace(self.latest, accept_len=tp.accept_len or self.latest.accept_len, at=tp.at)
+        self.latest = tp
+        if tp.tokens_per_s is not None:
+            self.history.append((tp.at, tp.tokens_per_s))
+        return tp
+
+    def history_now(self) -> tuple[tuple[float, float], ...]:
+        return tuple(self.history)
+
+    async def scrape(self, client: httpx.AsyncClient, timeout: float) -> ThroughputSample | None:
+        """One scrape of /metrics: the sample it gives (not yet recorded), or None. Sets `metrics`. Raises
+        httpx.HTTPError or TimeoutError when the endpoint does not answer."""
+        async with asyncio.timeout(timeout):
+            r = await client.get("/metrics")
+        if r.status_code != 200:
+            self.metrics = MetricsState.OFF
+            return None
+        tp = self._rates.sample(r.text, time.time())
+        if tp is not None and (tp.tokens_per_s is not None or tp.running is not None):
+            self.metrics = MetricsState.ON
+            return tp
+        return None
+
+    def from_log(self, lines: Sequence[LogLine], word: str) -> ThroughputSample | None:
+        """The newest line with `word` that parses: a Prefill line says "input throughput" and is no sample."""
+        for line in reversed(lines):
+            if word in line.text:
+                tp = from_log_line(self.preset, line.text, line.at)
+                if tp is not None:
+                    return tp
+        return None
+
+    def log_samples(self, lines: Sequence[LogLine]) -> list[ThroughputSample]:
+        """The log's own samples in a batch of lines (the newest of each kind), when /metrics says nothing."""
+        if self.metrics == MetricsState.ON:
+            return []
+        found = (self.from_log(lines, word) for word in ("throughput", "acceptance"))
+        return [tp for tp in found if tp is not None]
+
+
+async def metrics_loop(engine: Engine) -> None:
+    """Scrape /metrics every second while the server serves; a scrape that answers clears the collector's note."""
+    while True:
+        if engine.state.phase != Phase.READY or engine.paused:
+            await asyncio.sleep(1.0)
+            continue
+        try:
+            await engine.scrape_metrics()
+        except (httpx.HTTPError, TimeoutError):
+            await asyncio.sleep(2.0)
+            continue
+        engine.collector_errors.pop("metrics", None)
+        await asyncio.sleep(1.0)

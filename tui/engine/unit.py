@@ -1,0 +1,164 @@
+"""Following the unit: its state read every half second (and at once when poked), the log of a run that ended
+before it was seen read back, the run's processes, who else holds the deployment's lock, and when news stopped.
+
+The engine owns one `UnitFollower`; what it reads goes to the engine's reducer (`feed`) and listeners (`emit`),
+so the phase is decided in one place. Readings overlap (the unit loop and a restart both ask): each is numbered,
+and one that a newer reading has overtaken is never applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from tui.managers import LockInfo, ManagerError
+from tui.managers.lock_record import other_holder
+from tui.model import (
+    FlagsKnown,
+    LogLine,
+    LogSourceKnown,
+    NewsResumed,
+    NewsStopped,
+    ProbeRequired,
+    UnitObserved,
+    UnitState,
+)
+from tui.transport import TransportError
+
+from . import view
+from .updates import HolderChanged, LogsRead
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+
+class UnitFollower:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        #: the unit cannot be read and waiting will not help (unknown host key, unit not found, sudo refused)
+        self.permanent_error: Exception | None = None
+        #: wall time of the last successful reading of the unit: what the phase shown is as old as
+        self.seen_at: float | None = None
+        #: another bringup's restart, start or stop in progress on this deployment, from its lock record
+        self.other_holder: LockInfo | None = None
+        self._news_out = False
+        self._poll_seq = 0
+        self._applied_seq = 0
+        self._replayed = ""  # the ended run whose log was read back at first sight
+        self._holder_at = 0.0
+        self._poke = asyncio.Event()
+        #: set when the run or whether it runs changes: the log follower moves to the new run
+        self.changed = asyncio.Event()
+
+    async def poll(self) -> UnitState:
+        # readings overlap (the unit loop and a restart both ask): one asked before a newer one that has already
+        # been applied is old news, and applied after it would take the run back (the old run, inactive, after
+        # ours was seen running)
+        e = self.engine
+        self._poll_seq += 1
+        seq = self._poll_seq
+        unit = await e.manager.state()
+        if seq < self._applied_seq and e.state.unit is not None:
+            return e.state.unit
+        self._applied_seq = seq
+        where = getattr(e.manager, "log_source", None)
+        if where is not None and unit.invocation:
+            # the failure of a run with no recognised error line says where its whole log is
+            src = where(unit.invocation)
+            if src != e.state.log_source:
+                e.feed(LogSourceKnown(e.state.now, src))  # settings ride on the reducer's clock: `now` stays
+        if (not unit.running and unit.active != "deactivating" and unit.invocation
+                and unit.invocation not in (self._replayed, e.log.followed)):
+            # a run that has ended and whose log was never followed live (seen first at start, or a run that came
+            # and went between two readings, or was only ever seen stopping: a server that dies at once): its log
+            # tells how it ended (a crash's traceback, the phases it went through), so read that before the
+            # unit's "not running"; with its flags known, so a failure's hint is the one the live console gave
+            # (DFLASH + CUDA graphs, ...). Once it is final: while it is still stopping, its last lines may be due.
+            self._replayed = unit.invocation
+            if unit.argv:
+                e.feed(FlagsKnown(e.state.now, unit.argv))
+            await self.replay_history(unit.invocation, ended=True)
+        prev = e.state.unit
+        self.seen_at = time.time()
+        if self._news_out:
+            self._news_out = False
+            e.feed(NewsResumed(self.seen_at))
+        e.feed(UnitObserved(self.seen_at, unit))
+        if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
+            self.changed.set()
+            e.cadence.woke(self.seen_at)
+        return unit
+
+    async def replay_history(self, invocation: str, ended: bool = False) -> None:
+        """Read a run's log so far. For a run that has ended, its own ready line is the evidence it was ready (a
+        generation can no longer be asked of it, and no older process can answer for it any more)."""
+        e = self.engine
+        read_log = getattr(e.manager, "read_log", None)
+        if read_log is None:
+            return
+        lines: list[LogLine] = await read_log(invocation)
+        probe = e.state.require_probe
+        if ended:
+            e.feed(ProbeRequired(e.state.now, False))
+        e.listening = view.find_listening(lines) or e.listening
+        e.feed_lines(lines)
+        e.feed(ProbeRequired(e.state.now, probe))
+        tp = e.tput.from_log(lines, "throughput")
+        if tp is not None:
+            e.tput.latest = tp
+        if lines:
+            e.emit(LogsRead(tuple(lines)))
+
+    async def refresh_pids(self, unit: UnitState) -> None:
+        await self.engine.gpu.refresh_pids(self.engine.manager, unit)
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    async def refresh_holder(self) -> None:
+        """Who else holds the deployment's lock (a restart, start or stop by another bringup): named in the
+        console while it happens, with what it changes, instead of phases moving for no visible reason."""
+        if time.monotonic() - self._holder_at < 2.0:
+            return
+        self._holder_at = time.monotonic()
+        try:
+            h = await other_holder(self.engine.manager.lock("watch"))  # our own restart's steps are shown already
+        except (TransportError, ManagerError, OSError):
+            return
+        if h != self.other_holder:
+            self.other_holder = h
+            self.engine.emit(HolderChanged(h))
+
+    async def run(self) -> None:
+        """The unit loop: a reading every half second, or at once when poked (an action)."""
+        e = self.engine
+        if not e.manager.can_control:
+            return
+        while True:
+            try:
+                unit = await self.poll()
+                e.collector_errors.pop("unit", None)
+                self.permanent_error = None
+                await self.refresh_pids(unit)
+                await self.refresh_holder()
+            except (TransportError, ManagerError, OSError) as err:
+                self.permanent_error = err if getattr(err, "permanent", False) else None
+                e.note_error("unit", str(err))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await self._poke.wait()
+            self._poke.clear()
+
+    async def watch_news(self) -> None:
+        """An outage begins at the last reading: once news has stopped for longer than a few readings, the
+        timeline gets a segment of its own (the unit loop itself is stuck in the read that hangs)."""
+        e = self.engine
+        while True:
+            seen = self.seen_at
+            if (seen is not None and not self._news_out and e.manager.can_control
+                    and time.time() - seen > view.STALE_AFTER_S):
+                self._news_out = True
+                e.feed(NewsStopped(seen, f"no news from {e.host_name}"))
+            await asyncio.sleep(1.0)

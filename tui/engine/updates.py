@@ -1,0 +1,68 @@
+"""What the engine tells its front ends, one frozen dataclass per kind of news, named as past events.
+
+A front end dispatches on the type (a `match`), so a new kind of update is a new class the type checker knows
+about, not a string that a chain of `if`s has to spell the same way. Each carries what a front end draws from it:
+a listener never has to reach back into the engine, whose state may have moved on by the time it draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tui.model import GpuSnapshot, LockInfo, LogLine, Note, ProbeResult, Snapshot, ThroughputSample
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseChanged:
+    """The phase, the timeline, the failure or the run changed: the picture as of that moment."""
+
+    snapshot: Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class LogsRead:
+    """Lines of the server's log, in the order read: a run's log read back, or a batch of the followed one."""
+
+    lines: tuple[LogLine, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpusSampled:
+    """A GPU sample taken, with each GPU's memory history (MiB, oldest first) up to and including it."""
+
+    snapshot: GpuSnapshot
+    history: Mapping[int, tuple[float, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputSampled:
+    """A throughput sample (from /metrics or the log), with the tokens/s history (time, value) up to it."""
+
+    sample: ThroughputSample
+    history: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeAnswered:
+    """A probe of the endpoint came back (the answer is also fed to the reducer)."""
+
+    result: ProbeResult
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorFailed:
+    """A collector could not read its source; `note` says which and why (it is also among the snapshot's notes
+    until the collector reads again)."""
+
+    note: Note
+
+
+@dataclass(frozen=True, slots=True)
+class HolderChanged:
+    """Another bringup took or let go of the deployment's lock (None: nobody else holds it now)."""
+
+    holder: LockInfo | None
+
+
+Update = PhaseChanged | LogsRead | GpusSampled | ThroughputSampled | ProbeAnswered | CollectorFailed | HolderChanged

@@ -1,0 +1,128 @@
+"""What a front end shows, computed from the engine's state: the snapshot, and the words for what the phase alone
+does not say (a probe's answer, an endpoint that cannot match, a stall, why the picture is old news).
+
+Plain functions of plain data, except `build_snapshot`, which reads one engine: the console, `bringup status` and
+`bringup wait` all say these things in exactly these words.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from tui.lifecycle.reducer import LifecycleState, reduce
+from tui.model import LogLine, Note, NoteSource, Phase, ProbeResult, Snapshot, Tick
+
+from .throughput import MetricsState
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+#: the unit is read every 0.5 s and the GPUs sampled every second: this long without a reading, what is shown is
+#: old news and is said to be (a half-open SSH connection otherwise froze the screen on READY for 40 s)
+STALE_AFTER_S = 5.0
+
+_LISTENING = re.compile(r"Uvicorn running on \S+?://\S+?:(\d+)")
+_PROBE_WORDS = {"connect": "connect", "health": "/health", "models": "/v1/models", "generate": "generation"}
+
+
+def find_listening(lines: Sequence[LogLine]) -> tuple[str, int] | None:
+    """(invocation, port) from the newest of the server's own "Uvicorn running on http://HOST:PORT" lines."""
+    found = None
+    for line in lines:
+        if "Uvicorn running on" in line.text:
+            m = _LISTENING.search(line.text)
+            if m:
+                found = (line.invocation, int(m[1]))
+    return found
+
+
+def endpoint_mismatch(listening: tuple[str, int] | None, invocation: str, endpoint: str) -> str:
+    """The server says where it listens; when that is not the configured endpoint's port, probes can never
+    succeed and the run only looks hung: say so, with what to change."""
+    if listening is None or listening[0] != invocation:
+        return ""
+    configured = urlsplit(endpoint)
+    port = configured.port or (443 if configured.scheme == "https" else 80)
+    if listening[1] == port:
+        return ""
+    return (f"the server listens on port {listening[1]}, but the endpoint is {endpoint}: "
+            f"set endpoint (or the server's --port) so they agree")
+
+
+def stall_note(s: LifecycleState) -> str:
+    """The console's STALLED, in words a headless command prints: "still loading" and "hung" must not look
+    the same there either."""
+    if s.stalled_for is None:
+        return ""
+    return (f"STALLED in {s.phase}: no log line or GPU memory change for {s.stalled_for:.0f} s "
+            "(hung, or a very slow step?)")
+
+
+def current_probe(p: ProbeResult | None, s: LifecycleState) -> ProbeResult | None:
+    """The last probe, if it was sent after the current run started: the old process's `/health ok` is no
+    reading of a run that is starting."""
+    if p is None or s.invocation_started is None or p.sent_at >= s.invocation_started:
+        return p
+    return None
+
+
+def describe_probe(p: ProbeResult | None) -> str:
+    if p is None:
+        return ""
+    what = _PROBE_WORDS.get(p.kind, p.kind)
+    if p.ok:
+        # a slow answer is worth its figure; a fast one's would change at every probe and redraw the panel
+        lat = f" {p.latency_s:.1f}s" if p.latency_s is not None and p.latency_s >= 0.1 else ""
+        return f"{what} ok{lat}"
+    if p.status is not None:
+        return f"{what} {p.status}"
+    return f"{what}: {'refused' if 'refused' in p.detail.lower() or 'connect' in p.detail.lower() else p.detail[:60]}"
+
+
+def notes(e: Engine) -> tuple[Note, ...]:
+    """Everything worth a line beside the phase, the most pressing first."""
+    out: list[Note] = []
+    if e.other_holder is not None:
+        out.append(Note(NoteSource.HOLDER, f"another bringup is at work: {e.other_holder.describe()}"))
+    mismatch = e.endpoint_mismatch()
+    if mismatch:
+        out.append(Note(NoteSource.PROBE, f"probe: {mismatch}"))
+    link = getattr(e.transport, "status", "connected")
+    if link != "connected" and not e.host.is_local:
+        out.append(Note(NoteSource.LINK, f"ssh {e.host.ssh}: {link}"))
+    out += [Note(NoteSource(k), f"{k}: {v}") for k, v in e.collector_errors.items()]
+    if e.metrics_state == MetricsState.OFF:
+        how = "--enable-metrics" if e.preset.name == "sglang" else "stats enabled"
+        out.append(Note(NoteSource.THROUGHPUT, f"no metrics: start the server with {how} for tokens/s from /metrics"))
+    return tuple(out)
+
+
+def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
+    s = e.state
+    if now is not None:
+        s = reduce(s, Tick(now), e.preset)  # the reducer's clock, moved to the moment shown (never back)
+    unit = s.unit
+    phase, stale, last = s.phase, "", None
+    clock = now if now is not None else time.time()
+    if e.manager.can_control:
+        if e.unit_seen_at is None:
+            phase, last = Phase.UNKNOWN, None
+            err = e.collector_errors.get("unit", "")
+            stale = f"connecting to {e.host_name}" + (f": {err}" if err else "")
+        elif clock - e.unit_seen_at > STALE_AFTER_S:
+            phase, last = Phase.UNKNOWN, s.phase
+            stale = f"no news from {e.host_name} for {clock - e.unit_seen_at:.0f} s (last seen: {s.phase})"
+    gpus = e.gpus
+    gpus_stale = None
+    if gpus is not None and gpus.gpus and clock - gpus.at > STALE_AFTER_S:
+        gpus_stale = clock - gpus.at
+    return Snapshot(
+        stale=stale, gpus_stale_for=gpus_stale, last_phase=last,
+        deployment=e.name, host=e.host_name, phase=phase, invocation=s.invocation,
+        timeline=s.timeline, failure=e.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=gpus,
+        throughput=e.throughput, flags=unit.argv if unit else (), notes=notes(e),
+        endpoint=describe_probe(e.current_probe()), attribution=e.attribution())

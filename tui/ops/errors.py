@@ -1,0 +1,17 @@
+"""How a restart or stop ends short of its goal, as exceptions the transaction turns into an `Outcome`: each is
+a different exit (a timeout, a lost lock, another run in ours' place), so each says a different thing to do."""
+
+from __future__ import annotations
+
+
+class RestartError(Exception):
+    """A step did not finish in time (GPU memory not released, no new run, not ready): the message says what was
+    waited for and what it left."""
+
+
+class LockLost(RestartError):
+    """The lock went (a dropped SSH connection frees it) and it could not be proven that nothing changed since."""
+
+
+class Superseded(RestartError):
+    """Another run than the one this restart started took the deployment over."""
