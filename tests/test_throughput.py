@@ -182,3 +182,44 @@ def test_the_chart_does_not_join_samples_across_a_restart() -> None:
 
     ys = asyncio.run(run())
     assert len(ys) == 2 and set(ys[0]) == {200.0} and set(ys[1]) == {50.0}, ys  # no point mixes the two runs
+
+
+async def test_once_ready_and_serving_the_probe_slows_down_and_the_operator_can_ask(bu: Bringup) -> None:
+    """The counters (/metrics under the simulated load) prove the run alive: no /health in the server's log, a
+    generation every `ready_interval_s`; a probe asked for is sent at once."""
+    from tui.engine import LogsRead, ProbeAnswered
+    from tui.engine.cadence import Pace
+    from tui.model import Phase
+
+    bu.bring_up()
+    settings = load(str(bu.config))
+    settings = settings.model_copy(update={"probe": settings.probe.model_copy(update={"ready_interval_s": 3.0})})
+    w = Engine(settings, bu.name, settings.deployments[bu.name])
+    probes: list[tuple[float, str]] = []
+    access: list[str] = []
+    w.subscribe(lambda u: probes.append((time.monotonic(), u.result.kind)) if isinstance(u, ProbeAnswered) else None)
+    w.subscribe(lambda u: access.extend(ln.text for ln in u.lines if '"GET /health' in ln.text
+                                        or "POST /v1/completions" in ln.text) if isinstance(u, LogsRead) else None)
+
+    async def until(cond: Callable[[], bool], timeout: float) -> None:
+        t0 = time.monotonic()
+        while not cond():
+            assert time.monotonic() - t0 < timeout, probes
+            await asyncio.sleep(0.1)
+
+    await w.start()
+    try:
+        await until(lambda: w.state.phase == Phase.READY
+                    and w.cadence.pace(time.time(), w.state.phase) is Pace.SLOW, 30)
+        slow_since, seen = time.monotonic(), len(access)
+        await asyncio.sleep(7.5)
+        window = [k for t, k in probes if t >= slow_since + 0.5]  # a probe already under way may still answer
+        assert "health" not in window, window
+        assert 2 <= window.count("generate") <= 3, window  # one every 3 s
+        assert not any('"GET /health' in ln for ln in access[seen:]), access[seen:]
+        asked_at = time.monotonic()
+        w.probe_now()
+        await until(lambda: any(t >= asked_at and k == "generate" for t, k in probes), 2.0)
+        assert w.cadence.pace(time.time(), w.state.phase) is Pace.FAST  # and fast for a while after
+    finally:
+        await w.close()

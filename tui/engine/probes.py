@@ -50,7 +50,8 @@ async def probe_loop(engine: Engine) -> None:
                 g = await engine.prober.generate()
                 last_gen = time.time()
                 _answered(engine, g)
-            await _nap(engine, interval * 2)
+            due_in = engine.cadence.slow_s - (time.time() - last_gen)
+            await _nap(engine, max(0.05, min(interval * 2, due_in)))  # the pace is looked at again every nap
             continue
         if s.ready_line_at is not None or not s.logs_available or s.phase == Phase.WARMUP:
             _answered(engine, await engine.prober.health())
