@@ -144,15 +144,17 @@ class GpuTracker:
             return None
         return attribute(self.latest, self.deployment_gpus(), self.run_pids, self.previous_pids, running=running)
 
-    async def refresh_pids(self, manager: Manager, unit: UnitState) -> None:
-        """Which processes are this run's (for GPU memory attribution and the release wait); every few seconds."""
+    async def refresh_pids(self, manager: Manager, unit: UnitState, settled: bool = False) -> None:
+        """Which processes are this run's (for GPU memory attribution and the release wait): every 3 s while the
+        run is spawning its workers, every 15 s once it is ready (`settled`: its workers are up), and at once for
+        a new run."""
         if unit.invocation != self._pids_inv or not unit.running:
             if self.run_pids:
                 self.previous_pids = set(self.run_pids)
             self.run_pids = set() if self.run_pids is not None else None
             self._pids_inv = unit.invocation if unit.running else ""
             self._pids_at = 0.0
-        if not unit.running or time.monotonic() - self._pids_at < 3.0:
+        if not unit.running or time.monotonic() - self._pids_at < (15.0 if settled else 3.0):
             return
         self._pids_at = time.monotonic()
         try:

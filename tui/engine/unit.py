@@ -21,6 +21,7 @@ from tui.model import (
     LogSourceKnown,
     NewsResumed,
     NewsStopped,
+    Phase,
     ProbeRequired,
     UnitObserved,
     UnitState,
@@ -112,7 +113,7 @@ class UnitFollower:
             e.emit(LogsRead(tuple(lines)))
 
     async def refresh_pids(self, unit: UnitState) -> None:
-        await self.engine.gpu.refresh_pids(self.engine.manager, unit)
+        await self.engine.gpu.refresh_pids(self.engine.manager, unit, settled=self.engine.state.phase == Phase.READY)
 
     def poke(self) -> None:
         self._poke.set()
@@ -132,7 +133,8 @@ class UnitFollower:
             self.engine.emit(HolderChanged(h))
 
     async def run(self) -> None:
-        """The unit loop: a reading every half second, or at once when poked (an action)."""
+        """The unit loop: a reading every half second while the phase is in question, every second once ready (the
+        log shows a crash as it happens; the reading confirms the exit), and at once when poked (an action)."""
         e = self.engine
         if not e.manager.can_control:
             return
@@ -147,7 +149,7 @@ class UnitFollower:
                 self.permanent_error = err if getattr(err, "permanent", False) else None
                 e.note_error("unit", str(err))
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.5):
+                async with asyncio.timeout(1.0 if e.state.phase == Phase.READY else 0.5):
                     await self._poke.wait()
             self._poke.clear()
 
