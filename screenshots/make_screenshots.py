@@ -81,14 +81,14 @@ async def bring_up(tmp: Path) -> None:
         app.watch_ = None
 
 
-async def dflash_crash(tmp: Path) -> None:
+async def dflash_crash(tmp: Path, size: tuple[int, int] = SIZE, name: str = "failed-dflash") -> None:
     app = ControlConsoleApp(settings_for(tmp, time_scale=0.3, scenario="dflash-graph-crash"), "sim")
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
         await pilot.press("s", "y")
         await wait_for(pilot, lambda: app.watch_.state.phase == Phase.FAILED)
         await pilot.pause(2)
-        save(app, "failed-dflash")
+        save(app, name)
         w = app.watch_
         await w.close()
         app.watch_ = None
@@ -99,6 +99,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         asyncio.run(bring_up(Path(d) / "up"))
         asyncio.run(dflash_crash(Path(d) / "dflash"))
+        asyncio.run(dflash_crash(Path(d) / "dflash-small", (80, 24), "failed-dflash-80x24"))  # the smallest terminal
 
 
 if __name__ == "__main__":

@@ -464,9 +464,12 @@ def test_restart_no_wait_says_lock_taken_then_wait_follows_it_to_ready(bu: Bring
     assert re.search(r"\] ready ", w.out), w.describe()
 
 
-def test_unset_not_set_is_a_noop_restart_starts_a_stopped_deployment_and_stop_stops(bu: Bringup) -> None:
+def test_unset_not_set_is_refused_forced_it_starts_a_stopped_deployment_and_stop_stops(bu: Bringup) -> None:
     assert bu.invocation() is None
-    r = bu.bring_up("--unset", "skip-server-warmup")
+    no = bu.run("restart", bu.name, "--unset", "skip-server-warmup", "--yes")
+    assert no.rc == 2 and "nothing to change: --skip-server-warmup is not set" in no.err, no.describe()
+    assert bu.invocation() is None  # refused: nothing started
+    r = bu.bring_up("--unset", "skip-server-warmup", "--force")
     assert "flags unchanged" in r.out, r.describe()
     assert "was not running" in r.out, r.describe()
     assert bu.argv_json() is None  # nothing to write
@@ -575,7 +578,12 @@ BAD_INPUTS: list[tuple[str, list[str], str]] = [
      r"must be one of"),
     ("value starting with a dash", ["restart", "sim", "--set", "speculative-draft-model-path=--port=1", "--yes"],
      r"may not start with"),
-    ("no --yes and no terminal", ["restart", "sim", "--set", "enable-metrics"], r"--yes"),
+    # with no terminal and no --yes a restart acts, as a stop does (tests/test_cli_usage.py): no refusal case here
+    ("unset a flag that is not set", ["restart", "sim", "--unset", "skip-server-warmup"], r"nothing to change"),
+    ("set and unset one flag", ["restart", "sim", "--set", "tp-size=4", "--unset", "tp-size", "--yes", "--force"],
+     r"contradict"),
+    ("unknown flag close to a known one", ["restart", "sim", "--set", "tpsize=8", "--yes"],
+     r"unknown flag 'tpsize' \(did you mean 'tp-size'\?\)"),
 ]
 
 
@@ -640,5 +648,5 @@ def test_flags_lists_booleans_on_or_off_and_values_as_the_console_does(bu: Bring
     assert rows["disable-cuda-graph"] == "off"  # a boolean the command line does not have
     assert rows["tp-size"].isdigit()  # a value it has
     assert "-" in {v for k, v in rows.items() if k not in ("disable-cuda-graph",)}  # a value flag it lacks
-    j = {row["name"]: row["value"] for row in json.loads(bu.run("flags", bu.name, "--json").out)}
+    j = {row["name"]: row["value"] for row in json.loads(bu.run("flags", bu.name, "--json").out)["flags"]}
     assert j["disable-cuda-graph"] is False and j["tp-size"].isdigit()

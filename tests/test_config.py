@@ -117,7 +117,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("toml", "key"), [
     ("[probe]\ninterval_s = 'fast'\n", "probe.interval_s"),
-    (_deployment_toml("k26") + "gpus = 'all'\n", "deployments.k26.gpus"),
+    (_deployment_toml("k26") + "gpus = 'half'\n", "deployments.k26.gpus"),  # "all" is the one word
     ("[ui]\nrefresh_hz = 0\n", "ui.refresh_hz"),
     ("read_only = 'sometimes'\n", "read_only"),
 ])
@@ -126,6 +126,33 @@ def test_wrong_type(tmp_path: Path, toml: str, key: str) -> None:
     msg = _error(p)
     assert str(p) in msg
     assert key in msg
+
+
+def test_gpus_all_means_every_gpu_as_the_readme_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README gives "all" as `gpus`' default: written out, it is accepted, and means what no list means (every
+    GPU on the host), from the file and from the environment alike."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = next(ln for ln in readme.splitlines() if "`gpus`" in ln and ln.startswith("|"))
+    assert row.rstrip(" |").split("|")[-2].strip().endswith("all"), row  # the default column says "all"
+    for word in ("all", "ALL", " all "):
+        s = load(str(_write(tmp_path / "c.toml", _deployment_toml("k26") + f"gpus = {word!r}\n")))
+        assert s.deployments["k26"].gpus == [], word
+    assert load(str(_write(tmp_path / "d.toml", _deployment_toml("k26")))).deployments["k26"].gpus == []
+    p = _write(tmp_path / "e.toml", GOOD)  # gpus = [0..7] in the file
+    for env, want in (("all", []), ("[0, 1]", [0, 1]), ("2,3", [2, 3])):
+        monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K26__GPUS", env)
+        assert load(str(p)).deployments["k26"].gpus == want, env
+    monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K26__GPUS", "some")
+    with pytest.raises(ConfigError, match=r'BRINGUP_DEPLOYMENTS__K26__GPUS \(environment\): deployments\.k26\.gpus: '
+                                          r'a list of GPU indices such as \[0, 1, 2, 3\], or "all"'):
+        load(str(p))
+
+
+def test_an_environment_value_that_is_not_json_is_a_config_error(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRINGUP_DEPLOYMENTS__K26__ENV", "not-a-table")
+    with pytest.raises(ConfigError, match=r"^environment: "):
+        load(str(_write(tmp_path / "c.toml", GOOD)))
 
 
 def test_one_line_per_problem(tmp_path: Path) -> None:
@@ -354,3 +381,17 @@ def test_a_command_written_as_a_shell_string_is_refused_with_the_list_it_should_
     msg = _error(p)
     assert "deployments.x.command" in msg and "not a shell string" in msg
     assert '["python3", "-m", "sglang.launch_server", ...]' in msg
+
+
+def test_the_demo_stalls_at_its_time_scale(tmp_path: Path) -> None:
+    """`bringup demo --time-scale 0.1 --scenario hang-loading` says STALLED after a simulated minute (6 s), not after
+    a real one; a deployment without its own threshold keeps `probe.stall_after_s`."""
+    from tests.simdeploy import write_config
+    from tui.engine import Engine
+
+    fast = load(str(write_config(tmp_path / "a")), time_scale=0.1)
+    normal = load(str(write_config(tmp_path / "b")))
+    assert fast.deployments[DEMO].stall_after_s == pytest.approx(6.0)
+    assert normal.deployments[DEMO].stall_after_s is None
+    assert Engine(fast, DEMO, fast.deployments[DEMO]).state.session.stall_after == pytest.approx(6.0)
+    assert Engine(normal, DEMO, normal.deployments[DEMO]).state.session.stall_after == normal.probe.stall_after_s

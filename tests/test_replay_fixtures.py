@@ -401,7 +401,7 @@ def test_cli_replay_json_errors_are_json_on_stdout(kind: str, tmp_path: Path) ->
     p = _cli("replay", path, "--json")
     assert p.returncode == 2
     d = json.loads(p.stdout)
-    assert set(d) == {"error"} and d["error"]
+    assert set(d) == {"error", "code"} and d["code"] == 2 and d["error"]
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 

@@ -67,3 +67,16 @@ def test_failed_dflash_graph_crash(snap_compare: Any, app: ControlConsoleApp) ->
 def test_mid_restart(snap_compare: Any, app: ControlConsoleApp) -> None:
     assert snap_compare(app, terminal_size=SIZE,
                         run_before=feed(Phase.STOPPED, gib=96.0, util=0, steps=True, tps=True))
+
+
+# the layout gives room by priority: at 80x24 the phase, the failure and its whole hint come first, and an empty
+# throughput panel or a chart with no room gives way; at 220x60 the panels use the room they have
+@pytest.mark.parametrize("size", [(80, 24), (220, 60)], ids=["80x24", "220x60"])
+def test_failed_dflash_graph_crash_at(size: tuple[int, int], snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=size,
+                        run_before=feed(Phase.FAILED, gib=127.0, util=0, failure=True, logs=True))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (220, 60)], ids=["80x24", "220x60"])
+def test_ready_at(size: tuple[int, int], snap_compare: Any, app: ControlConsoleApp) -> None:
+    assert snap_compare(app, terminal_size=size, run_before=feed(Phase.READY, gib=128.4, util=68, tps=True))

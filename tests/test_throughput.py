@@ -223,3 +223,216 @@ async def test_once_ready_and_serving_the_probe_slows_down_and_the_operator_can_
         assert w.cadence.pace(time.time(), w.state.phase) is Pace.FAST  # and fast for a while after
     finally:
         await w.close()
+
+
+# ------------------------------------------------------------------------------------------------ the panel
+
+
+def _ttft_page(ttft_sum: float, ttft_count: float, decode: float = 1000.0) -> str:
+    return ("# TYPE sglang:realtime_tokens_total counter\n"
+            f'sglang:realtime_tokens_total{{tp_rank="0",mode="decode"}} {decode}\n'
+            "# TYPE sglang:time_to_first_token_seconds histogram\n"
+            f"sglang:time_to_first_token_seconds_sum {ttft_sum}\n"
+            f"sglang:time_to_first_token_seconds_count {ttft_count}\n")
+
+
+def test_ttft_does_not_come_and_go_between_scrapes() -> None:
+    """26 scrapes a second apart, a request starting every third second: the TTFT was there for 1 scrape in 3
+    (None when no first token came in that second). Now it is the mean over a window of requests."""
+    from tui.collectors.metrics import TTFT_WINDOW_S, MetricsRates
+
+    r = MetricsRates()
+    count, total, seen = 10, 1.0, []
+    for k in range(26):
+        if k % 3 == 0:
+            count, total = count + 1, total + 0.09
+        s = r.sample(_ttft_page(total, count, 1000.0 + 250 * k), 100.0 + k)
+        assert s is not None
+        seen.append(s.ttft_s)
+    assert seen[:3] == [None, None, None]  # the first scrape is the base: no request since it yet
+    assert all(v == pytest.approx(0.09) for v in seen[3:]), seen
+    # no request in a whole window: no figure (the panel then shows the last one with its age)
+    for k in range(26, 26 + int(TTFT_WINDOW_S) + 2):
+        s = r.sample(_ttft_page(total, count, 1000.0 + 250 * k), 100.0 + k)
+    assert s is not None and s.ttft_s is None
+    # a restart (the counters start again) is no negative TTFT
+    s = r.sample(_ttft_page(0.2, 1), 200.0)
+    assert s is not None and s.ttft_s is None
+    s = r.sample(_ttft_page(0.5, 2), 201.0)
+    assert s is not None and s.ttft_s == pytest.approx(0.3)
+
+
+def test_smoothing_ticks_and_the_x_axis() -> None:
+    from widgets.throughput import SMOOTH_S, headline_value, nice_ticks, smooth, span_for, x_ticks
+
+    pts = [(1000.0 + k, float(k % 2) * 100) for k in range(20)]  # 0, 100, 0, 100, ...
+    sm = smooth(pts)
+    assert all(40 <= v <= 60 for _, v in sm[int(SMOOTH_S):])  # a mean of the last 5 s
+    assert headline_value(None, pts) == pytest.approx(sm[-1][1])
+    assert smooth([(0.0, 10.0), (100.0, 50.0)]) == [(0.0, 10.0), (100.0, 50.0)]  # never across a gap
+    assert nice_ticks(234, 6) == [0, 50, 100, 150, 200, 250]
+    assert nice_ticks(234, 2) == [0, 250]
+    assert nice_ticks(1635, 5) == [0, 500, 1000, 1500, 2000]
+    assert span_for(20) == 30 and span_for(59) == 60 and span_for(1000) == 300
+    assert x_ticks(120) == ([-120, -90, -60, -30, 0], ["-2m", "-90s", "-1m", "-30s", "now"])
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _panel_app(height: int) -> Any:
+    from textual.app import App, ComposeResult
+
+    from widgets.throughput import ThroughputPanel
+
+    class One(App[None]):
+        CSS = f"ThroughputPanel {{ height: {height}; border: round white; padding: 0 1; }}"
+
+        def compose(self) -> ComposeResult:
+            yield ThroughputPanel(id="throughput")
+
+    return One()
+
+
+def _figure(app: Any) -> Any:
+    from textual_plotext import PlotextPlot
+
+    return app.query_one(PlotextPlot).plt._active.monitor
+
+
+def _headline(app: Any) -> str:
+    from textual.widgets import Static
+
+    return str(app.query_one("#tps-now", Static).render())
+
+
+async def test_the_headline_is_the_charts_last_point_and_the_y_axis_starts_at_zero() -> None:
+    from tui.model import ThroughputSample
+    from widgets.throughput import ThroughputPanel
+
+    hist = [(1000.0 + k, 180.0 + 60 * ((k * 7) % 5) / 4) for k in range(90)]
+    app = _panel_app(24)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panel = app.query_one(ThroughputPanel)
+        sample = ThroughputSample(at=hist[-1][0], tokens_per_s=hist[-1][1], source="metrics", running=4, queued=0)
+        panel.show(sample, hist, now=hist[-1][0] + 0.5)
+        await pilot.pause(0.1)
+        mon = _figure(app)
+        last = mon.y[-1][-1]
+        assert f"{last:,.1f} tok/s" in _headline(app), (last, _headline(app))
+        assert last != pytest.approx(hist[-1][1])  # a mean, not the last raw sample
+        assert mon.ylim[0][0] == 0
+        ticks = sorted(mon.yticks[0])
+        assert ticks[0] == 0 and all(t % 50 == 0 for t in ticks), ticks
+        # a sample between two chart frames changes neither: they stay in step until the chart is redrawn
+        more = [*hist, (hist[-1][0] + 1, 900.0)]
+        panel.show(sample, more, plot=False, now=more[-1][0])
+        await pilot.pause(0.05)
+        assert f"{last:,.1f} tok/s" in _headline(app)
+        panel.show(sample, more, plot=True, now=more[-1][0])
+        await pilot.pause(0.05)
+        assert f"{_figure(app).y[-1][-1]:,.1f} tok/s" in _headline(app)
+
+
+async def test_time_keeps_moving_when_samples_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """22 s after the last sample the chart still ended at -0.6 s: now it ends 22 s before now, and says since
+    when there are no samples."""
+    from tui.model import ThroughputSample
+    from widgets import throughput as w
+
+    hist = [(1000.0 + k, 200.0) for k in range(40)]
+    app = _panel_app(24)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panel = app.query_one(w.ThroughputPanel)
+        clock = _Clock(hist[-1][0] + 0.6)
+        panel.clock = clock
+        panel.show(ThroughputSample(at=hist[-1][0], tokens_per_s=200.0, source="metrics"), hist, now=clock())
+        await pilot.pause(0.1)
+        assert _figure(app).x[-1][-1] == pytest.approx(-0.6)
+        clock.t += 21.4  # no sample since: only the panel's own tick redraws it
+        monkeypatch.setattr(w, "STALE_REDRAW_S", 0.5)
+        await pilot.pause(1.3)
+        assert _figure(app).x[-1][-1] == pytest.approx(-22.0)
+        assert f"no samples since {w.clock_time(hist[-1][0])}" in _headline(app)
+
+
+async def test_the_last_ttft_stays_with_its_age() -> None:
+    from tui.model import ThroughputSample
+    from widgets.throughput import ThroughputPanel
+
+    app = _panel_app(24)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panel = app.query_one(ThroughputPanel)
+        clock = _Clock(1000.0)
+        panel.clock = clock
+        panel.show(ThroughputSample(at=1000.0, tokens_per_s=200.0, source="metrics", running=4, queued=0,
+                                    ttft_s=0.09), [(1000.0, 200.0)], now=clock())
+        await pilot.pause(0.05)
+        assert "TTFT 90 ms" in _headline(app) and "ago" not in _headline(app)
+        clock.t = 1001.0
+        panel.show(ThroughputSample(at=1001.0, tokens_per_s=210.0, source="metrics", running=4, queued=0),
+                   [(1000.0, 200.0), (1001.0, 210.0)], now=clock())
+        await pilot.pause(0.05)
+        assert "TTFT 90 ms" in _headline(app)  # no first token in that second: still there
+        clock.t = 1030.0
+        panel.show(ThroughputSample(at=1030.0, tokens_per_s=210.0, source="metrics", running=4, queued=0),
+                   [(1000.0, 200.0), (1001.0, 210.0), (1030.0, 205.0)], now=clock())
+        await pilot.pause(0.05)
+        assert "TTFT 90 ms, 30 s ago" in _headline(app)
+
+
+@pytest.mark.parametrize("height", [4, 6, 9, 10, 14])
+async def test_a_short_panel_shows_the_figures_without_a_squashed_chart(height: int) -> None:
+    """At 80x24 the chart was two rows with its labels upside down: below CHART_MIN_ROWS rows for it, no chart."""
+    from textual_plotext import PlotextPlot
+
+    from tui.model import ThroughputSample
+    from widgets.throughput import CHART_MIN_ROWS, ThroughputPanel
+
+    hist = [(1000.0 + k, 200.0 + k) for k in range(60)]
+    app = _panel_app(height)
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = app.query_one(ThroughputPanel)
+        panel.show(ThroughputSample(at=1059.0, tokens_per_s=259.0, source="metrics", running=4, queued=0), hist,
+                   now=1059.5)
+        await pilot.pause(0.1)
+        plots = list(app.query(PlotextPlot))
+        shown = [p for p in plots if p.display]
+        text = _headline(app)
+        assert "tok/s" in text and "running 4" in text
+        if height - 2 - 2 < CHART_MIN_ROWS:  # the border's 2 rows, the figures' 2
+            assert not shown, [p.size for p in shown]
+        else:
+            assert shown and shown[0].size.height >= CHART_MIN_ROWS
+
+
+async def test_an_empty_panel_says_so_in_one_line() -> None:
+    from widgets.throughput import ThroughputPanel
+
+    app = _panel_app(10)
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = app.query_one(ThroughputPanel)
+        panel.show(None, [], now=1000.0)
+        await pilot.pause(0.05)
+        assert not panel.has_data and panel.has_class("-no-data")
+        assert _headline(app) == "no throughput samples yet"
+        panel.show(None, [], "no metrics: start the server with --enable-metrics", now=1000.0)
+        await pilot.pause(0.05)
+        assert _headline(app) == "no metrics: start the server with --enable-metrics"
+        panel.show(None, [(999.0, 120.0)], now=1000.0)
+        assert panel.has_data and not panel.has_class("-no-data")
+
+
+def test_samples_from_a_log_every_ten_seconds_are_a_line_and_not_stale() -> None:
+    """vLLM writes its throughput line every 10 s: those samples are one run, fresh until three intervals pass."""
+    from widgets.throughput import chart_series, interval, stale_after
+
+    pts = [(1000.0 + 10.02 * k, 300.0) for k in range(12)]
+    assert interval(pts) == pytest.approx(10.02) and interval(pts[:1]) == 1.0
+    assert stale_after(pts) == pytest.approx(30.06) and stale_after([(0.0, 1.0), (1.0, 1.0)]) == 10.0
+    assert len(chart_series(pts, pts[-1][0], 300, 200)) == 1

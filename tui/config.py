@@ -13,14 +13,17 @@ import os
 import re
 import sys
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -34,6 +37,13 @@ _HOST_PORT = re.compile(r"[^:]+:\d+")  # host:port (an IPv6 address has more tha
 
 class ConfigError(Exception):
     """A config problem, phrased for the user: names the file, the key and what is wrong."""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the known name closest to a mistyped one, or "": one wording for an unknown
+    deployment, config key or server flag."""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class Strict(BaseModel):
@@ -91,7 +101,8 @@ class DeploymentConfig(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     preset: str = "sglang"
     endpoint: str = "http://127.0.0.1:30000"
-    gpus: list[int] = Field(default_factory=list)
+    #: the GPUs the server uses; empty (or "all", the default) means every GPU on the host
+    gpus: Annotated[list[int], NoDecode] = Field(default_factory=list)  # NoDecode: "all" from the environment too
     #: flags shown first in the flags panel (default: every flag the preset knows)
     flags: list[str] = Field(default_factory=list)
     extra_flags: list[FlagConfig] = Field(default_factory=list)
@@ -105,6 +116,9 @@ class DeploymentConfig(Strict):
     auto_rollback: bool = False
     #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
     hide_flags: list[str] = Field(default_factory=list)
+    #: this deployment's STALLED threshold, when not `probe.stall_after_s` (a server slower or faster than most:
+    #: the demo's runs at its time scale)
+    stall_after_s: float | None = Field(None, gt=0)
 
     @property
     def host_label(self) -> str:
@@ -117,6 +131,22 @@ class DeploymentConfig(Strict):
         if isinstance(v, str):  # never split here: a shell's quoting rules are exactly what bringup keeps out
             raise ValueError(f'an argv list such as {json.dumps(v.split()[:3])[:-1]}, ...], not a shell string')
         return v
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _all_gpus(cls, v: object) -> object:
+        if not isinstance(v, str):
+            return v
+        text = v.strip()
+        if text.lower() == "all":
+            return []  # every GPU on the host, as with no list at all
+        try:  # from the environment: BRINGUP_DEPLOYMENTS__K26__GPUS='[0, 1]' or 0,1
+            parsed = json.loads(text) if text.startswith("[") else [int(x) for x in text.split(",")]
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            return parsed
+        raise ValueError(f'a list of GPU indices such as [0, 1, 2, 3], or "all"; not {v!r}')
 
     @field_validator("preset")
     @classmethod
@@ -214,8 +244,7 @@ class Settings(BaseSettings):
 
     def _unknown_deployment(self, name: str) -> str:
         known = ", ".join(self.deployments) or "none"
-        close = difflib.get_close_matches(name, list(self.deployments), n=1)
-        msg = f"unknown deployment {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        msg = f"unknown deployment {name!r}" + did_you_mean(name, self.deployments)
         msg += f"; configured: {known}"
         if self._searched and self._config_file is None:
             msg += (f"; no config file found (looked at --config, $BRINGUP_CONFIG, ./config.toml, "
@@ -240,7 +269,9 @@ def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0
     dep = DeploymentConfig(host="demo-host", manager="process", command=cmd, preset="sglang",
                            hide_flags=["--sim-", "--time-scale", "--scenario"],  # the simulator's own
                            endpoint=f"http://127.0.0.1:{port}", gpus=list(range(8)),
-                           release_timeout_s=120.0, release_tolerance_mib=512.0, stop_timeout_s=30.0)
+                           release_timeout_s=120.0, release_tolerance_mib=512.0, stop_timeout_s=30.0,
+                           # the simulated minute runs at the time scale, and so does the time it takes to stall
+                           stall_after_s=max(1.0, 60.0 * time_scale) if time_scale != 1.0 else None)
     return host, dep
 
 
@@ -299,8 +330,7 @@ def _close_key(loc: tuple[Any, ...]) -> str:
             inner = getattr(ann, "__args__", (ann,))[-1]  # dict[str, X] -> X
             if isinstance(inner, type) and issubclass(inner, BaseModel):
                 section = inner
-    close = difflib.get_close_matches(str(loc[-1]), list(section.model_fields), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(str(loc[-1]), section.model_fields)
 
 
 def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str = "",
@@ -320,6 +350,8 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
     _TOML_PATH = path
     try:
         settings = Settings() if read_only is None else Settings(read_only=read_only)
+    except SettingsError as e:  # a BRINGUP_* variable that is not the JSON its key needs
+        raise ConfigError(f"environment: {e}") from None
     except ValidationError as e:
         msgs = []
         for err in e.errors():

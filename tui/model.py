@@ -344,6 +344,9 @@ class Snapshot:
     gpus_stale_for: float | None = None
     #: the phase last seen, when `phase` is unknown
     last_phase: Phase | None = None
+    #: the server's latest line about itself (a shard bar, a graph-capture batch): a bring-up's progress, or the
+    #: last line before a stall
+    latest_line: str = ""
 
 
 # ---------------------------------------------------------------- actions: the lock, and a protocol's steps

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 import textwrap
 import time
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rich.cells import cell_len
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
@@ -24,6 +26,8 @@ from tui.model import LogLine
 
 BUFFER = 50_000
 FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
+#: the border subtitle of the panel while it fills the screen (Textual's maximize: Esc restores it)
+RESTORE_HINT = "Esc to restore"
 FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
 
 
@@ -57,7 +61,18 @@ class LogClassifier:
 class BurstLog(Log):
     """Textual's `Log`, measuring the width of new lines in the event loop, cheaply. `Log` measures every new line
     with Rich's cell_len in a thread worker started per write: during a 20,000 lines/s burst that was a sixth of the
-    console's CPU. A line that is ASCII without tabs (nearly all server output) is as wide as it is long."""
+    console's CPU. A line that is ASCII without tabs (nearly all server output) is as wide as it is long.
+
+    Its End key follows the log again (`on_end`, the panel's), as `less +F` does. Textual's own End scrolled, with an
+    animation, to where the end was when it was pressed: lines arriving meanwhile moved the end away, the view
+    stopped short of it and never followed again."""
+
+    def __init__(self, *, on_end: Callable[[], None], id: str | None = None, max_lines: int | None = None) -> None:
+        super().__init__(id=id, max_lines=max_lines, auto_scroll=False)
+        self._on_end = on_end
+
+    def action_scroll_end(self) -> None:
+        self._on_end()
 
     def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
         if lines:
@@ -65,8 +80,22 @@ class BurstLog(Log):
             self._update_maximum_width(updates, width)
 
 
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
 class ErrorLog(Vertical):
+    """The panel: the filter box, the note an empty view shows, and the lines.
+
+    It opens on errors only: the server's warnings, errors and whole tracebacks, which are what an operator looks
+    for, and which all lines (a busy server's `Decode batch` lines, many a second) scroll away. So that a bring-up
+    without errors does not look dead for minutes, the border and the empty view's note count the lines the view
+    leaves out and name the key that shows them (`e`); the lifecycle panel shows the latest progress line."""
+
     DEFAULT_CLASSES = "panel"
+    #: Textual's maximize (the command palette's "Maximize", with the log focused) takes the whole panel, with its
+    #: border, title and filter box, rather than the bare list of lines
+    ALLOW_MAXIMIZE = True
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -87,11 +116,17 @@ class ErrorLog(Vertical):
         self._wrapped_at = 0
         #: a line other than a run marker is on view: until then the "no errors so far" note says why it is empty
         self._content_shown = False
+        #: lines in the buffer the view leaves out (counted as they arrive, recounted on a rebuild), and the count
+        #: the border and the note show: they are redrawn on the refresh tick when it moved, not per batch
+        self._hidden = 0
+        self._hidden_shown = -1
+        #: the panel fills the screen (Textual's maximize): the border says how to come back
+        self.maximized = False
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
         yield Static("no errors or warnings so far  (e: show all lines)", id="log-empty")
-        yield BurstLog(id="log", max_lines=BUFFER, auto_scroll=False)
+        yield BurstLog(id="log", max_lines=BUFFER, on_end=self.follow)
 
     @property
     def log_view(self) -> Log:
@@ -110,6 +145,7 @@ class ErrorLog(Vertical):
         key pressed meanwhile waited for it. A marker goes where a new run begins (an older run's lines, read
         from its log when the console starts, must not read as the current run's); it shows in every view."""
         due = self._due
+        hidden = 0
         for line in lines:
             if line.invocation and line.invocation != self._run:
                 self._run = line.invocation
@@ -123,6 +159,9 @@ class ErrorLog(Vertical):
             self.entries.append((text, is_error))
             if self._matches(text, is_error):
                 due.append(text)
+            else:
+                hidden += 1
+        self._hidden = min(self._hidden + hidden, len(self.entries))
         if len(due) > BUFFER:  # paused for long: the next flush rebuilds from the buffer instead
             due.clear()
             self._due_overflowed = True
@@ -159,54 +198,123 @@ class ErrorLog(Vertical):
             self.unseen += len(new)
         self._update_title()
 
-    def rebuild(self) -> None:
+    def _shown(self) -> tuple[list[int], list[str]]:
+        """The lines of the buffer the view shows: their places in `entries`, and their text."""
+        pairs = [(i, t) for i, (t, e) in enumerate(self.entries) if self._matches(t, e)]
+        return [i for i, _ in pairs], [t for _, t in pairs]
+
+    def _rows_of(self, text: str, width: int) -> int:
+        return len(self._fold_line(text, width)) if self.wrap else 1
+
+    def _top_entry(self) -> int | None:
+        """Where the view is, as the place in `entries` of the line at its top; None when it follows the log (it
+        keeps following) or the place cannot be told (the lines waiting for the screen overflowed). Counted from
+        the newest line back to the top of the view: the Log may have dropped rows from its own top."""
+        log = self.log_view
+        if self.following or self._due_overflowed or log.line_count == 0:
+            return None
+        places, lines = self._shown()
+        if self._due:  # ingested, not on screen yet: the last lines of the buffer
+            places, lines = places[:-len(self._due)], lines[:-len(self._due)]
+        below = log.line_count - round(log.scroll_y)  # rows from the top of the view to the end
+        for k in range(len(lines) - 1, -1, -1):
+            below -= self._rows_of(lines[k], self._wrapped_at)
+            if below <= 0:
+                return places[k]
+        return places[0] if places else None
+
+    def rebuild(self, top: int | None = None) -> None:
+        """Redraw the view from the buffer. It follows the log, unless `top` (an entry's place in the buffer, from
+        `_top_entry`) says which line to keep at the top: the first shown at or after it. Folded, only the newest
+        lines that fill the Log's rows are folded (it would drop the older ones' rows anyway): folding is most of
+        what a rebuild costs, a second and more for a full buffer of long lines."""
         self._due, self._due_overflowed = [], False
         log = self.log_view
         log.clear()
-        shown = [t for t, e in self.entries if self._matches(t, e)]
+        places, shown = self._shown()
+        self._hidden = len(self.entries) - len(shown)
         self._content_shown = any(not t.startswith(_MARKER) for t in shown)
-        log.write_lines(self._fold(shown) if self.wrap else shown, scroll_end=True)
-        self.unseen = 0
+        if self.wrap:
+            width = self._fold_width()
+            pieces: list[list[str]] = []
+            total, first = 0, len(shown)
+            while first > 0 and total < BUFFER:
+                first -= 1
+                pieces.append(self._fold_line(shown[first], width))
+                total += len(pieces[-1])
+            places = places[first:]
+            rows: list[str] = []
+            starts: list[int] = []
+            for piece in reversed(pieces):
+                starts.append(len(rows))
+                rows.extend(piece)
+        else:
+            rows, starts = shown, list(range(len(shown)))
+        log.write_lines(rows, scroll_end=False)
+        k = bisect_left(places, top) if top is not None else len(places)
+        if k < len(places):
+            y = max(0, starts[k] - max(0, len(rows) - BUFFER))
+            log.scroll_to(y=y, animate=False, immediate=True)
+            self.following = y >= log.max_scroll_y
+        else:
+            self.following = True
+            self.unseen = 0
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
+            # and once more after the next layout: a view that was hidden (nothing matched) has no height yet
+            log.scroll_end(animate=False, x_axis=False)
         self._update_title()
+
+    def _fold_width(self) -> int:
+        self._wrapped_at = max(20, self.log_view.scrollable_content_region.width or self.size.width or 80)
+        return self._wrapped_at
+
+    @staticmethod
+    def _fold_line(text: str, width: int) -> list[str]:
+        if len(text) <= width and (text.isascii() or cell_len(text) <= width):
+            return [text]
+        lead = text[:len(text) - len(text.lstrip())][:width // 2]
+        return textwrap.wrap(text, width, subsequent_indent=lead + "↳ ", drop_whitespace=False,
+                             replace_whitespace=False) or [text]
 
     def _fold(self, lines: list[str]) -> list[str]:
         """Each line longer than the view, cut at the view's width; the pieces after the first start with `↳`
         under the line's own indent, so a folded line does not read as the next one (a traceback's code lines are
         indented too). Display only: the filter still matches whole lines."""
-        width = max(20, self.log_view.scrollable_content_region.width or self.size.width or 80)
-        self._wrapped_at = width
+        width = self._fold_width()
         out: list[str] = []
         for text in lines:
-            if len(text) <= width and (text.isascii() or cell_len(text) <= width):
-                out.append(text)
-                continue
-            lead = text[:len(text) - len(text.lstrip())][:width // 2]
-            out.extend(textwrap.wrap(text, width, subsequent_indent=lead + "↳ ", drop_whitespace=False,
-                                     replace_whitespace=False) or [text])
+            out.extend(self._fold_line(text, width))
         return out
 
     def set_wrap(self, wrap: bool) -> None:
+        top = self._top_entry()
         self.wrap = wrap
-        self.rebuild()
+        self.rebuild(top)
 
     def on_resize(self) -> None:
         if self.wrap and self.log_view.scrollable_content_region.width != self._wrapped_at:
-            self.rebuild()
+            self.rebuild(self._top_entry())
 
     def set_mode(self, show_all: bool) -> None:
+        top = self._top_entry()
         self.show_all = show_all
-        self.rebuild()
+        self.rebuild(top)
 
     def set_filter(self, text: str) -> None:
         if text == self.filter_text:
             return  # a rebuild redraws up to 50,000 lines: not for closing an empty filter box
         self.filter_text = text
-        self.rebuild()
+        self.rebuild()  # the matches end at the newest: followed
 
     def follow(self) -> None:
+        """Follow the log again, at once: the view goes to the newest line and stays there as lines arrive."""
         self.following = True
-        self.log_view.scroll_end(animate=False)
+        self.log_view.scroll_end(animate=False, immediate=True, x_axis=False)
         self.unseen = 0
+        self._update_title()
+
+    def set_maximized(self, maximized: bool) -> None:
+        self.maximized = maximized
         self._update_title()
 
     def matching(self) -> list[str]:
@@ -222,13 +330,19 @@ class ErrorLog(Vertical):
             # hidden while a filter matched nothing, the log lost the focus: give it back, or the arrow keys,
             # PgUp and Home scroll nothing once the filter is cleared
             self.log_view.focus()
+        # all lines leave out bringup's own polling only: not counted as hidden (e shows them no more than now)
+        self._hidden_shown = self._hidden
+        hidden = _count(self._hidden) if self._hidden and (self.filter_text or not self.show_all) else ""
         if not self._content_shown:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
-            note.update(f"no {what}  (e: {'errors only' if self.show_all else 'show all lines'}, /: filter)")
-        mode = ("all lines" if self.show_all else "errors") + (", wrapped" if self.wrap else "")
+            keys = f"e: {'errors only' if self.show_all else 'show all lines'}, /: filter"
+            note.update(f"no {what}; {hidden} other lines hidden  ({keys})" if hidden else f"no {what}  ({keys})")
+        mode = ("all lines" if self.show_all else "errors only") + (", wrapped" if self.wrap else "")
         flt = f" /{self.filter_text}" if self.filter_text else ""
-        self.border_title = f"Log: {mode}{flt}"
-        self.border_subtitle = f"↓ {self.unseen} new (End to follow)" if self.unseen else ""
+        # a Text, not markup: the filter is what the user typed, `[/]` included
+        self.border_title = Text(f"Log: {mode}{flt}" + (f" ({hidden} hidden)" if hidden else ""))
+        parts = [f"↓ {self.unseen} new (End to follow)" if self.unseen else "", RESTORE_HINT if self.maximized else ""]
+        self.border_subtitle = " · ".join(p for p in parts if p)
 
     def on_mount(self) -> None:
         self.watch(self.log_view, "scroll_y", self._scrolled, init=False)
@@ -242,7 +356,10 @@ class ErrorLog(Vertical):
             self.following = True
 
     def check_follow(self) -> None:
-        """Called on the refresh tick: back at the end by scrolling means following again."""
+        """Called on the refresh tick: back at the end by scrolling means following again; the count of hidden
+        lines is redrawn if it moved."""
         if self.unseen and self.log_view.is_vertical_scroll_end:
             self.unseen = 0
+            self._update_title()
+        elif self._hidden != self._hidden_shown:
             self._update_title()

@@ -18,23 +18,25 @@ _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
 STEP_MARK = {"done": "✓", "running": "…", "failed": "✗", "skipped": "-"}
 
 
-def fmt_secs(s: float) -> str:
-    if s < 100:
-        return f"{s:5.1f}s"
-    m, sec = divmod(int(s), 60)
-    return f"{m}:{sec:02d}" if m < 60 else f"{m // 60}h{m % 60:02d}m"
-
-
 #: phases a server rests in: their clock need not tick every second
 RESTING = (Phase.READY, Phase.FAILED, Phase.STOPPED)
 
 
+def fmt_secs(s: float) -> str:
+    """A duration in one notation everywhere: `42.3s`, `2m30s`, `2h05m`."""
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
 def fmt_age(s: float, phase: Phase) -> str:
-    """How long the current phase has lasted. A phase in progress keeps tenths of a second (still loading, or
-    hung?); a resting one (ready, failed, stopped) counts whole minutes after its first minute, so a console
+    """How long a phase lasted, in `fmt_secs`' notation. A phase in progress keeps its seconds (still loading, or
+    hung?); a resting one (ready, failed, stopped) counts whole minutes after its first minute, whether it is the
+    current phase or a past one, so its figure never changes notation from one frame to the next, and a console
     left on a ready server redraws its lifecycle panel once a minute, not every second."""
     if phase not in RESTING or s < 60:
-        return fmt_secs(s).strip()
+        return fmt_secs(s)
     m = int(s // 60)
     return f"{m}m" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
@@ -73,23 +75,66 @@ def set_text(widget: Static, text: Text | str) -> None:
     widget.update(text, layout=old is None or old[2] != rows)
 
 
+def timeline_text(snap: Snapshot, now: float, width: int) -> Text:
+    """Phases with their durations, `loading 12.0s > graph-capture 8.1s > ...`, broken between phases, never
+    between a phase and its duration (Rich would wrap at the space inside `ready 15.6s`)."""
+    t = Text()
+    if not snap.timeline:
+        t.append("no run observed yet", style="dim")
+        return t
+    col = 0
+    for i, tr in enumerate(snap.timeline):
+        end = snap.timeline[i + 1].at if i + 1 < len(snap.timeline) else now
+        style = "bold" if i + 1 == len(snap.timeline) else ""
+        if tr.phase == Phase.FAILED:
+            style = "bold red"
+        item = f"{tr.phase} {fmt_age(max(0.0, end - tr.at), tr.phase)}"
+        if i:
+            if col + 3 + len(item) > width:
+                t.append("\n")
+                col = 0
+            else:
+                t.append(" › ", style="dim")
+                col += 3
+        t.append(item, style=style)
+        col += len(item)
+    return t
+
+
+
+#: phases whose latest log line is news: a bring-up on its way
+PROGRESSING = (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP)
+
+
+def _one_row(text: str, width: int) -> str:
+    width = max(width, 10)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 class LifecyclePanel(Vertical):
     DEFAULT_CLASSES = "panel"
 
     def compose(self) -> ComposeResult:
+        # by priority, as a small terminal cuts from the bottom: the phase, what failed and the hint, then how
+        # it got here, a restart's steps, and the command line
         yield Static(" STOPPED ", id="phase-big", classes="phase-stopped")
-        yield Static(id="phase-detail")
         yield Static(id="failure")
+        yield Static(id="phase-detail")
         yield Static(id="steps")
         yield Static(id="context")
 
     def show(self, snap: Snapshot, now: float, steps: Sequence[Step] = (), note: str = "",
              hide_flags: Sequence[str] = ()) -> None:
         phase = snap.phase
+        stalled = snap.stalled_for
         big = self.query_one("#phase-big", Static)
-        set_text(big, f" {str(phase).upper()} ")
-        if not big.has_class(f"phase-{phase}"):
-            big.set_classes(f"phase-{phase}")
+        badge = f" {str(phase).upper()} "
+        if stalled is not None:  # the state itself, not a note under it: loading, and stuck
+            badge += f"· STALLED {fmt_secs(stalled)} "
+        set_text(big, badge)
+        cls = "phase-stalled" if stalled is not None else f"phase-{phase}"
+        if not big.has_class(cls):
+            big.set_classes(cls)
         detail = Text()
         if snap.timeline:
             detail.append(f"for {fmt_age(max(0.0, now - snap.timeline[-1].at), phase)}", style="bold")
@@ -99,16 +144,23 @@ class LifecyclePanel(Vertical):
             detail.append(f"  pid {snap.unit.main_pid}", style="dim")
         if snap.stale:  # what is shown below is old news, or not news yet
             detail.append(f"\n{snap.stale}", style="bold yellow")
-        if snap.stalled_for is not None:
-            detail.append(f"\nSTALLED: no log line or GPU memory change for {fmt_secs(snap.stalled_for).strip()}"
-                          " — hung, or a very slow step?", style="bold yellow")
+        if stalled is not None:
+            detail.append("\nno log line or GPU memory change: hung, or a very slow step?", style="yellow")
+        if snap.latest_line and (stalled is not None or phase in PROGRESSING):
+            # what the bring-up is doing now, or the last thing it said before it stalled; one row, cut
+            lead = "last line: " if stalled is not None else "› "
+            detail.append("\n" + lead, style="bold" if stalled is not None else "dim")
+            detail.append(_one_row(snap.latest_line, self._width() - len(lead)),
+                          style="" if stalled is not None else "dim")
         detail.append("\n")
-        detail.append_text(self._timeline(snap, now))
+        detail.append_text(timeline_text(snap, now, self._width()))
         if note:
             detail.append("\n" + note, style="italic")
         set_text(self.query_one("#phase-detail", Static), detail)
-        set_text(self.query_one("#steps", Static), self._steps(steps))
-        set_text(self.query_one("#failure", Static), self._failure(snap))
+        for wid, text in (("#steps", self._steps(steps)), ("#failure", self._failure(snap))):
+            w = self.query_one(wid, Static)
+            set_text(w, text)
+            w.display = bool(text.plain)  # an empty one would still take a row
         ctx = Text()  # wrapped: set_text counts its rows as drawn, so a longer command line gets its rows
         if snap.endpoint and phase not in (Phase.STOPPED, Phase.STOPPING, Phase.FAILED):  # no probes then: stale
             ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
@@ -117,22 +169,9 @@ class LifecyclePanel(Vertical):
             ctx.append(flags, style="dim")
         set_text(self.query_one("#context", Static), ctx)
 
-    def _timeline(self, snap: Snapshot, now: float) -> Text:
-        """Phases with their seconds, in one wrapped line: `loading 12.0s > graph-capture 8.1s > ...`."""
-        t = Text()
-        for i, tr in enumerate(snap.timeline):
-            end = snap.timeline[i + 1].at if i + 1 < len(snap.timeline) else now
-            last = i + 1 == len(snap.timeline)
-            if i:
-                t.append(" › ", style="dim")
-            style = "bold" if last else ""
-            if tr.phase == Phase.FAILED:
-                style = "bold red"
-            took = fmt_age(max(0.0, end - tr.at), tr.phase) if last else fmt_secs(max(0.0, end - tr.at)).strip()
-            t.append(f"{tr.phase} {took}", style=style)
-        if not snap.timeline:
-            t.append("no run observed yet", style="dim")
-        return t
+    def _width(self) -> int:
+        w = self.content_region.width if self.is_mounted else 0
+        return w if w > 0 else 80
 
     def _failure(self, snap: Snapshot) -> Text:
         f = snap.failure

@@ -2,7 +2,8 @@
 
 Exit codes are `tui.exit_codes.ExitCode`: 0 success/ready, 1 failed, 2 usage or config error or refused (nothing
 was done), 3 timed out, 4 stopped (`wait`: nothing is starting), 5 superseded, 130 interrupted. Every headless
-subcommand takes `--json` (`demo` with `--headless`). Errors are one line on stderr, never a traceback.
+subcommand takes `--json` (`demo` with `--headless`). Errors are one line on stderr, never a traceback; with
+`--json` also exactly one object on stdout, `{"error": "...", "code": N}` (usage errors of the command line too).
 
 The package: `args` (the grammar), `report` (what is printed), `follow` (`wait` and the headless demo),
 `actions` (start, restart, stop), `commands` (status, flags, replay, bench); this module runs them.
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import faulthandler
+import json
 import os
 import signal
 import sys
@@ -28,10 +30,10 @@ from tui.ops.wait import STOPPED_GRACE_S
 from tui.transport import TransportError
 
 from .actions import cmd_restart, cmd_start, cmd_stop
-from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, UsageError, build_parser
+from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, ArgumentsError, UsageError, build_parser
 from .commands import cmd_bench, cmd_flags, cmd_replay, cmd_status
 from .follow import cmd_demo, cmd_wait
-from .report import fmt_s, gpus_dict, out, render_status, snapshot_dict
+from .report import error, fmt_s, gpus_dict, out, render_status, snapshot_dict
 
 __all__ = [
     "DEPLOYMENT_HELP", "EPILOG", "EXIT_STOPPED", "EXIT_SUPERSEDED", "EXIT_TIMEOUT", "FLAG_NAMES", "STOPPED_GRACE_S",
@@ -92,13 +94,22 @@ def run_async(coro: Any) -> Any:
             loop.close()
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--json anywhere among the options (before a `--`): known before the command line is parsed, so that even
+    argparse's complaint about it comes out as JSON."""
+    words = list(argv)
+    return "--json" in (words[:words.index("--")] if "--" in words else words)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a stuck bringup is
     with contextlib.suppress(ValueError, AttributeError, OSError):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(words)
     try:
+        args = build_parser().parse_args(words)
+        as_json = bool(getattr(args, "json", False))
         if args.cmd == "replay":
             return cmd_replay(args)
         ro = True if (args.read_only or getattr(args, "demo_read_only", False)
@@ -114,15 +125,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
         return int(run_async(HANDLERS[args.cmd](settings, args)))
-    except (ConfigError, UsageError, FlagValueError) as e:
-        for line in str(e).splitlines():  # one problem a line, each a whole error line
-            print(f"bringup: {line}", file=sys.stderr)
+    except ArgumentsError as e:  # argparse's own words, already prefixed with the command
+        print(str(e), file=sys.stderr)
+        if as_json:
+            print(json.dumps({"error": str(e), "code": int(ExitCode.USAGE)}))
         return ExitCode.USAGE
+    except (ConfigError, UsageError, FlagValueError) as e:
+        return error(str(e), ExitCode.USAGE, as_json)  # one problem a line, each a whole error line
     except (ManagerError, TransportError) as e:
-        print(f"bringup: {e}", file=sys.stderr)
-        return ExitCode.USAGE if getattr(e, "permanent", False) else ExitCode.FAILED
+        return error(str(e), ExitCode.USAGE if getattr(e, "permanent", False) else ExitCode.FAILED, as_json)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        if as_json:
+            print(json.dumps({"error": "interrupted", "code": int(ExitCode.INTERRUPTED)}))
         return ExitCode.INTERRUPTED
     except BrokenPipeError:  # `bringup status | head`: the reader has gone; not an error worth a message
         with contextlib.suppress(OSError):
@@ -131,6 +146,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # last resort: one line, not a traceback, unless asked for
         if os.environ.get("BRINGUP_DEBUG"):
             raise
-        print(f"bringup: internal error: {type(e).__name__}: {e} (BRINGUP_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
-        return ExitCode.FAILED
+        return error(f"internal error: {type(e).__name__}: {e} (BRINGUP_DEBUG=1 shows the traceback)",
+                     ExitCode.FAILED, as_json)

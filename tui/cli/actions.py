@@ -1,37 +1,100 @@
 """The commands that change a deployment: `start`, `restart` and `stop`, each one run of the safe restart protocol
 (`tui.ops.restart`), its steps printed as they happen.
 
-Every one refuses in read-only mode, asks before a restart unless `--yes`, and, interrupted, says in one line what
-it did and what it left, since a half-done restart is the one thing an operator must not have to guess.
+Every one refuses in read-only mode and, interrupted, says in one line what it did and what it left, since a
+half-done restart is the one thing an operator must not have to guess. `restart` and `stop` take a running server
+down, and follow one rule for that: at a terminal they ask first (`--yes` does not ask); with no terminal to ask on
+(a script, `ssh host bringup stop k26`, cron) the command line is the instruction and they act. A restart whose
+`--set`/`--unset` change nothing is refused (`--force` restarts anyway), and a failed one names the last flags that
+reached ready and how to go back to them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import shlex
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from tui.config import Settings
+from tui.config import Settings, did_you_mean
 from tui.exit_codes import ExitCode
+from tui.lifecycle.presets import FlagSpec
+from tui.managers import ManagerError
 from tui.model import Outcome, Step
+from tui.transport import TransportError
 
 from .args import UsageError
-from .report import out, print_failure
+from .report import error, out, print_failure
+
+if TYPE_CHECKING:
+    from tui.engine import Engine
 
 #: a step's status as a short mark in its text line
 _MARKS = {"done": "ok ", "running": "...", "failed": "ERR", "skipped": " - "}
 
 
-def _ask(question: str) -> bool:
-    if not sys.stdin.isatty():
-        raise UsageError("refusing to act without confirmation: no terminal to ask on; pass --yes")
-    try:
-        return input(question + " [y/N] ").strip().lower() in ("y", "yes")
-    except EOFError:
-        return False
+def _confirmed(question: str, yes: bool) -> bool:
+    """The operator's yes, for an action that takes a running server down (`restart`, `stop`): asked at a terminal
+    unless `--yes`; with no terminal there is no one to ask, and the command line itself is the instruction."""
+    if yes or not sys.stdin.isatty():
+        return True
+    print(question + " [y/N] ", end="", file=sys.stderr, flush=True)  # stdout is the output's (JSON with --json)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _spec_names(specs: Sequence[FlagSpec]) -> dict[str, FlagSpec]:
+    return {n: f for f in specs for n in (f.name, *f.aliases)}
+
+
+def _check_flag_names(name: str, items: Sequence[str], specs: Sequence[FlagSpec]) -> None:
+    """An unknown flag is refused, never written: bringup cannot tell a switch from an option that takes a value
+    without its spec, and a server given an option it does not know exits at once (the running one already
+    stopped). A close known name is suggested (`tpsize` -> `tp-size`), as for a deployment's name."""
+    known = _spec_names(specs)
+    for item in items:
+        flag = item.partition("=")[0].strip().lstrip("-")
+        if flag not in known:
+            raise UsageError(f"unknown flag {flag!r}{did_you_mean(flag, known)}; `bringup flags {name}` lists the "
+                             "flags this preset knows, and the deployment's extra_flags declares others (e.g. "
+                             f"{{ name = \"{flag}\", kind = \"int\" }})")
+
+
+def _contradictions(sets: Sequence[str], unsets: Sequence[str], specs: Sequence[FlagSpec]) -> str:
+    """Two requests for the same flag that cannot both be done (`--set tp-size=4 --unset tp-size`, or two
+    values): the first such pair in words, or ""."""
+    from tui.lifecycle.flags import parse_changes
+
+    known = _spec_names(specs)
+    asked: dict[str, tuple[str, Any]] = {}
+    for opt, items in (("--set", sets), ("--unset", unsets)):
+        for item in items:
+            spec = known[item.partition("=")[0].strip().lstrip("-")]
+            ch = parse_changes([item], [], specs)[0] if opt == "--set" else parse_changes([], [item], specs)[0]
+            said = f"{opt} {item}"
+            if spec.name in asked and asked[spec.name][1] != ch:
+                return f"{asked[spec.name][0]} and {said} contradict: give one of them"
+            asked.setdefault(spec.name, (said, ch))
+    return ""
+
+
+def _nothing_to_change(sets: Sequence[str], unsets: Sequence[str], old: Sequence[str],
+                       specs: Sequence[FlagSpec]) -> list[str]:
+    """For each requested change that leaves the flags' values as they are, why (`--unset X`: not set)."""
+    from tui.lifecycle.flags import apply_changes, current_values, parse_changes
+
+    now = current_values(old, specs)
+    why = []
+    for item, is_set in [*((x, True) for x in sets), *((x, False) for x in unsets)]:
+        ch = (parse_changes([item], [], specs) if is_set else parse_changes([], [item], specs))[0]
+        if current_values(apply_changes(old, [ch], specs), specs) == now:
+            why.append(f"--{ch.name} is not set" if ch.remove else
+                       f"--{ch.name} is already " + ("on" if ch.value is None else repr(now.get(ch.name))))
+    return why
 
 
 def print_step(as_json: bool) -> Callable[[Step], None]:
@@ -57,7 +120,8 @@ def _interrupted(name: str, steps: list[Step], as_json: bool) -> ExitCode:
     """Ctrl-C in the middle of an action: one line of what was done and what was not, no traceback."""
     left = next((s.detail for s in reversed(steps) if s.name == "interrupted"), "nothing changed")
     if as_json:
-        print(json.dumps({"ok": False, "interrupted": True, "left": left}), flush=True)
+        print(json.dumps({"ok": False, "interrupted": True, "left": left, "error": f"interrupted: {left}",
+                          "code": int(ExitCode.INTERRUPTED)}), flush=True)
     print(f"bringup: {name}: interrupted: {left}", file=sys.stderr, flush=True)
     return ExitCode.INTERRUPTED
 
@@ -72,31 +136,44 @@ async def cmd_restart(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bool) -> int:
     from tui.engine import Engine
-    from tui.lifecycle.flags import apply_changes, diff, parse_changes
+    from tui.lifecycle.flags import apply_changes, current_values, diff, parse_changes
     from tui.ops import restart as protocol
 
     if settings.read_only:
         raise UsageError("read-only mode: restarts and flag changes are disabled (--read-only, read_only in the config "
                          "or BRINGUP_READ_ONLY)")
     name, dep = settings.deployment(args.deployment)
+    sets, unsets = getattr(args, "sets", []), getattr(args, "unsets", [])
     w = Engine(settings, name, dep)
     try:
         if not w.manager.can_control:
             raise UsageError(f"{name} is observe-only (manager = 'none'): bringup cannot start or restart it")
-        changes = parse_changes(getattr(args, "sets", []), getattr(args, "unsets", []), w.flag_specs)
+        _check_flag_names(name, [*sets, *unsets], w.flag_specs)
+        changes = parse_changes(sets, unsets, w.flag_specs)
+        contradiction = _contradictions(sets, unsets, w.flag_specs)
+        if contradiction:  # no --force for this: which of the two is meant is the operator's to say
+            raise UsageError(contradiction)
         old = await w.argv()
         new = apply_changes(old, changes, w.flag_specs)
+        noops = _nothing_to_change(sets, unsets, old, w.flag_specs)
+        changed = current_values(new, w.flag_specs) != current_values(old, w.flag_specs)
+        if changes and not changed and not getattr(args, "force", False):
+            raise UsageError(f"nothing to change: {'; '.join(noops)}; restarting would change no flag (--force "
+                             "restarts anyway)")
+        for why in noops if changed else ():
+            print(f"bringup: note: {why}, as asked", file=sys.stderr)
         await w.start()
         unit = await w.poll_unit()
         if not restart and unit.running:
-            print(f"{name} is already running (pid {unit.main_pid})")
+            msg = f"{name} is already running (pid {unit.main_pid})"
+            out({"ok": True, "phase": str(w.state.phase), "message": msg, "invocation": unit.invocation,
+                 "code": int(ExitCode.OK)}, args.json, msg)
             return ExitCode.OK
         change_txt = diff(old, new, w.flag_specs)
-        if restart and not args.yes:
-            what = "; ".join(change_txt) or "no flag change"
-            if not _ask(f"Restart {name} on {w.host_name} ({w.manager.target}) with {what}?"):
-                print("cancelled; nothing changed")
-                return ExitCode.USAGE
+        what = "; ".join(change_txt) or "no flag change"
+        if restart and not _confirmed(f"Restart {name} on {w.host_name} ({w.manager.target}) with {what}?",
+                                      args.yes):
+            return error("cancelled; nothing changed", ExitCode.USAGE, args.json)
         if args.timeout:
             w.dep = dep.model_copy(update={"ready_timeout_s": args.timeout})
         print(f"{'restarting' if restart else 'starting'} {name} on {w.host_name}" +
@@ -119,12 +196,94 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         failure = w.named(outcome.failure)
         if failure is not None and not args.json:
             print_failure(failure)
-        out({"ok": outcome.ok, "phase": str(outcome.phase), "message": outcome.message,
-             "invocation": outcome.invocation, "failure": failure.as_dict() if failure else None,
-             "rolled_back": outcome.rolled_back}, args.json, f"{name}: {outcome.message}")
-        return exit_code(outcome)
+        code = exit_code(outcome)
+        d: dict[str, Any] = {"ok": outcome.ok, "phase": str(outcome.phase), "message": outcome.message,
+                             "invocation": outcome.invocation, "failure": failure.as_dict() if failure else None,
+                             "rolled_back": outcome.rolled_back, "code": int(code)}
+        text = [f"{name}: {outcome.message}"]
+        if not outcome.ok:
+            d["error"] = outcome.message
+        if _ran_and_failed(outcome):
+            d["last_ready"], more = await _last_ready(w, new, outcome,
+                                                      rollback_asked=bool(getattr(args, "rollback", False)))
+            text += more
+        out(d, args.json, "\n".join(text))
+        return code
     finally:
         await w.close()
+
+
+def _ran_and_failed(outcome: Outcome) -> bool:
+    """A run of ours that failed or never became ready (not a refusal, nor another's run): the one case where the
+    operator needs to know what to go back to."""
+    return not outcome.ok and not outcome.refused and not outcome.superseded
+
+
+def _flag_words(values: dict[str, str | None]) -> str:
+    return " ".join(f"--{k}" + ("" if v is None else f" {shlex.quote(v)}") for k, v in values.items()) or \
+        "(none of the flags bringup knows)"
+
+
+def _others(argv: Sequence[str], specs: Sequence[FlagSpec]) -> list[str]:
+    """The arguments no flag spec covers (the program, the model, the port...)."""
+    from tui.lifecycle.flags import remove_flag
+
+    rest = list(argv)
+    for spec in specs:
+        rest = remove_flag(rest, spec)
+    return rest
+
+
+def _back_to(name: str, failed: Sequence[str], good: Sequence[str], specs: Sequence[FlagSpec]) -> str:
+    """The `bringup restart` that goes from the failed flags back to the good ones, or "" when --set/--unset cannot
+    say it (other arguments differ, or a saved value this bringup would not write)."""
+    from tui.lifecycle.flags import apply_changes, current_values, parse_changes
+
+    now, then = current_values(failed, specs), current_values(good, specs)
+    unsets = [flag for flag in now if flag not in then]
+    sets = [flag if value is None else f"{flag}={value}" for flag, value in then.items()
+            if flag not in now or now[flag] != value]
+    if not (sets or unsets) or _others(failed, specs) != _others(good, specs):
+        return ""
+    try:
+        if current_values(apply_changes(failed, parse_changes(sets, unsets, specs), specs), specs) != then:
+            return ""
+    except ValueError:  # FlagValueError
+        return ""
+    words = [w for flag in unsets for w in ("--unset", flag)] + [w for item in sets for w in ("--set", item)]
+    return shlex.join(["bringup", "restart", name, *words, "--yes"])
+
+
+async def _last_ready(w: Engine, failed: Sequence[str], outcome: Outcome, *, rollback_asked: bool) -> \
+        tuple[dict[str, Any] | None, list[str]]:
+    """The last flags that reached ready (`save_argv("ready")` of the restart protocol) and how to go back to them,
+    for a restart or start that failed: as JSON, and as the lines that end the text output."""
+    from tui.lifecycle.flags import current_values
+
+    good: list[str] | None = None
+    with contextlib.suppress(ManagerError, TransportError):
+        good = await w.manager.read_saved_argv("ready")
+    name = w.name
+    if good is None:
+        return None, [f"no flags of {name} have reached ready under bringup yet, so there is nothing to roll back to "
+                      "(--rollback goes back to the last ones that did, once some have)"]
+    flags = current_values(good, w.flag_specs)
+    back = "" if outcome.rolled_back else _back_to(name, failed, good, w.flag_specs)
+    d = {"argv": list(good), "flags": flags, "command": back or None}
+    lines = [f"last flags that reached ready: {_flag_words(flags)}"]
+    if outcome.rolled_back:
+        lines.append("--rollback went back to them (see its result above)")
+    elif list(good) == list(failed):
+        lines.append("these are the flags that just failed: the cause is not a flag change (read the excerpt); "
+                     "--rollback would have nothing to go back to")
+    else:
+        lines.append(f"to go back to them: {back}" if back else
+                     f"to go back to them: write them back by hand (other arguments differ too): {shlex.join(good)}")
+        if rollback_asked and outcome.timed_out:
+            lines.append("--rollback goes back after a failure, not after a timeout (the run may still come up)")
+        elif not rollback_asked:
+            lines.append("or restart with --rollback: on a failure it goes back to them by itself")
+    return d, lines
 
 
 async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
@@ -137,6 +296,12 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
     w = Engine(settings, name, dep)
     steps: list[Step] = []
     try:
+        # the same rule as restart's: asked at a terminal (and only when there is a run to stop)
+        if sys.stdin.isatty() and not getattr(args, "yes", False):
+            unit = await w.poll_unit()
+            if unit.running and not _confirmed(f"Stop {name} on {w.host_name} ({w.manager.target}, pid "
+                                               f"{unit.main_pid})?", False):
+                return error("cancelled; nothing changed", ExitCode.USAGE, args.json)
         try:
             # under the lock, and stopped means the GPUs are free again: `bringup stop && bringup start` must not
             # start into the old run's memory (the seeds' fixed `sleep 8` did, and every config of a sweep failed)
@@ -144,7 +309,10 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
         except asyncio.CancelledError:
             return _interrupted(name, steps, args.json)
         release = next((s.detail for s in reversed(steps) if s.name == "release"), "")
-        d: dict[str, Any] = {"ok": o.ok, "phase": "stopped" if o.ok else str(o.phase), "message": o.message}
+        # a stop that did not finish in time failed: there is no "ready" to go on waiting for
+        code = exit_code(o) if not o.timed_out else ExitCode.FAILED
+        d: dict[str, Any] = {"ok": o.ok, "phase": "stopped" if o.ok else str(o.phase), "message": o.message,
+                             "code": int(code)}
         if o.stop_s is not None:
             d["stop_s"] = o.stop_s
         if release:
@@ -155,11 +323,9 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
             out(d, args.json, f"{name} {o.message}")
         else:
             d["error"] = o.message
+            print(f"bringup: {name}: {o.message}", file=sys.stderr)
             if args.json:
                 out(d, True, "")
-            else:
-                print(f"bringup: {name}: {o.message}", file=sys.stderr)
-        # a stop that did not finish in time failed: there is no "ready" to go on waiting for
-        return exit_code(o) if not o.timed_out else ExitCode.FAILED
+        return code
     finally:
         await w.close()

@@ -6,6 +6,9 @@ Kept apart from the commands so that `bringup --help` (and a test of the help) l
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
 
 from tui import __version__
 from tui.config import DEMO_PORT
@@ -26,22 +29,57 @@ always exists). Docs: README.md.
 FLAG_NAMES = ("flags are named as on the server's command line without the leading `--`, e.g. "
               "`disable-cuda-graph` or `mem-fraction-static=0.85`")
 DEPLOYMENT_HELP = "a deployment of the config (default: the only one configured, or `demo` if none is)"
+#: `restart` and `stop` take a running server down: the same rule for both, at a terminal and in a script
+CONFIRM_HELP = ("do not ask for confirmation (asked only at a terminal: with no terminal, as in a script or "
+                "`ssh host bringup ...`, the command line is the instruction)")
 
 
 class UsageError(Exception):
     """Wrong input from the user, or a refusal: the message to stderr, exit 2, nothing done."""
 
 
+class ArgumentsError(UsageError):
+    """What argparse found wrong with the command line, as one line in argparse's words (`bringup wait: error:
+    argument --timeout: ...`): reported like any usage error (exit 2, JSON with --json), not argparse's usage
+    block and exit."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised as `ArgumentsError` (one line) instead of printed with the usage and
+    exited on: `main` reports them as it reports every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgumentsError(f"{self.prog}: error: {message} (see `{self.prog} --help`)")
+
+
+def positive(kind: type[int] | type[float], unit: str = "") -> Callable[[str], float]:
+    """An argparse `type` for a number that must be positive and finite (a timeout, a count, a time scale): zero,
+    a negative number, NaN or infinity is a usage error before anything runs."""
+    what = "a positive integer" if kind is int else "a positive number"
+    what += f" of {unit}" if unit else ""
+
+    def parse(text: str) -> float:
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}") from None
+        if not math.isfinite(x) or x <= 0:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return x
+    parse.__name__ = what  # argparse names the type by it in its own messages
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --config and --json work before or after the subcommand; in the subcommands they default to "not given"
     # so that they do not overwrite what the main parser read. `console` has no JSON output: no --json there.
-    conf = argparse.ArgumentParser(add_help=False)
+    conf = Parser(add_help=False)
     conf.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
                       help="config file (default: see below)")
-    common = argparse.ArgumentParser(add_help=False, parents=[conf])
+    common = Parser(add_help=False, parents=[conf])
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="bringup", description="Bring up and operate LLM inference servers (SGLang, vLLM): watch the "
         "lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
             "with exit 4. A drop-in for a `systemctl is-active` + `curl` polling loop: "
             "`bringup wait k26 --timeout 1800 && run-benchmarks`.")
     w.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
-    w.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+    w.add_argument("--timeout", type=positive(float, "seconds"), default=1800.0, metavar="S",
                    help="seconds to wait for ready (default 1800)")
 
     for name, what in (("start", "start"), ("stop", "stop")):
@@ -84,8 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
         if name == "start":
             c.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
-            c.add_argument("--timeout", type=float, default=None, metavar="S",
+            c.add_argument("--timeout", type=positive(float, "seconds"), default=None, metavar="S",
                            help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
+        else:
+            c.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
 
     r = add("restart", "restart safely, optionally with new flags",
             "Restart with the safe protocol: take the lock, write the flags, stop, wait until the old run's GPU "
@@ -98,9 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a server flag, or change its value (a switch takes no value); can be repeated")
     r.add_argument("--unset", action="append", default=[], metavar="NAME", dest="unsets",
                    help="remove a server flag from the command line; can be repeated")
-    r.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    r.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
+    r.add_argument("--force", action="store_true",
+                   help="restart even when --set/--unset change nothing (a flag already so, or not set)")
     r.add_argument("--no-wait", action="store_true", help="return once started, do not wait for ready")
-    r.add_argument("--timeout", type=float, default=None, metavar="S",
+    r.add_argument("--timeout", type=positive(float, "seconds"), default=None, metavar="S",
                    help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
     r.add_argument("--rollback", action="store_true", help="on failure, go back to the last flags that were ready")
 
@@ -123,13 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
             "sends load; nothing in bringup benchmarks on its own.\n\n  bringup bench k26 --concurrency 1,4,16")
     b.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
     b.add_argument("--concurrency", default="1,4", metavar="N,N,...", help="levels (default 1,4)")
-    b.add_argument("--requests", type=int, default=None, metavar="N",
+    b.add_argument("--requests", type=positive(int), default=None, metavar="N",
                    help="requests per level (default 2x level, at least 4)")
-    b.add_argument("--prompt-tokens", type=int, default=128, metavar="N",
+    b.add_argument("--prompt-tokens", type=positive(int), default=128, metavar="N",
                    help="prompt length in tokens, about (default 128)")
-    b.add_argument("--max-tokens", type=int, default=128, metavar="N",
+    b.add_argument("--max-tokens", type=positive(int), default=128, metavar="N",
                    help="tokens to generate per request (default 128)")
-    b.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per request (default 120)")
+    b.add_argument("--timeout", type=positive(float, "seconds"), default=120.0, metavar="S",
+                   help="seconds per request (default 120)")
 
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
@@ -142,8 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.epilog = "scenarios:\n" + "".join(f"  {name:<20} {what}\n" for name, what in DESCRIPTIONS.items()) + \
         "\n" + (d.epilog or "")
     d.add_argument("--keep", action="store_true", help="leave the simulated server running on exit")
-    d.add_argument("--time-scale", type=float, default=1.0, metavar="F", help="speed of the simulated bring-up "
-                   "(0.2 = five times faster)")
+    d.add_argument("--time-scale", type=positive(float), default=1.0, metavar="F",
+                   help="speed of the simulated bring-up (0.2 = five times faster)")
     d.add_argument("--headless", action="store_true", help="print phases instead of opening the console")
     d.add_argument("--read-only", action="store_true", dest="demo_read_only",
                    help="console without restart, start/stop or flag keys")

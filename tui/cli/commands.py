@@ -13,7 +13,7 @@ from tui.exit_codes import ExitCode
 from tui.model import Phase
 
 from .args import UsageError
-from .report import out, print_failure, render_status, snapshot_dict
+from .report import error, out, print_failure, render_status, snapshot_dict
 
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
@@ -52,7 +52,8 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
         shown = "on" if value is True else "off" if value is False else "-" if value is None else str(value)
         kind = "|".join(f.choices) if f.choices else f.kind
         text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
-    out(rows, args.json, "\n".join(text))
+    # one object, as `status` and `stop` print one: the deployment it is about, and its flags
+    out({"deployment": name, "preset": dep.preset, "flags": rows}, args.json, "\n".join(text))
     return ExitCode.OK
 
 
@@ -77,31 +78,27 @@ def _recognised(lines: list[str], preset_name: str) -> bool:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Replay a recorded log. With --json, stdout is always one JSON object: the result, or `{"error": ...}`
-    (the exit code and the one-line message on stderr stay as without --json)."""
+    """Replay a recorded log. With --json, stdout is always one JSON object: the result, or `{"error": ...,
+    "code": N}` (written by `main`, as for every command; the one-line message on stderr stays as without
+    --json)."""
     from tui.lifecycle.replay import replay
 
     name = "stdin" if args.file == "-" else args.file
     try:
-        try:
-            if args.file == "-":
-                data = sys.stdin.buffer.read()
-            else:
-                with open(args.file, "rb") as fh:
-                    data = fh.read()
-        except OSError as e:
-            raise UsageError(f"{args.file}: {e.strerror or e}") from None
-        if b"\0" in data[:8192]:
-            raise UsageError(f"{name}: a binary file, not a server log")
-        lines = data.decode("utf-8", "replace").splitlines()
-        r = replay(lines, args.preset)
-        if not _recognised(lines, r.preset):
-            raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
-                             "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
-    except Exception as e:
-        if args.json:
-            print(json.dumps({"error": str(e) or type(e).__name__}))
-        raise
+        if args.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.file, "rb") as fh:
+                data = fh.read()
+    except OSError as e:
+        raise UsageError(f"{args.file}: {e.strerror or e}") from None
+    if b"\0" in data[:8192]:
+        raise UsageError(f"{name}: a binary file, not a server log")
+    lines = data.decode("utf-8", "replace").splitlines()
+    r = replay(lines, args.preset)
+    if not _recognised(lines, r.preset):
+        raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
+                         "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
     d = r.as_dict()
     if args.json:
         print(json.dumps(d))
@@ -113,6 +110,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for phase, at, secs in s.seconds_in():
             print(f"  {phase!s:<14} {f'+{at - t0:.1f}s':>10} {f'{secs:.1f}s':>9}")
         print(f"final: {s.phase}")
+        flags = s.flag_dict()
+        if flags:  # read from the log's own arguments line: what the failure's hint was chosen by
+            print("flags: " + " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in flags.items()))
         if s.failure:
             print_failure(s.failure, sys.stdout, headline=f"failure: {s.failure.kind} in {s.failure.phase}")
     return ExitCode.FAILED if r.state.phase == Phase.FAILED else ExitCode.OK
@@ -138,8 +138,7 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
         result = await bench(endpoint, levels, requests=args.requests, prompt_tokens=args.prompt_tokens,
                              max_tokens=args.max_tokens, timeout=args.timeout)
     except BenchError as e:
-        print(f"bringup: bench {name}: {e}", file=sys.stderr)
-        return ExitCode.FAILED
+        return error(f"bench {name}: {e}", ExitCode.FAILED, args.json)
     finally:
         await w.close()
     result["deployment"] = name

@@ -27,6 +27,21 @@ def out(obj: Any, as_json: bool, text: str) -> None:
         print(text)
 
 
+def error(message: str, code: int, as_json: bool, **extra: Any) -> int:
+    """An error as every command reports it: `bringup: ...` on stderr, one line per problem, and with `--json` also
+    exactly one object on stdout, `{"error": "...", "code": N}` (N the exit status), so a script reading stdout
+    always reads JSON. Returns `code`."""
+    lines = [ln for ln in message.splitlines() if ln.strip()] or ["error"]
+    for line in lines:
+        print(f"bringup: {line}", file=sys.stderr, flush=True)
+    if as_json:
+        obj: dict[str, Any] = {"error": "; ".join(lines), "code": int(code)}
+        if len(lines) > 1:
+            obj["errors"] = lines
+        print(json.dumps({**obj, **extra}, default=str), flush=True)
+    return code
+
+
 def fmt_s(x: float) -> str:
     return f"{x:6.1f}s"
 

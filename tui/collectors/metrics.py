@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from tui.lifecycle.lines import clean
@@ -25,6 +25,9 @@ WANTED = (
     "sglang:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_count",
     "vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
 )
+
+#: the TTFT shown is the mean over the requests that started in this many seconds
+TTFT_WINDOW_S = 15.0
 
 
 def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -74,7 +77,8 @@ class MetricsRates:
 
     def __init__(self) -> None:
         self._prev: dict[str, _Counter] = {}
-        self._raw: dict[str, float] = {}
+        #: (time, sum, count) of the TTFT histogram at each scrape of the last window, by server
+        self._ttft_seen: dict[str, deque[tuple[float, float, float]]] = {}
 
     def _rate(self, key: str, at: float, value: float | None) -> float | None:
         if value is None:
@@ -85,17 +89,22 @@ class MetricsRates:
             return None
         return _finite((value - prev.value) / (at - prev.at))
 
-    def _ttft(self, m: dict[str, list[tuple[dict[str, str], float]]], prefix: str) -> float | None:
-        """Mean TTFT of the requests counted since the last scrape: d(sum) / d(count) of the histogram."""
-        s = self._delta(f"{prefix}_ttft_sum", _sum(m, f"{prefix}:time_to_first_token_seconds_sum"))
-        c = self._delta(f"{prefix}_ttft_count", _sum(m, f"{prefix}:time_to_first_token_seconds_count"))
-        return _finite(s / c) if s is not None and c else None
-
-    def _delta(self, key: str, value: float | None) -> float | None:
-        prev = self._raw.get(key)
-        if value is not None:
-            self._raw[key] = value
-        return value - prev if value is not None and prev is not None and value >= prev else None
+    def _ttft(self, m: dict[str, list[tuple[dict[str, str], float]]], prefix: str, at: float) -> float | None:
+        """Mean TTFT of the requests whose first token came in the last TTFT_WINDOW_S seconds: d(sum) / d(count)
+        of the histogram across that window. Between two scrapes a second apart often no request starts: a
+        figure per scrape would come and go; None only when no request started in the whole window."""
+        s = _sum(m, f"{prefix}:time_to_first_token_seconds_sum")
+        c = _sum(m, f"{prefix}:time_to_first_token_seconds_count")
+        if s is None or c is None:
+            return None
+        seen = self._ttft_seen.setdefault(prefix, deque())
+        if seen and (c < seen[-1][2] or s < seen[-1][1] or at <= seen[-1][0]):  # a reset (a restart), or a clock
+            seen.clear()  # step back: count from here
+        seen.append((at, s, c))
+        while len(seen) > 1 and seen[1][0] <= at - TTFT_WINDOW_S:  # the base: the newest scrape a window ago
+            seen.popleft()
+        _, s0, c0 = seen[0]
+        return _finite((s - s0) / (c - c0)) if c > c0 else None
 
     def sample(self, text: str, at: float) -> ThroughputSample | None:
         m = parse_metrics(text)
@@ -111,7 +120,7 @@ class MetricsRates:
                 running=_int(_sum(m, "sglang:num_running_reqs", rank0=True)),
                 queued=_int(_sum(m, "sglang:num_queue_reqs", rank0=True)),
                 accept_len=_first(m, "sglang:spec_accept_length"),
-                accept_rate=_first(m, "sglang:spec_accept_rate"), ttft_s=self._ttft(m, "sglang"))
+                accept_rate=_first(m, "sglang:spec_accept_rate"), ttft_s=self._ttft(m, "sglang", at))
         tps = self._rate("vllm_gen", at, _sum(m, "vllm:generation_tokens_total"))
         drafts = self._rate("vllm_drafts", at, _sum(m, "vllm:spec_decode_num_drafts_total"))
         accepted = self._rate("vllm_acc", at, _sum(m, "vllm:spec_decode_num_accepted_tokens_total"))
@@ -121,7 +130,7 @@ class MetricsRates:
         return ThroughputSample(at=at, tokens_per_s=tps, source="metrics",
                                 running=_int(_sum(m, "vllm:num_requests_running")),
                                 queued=_int(_sum(m, "vllm:num_requests_waiting")),
-                                accept_len=accept_len, accept_rate=accept_rate, ttft_s=self._ttft(m, "vllm"))
+                                accept_len=accept_len, accept_rate=accept_rate, ttft_s=self._ttft(m, "vllm", at))
 
 
 def _first(m: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float | None:

@@ -3,8 +3,8 @@
 The app composes widgets, binds keys to actions and routes typed messages; it does no parsing and no I/O of its
 own. The engine (`tui.engine.Engine`) runs on the app's event loop and reports through a listener that posts its
 typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type. The full console, with
-the actions that change the deployment, is a subclass (tui/console/control.py), so in read-only mode those keys do
-not exist at all rather than being disabled.
+the actions that change the deployment, is a subclass (tui/console/control.py), so in read-only mode those actions
+do not exist at all rather than being disabled; their keys only say so (tui/console/keys.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pathlib import Path
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid
+from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.widget import Widget
 from textual.widgets import Header, Static
 from textual.worker import Worker, WorkerState
 
@@ -43,8 +44,8 @@ from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
 from tui.model import GpuSnapshot, LockInfo, LogLine, NoteSource, Phase, Snapshot, Step, ThroughputSample
 from tui.screens.picker import PickerScreen
-from widgets.error_log import ErrorLog
-from widgets.gpus import GpuPanel
+from widgets.error_log import RESTORE_HINT, ErrorLog
+from widgets.gpus import GpuPanel, memory_budget
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
 
@@ -52,7 +53,7 @@ from widgets.throughput import ThroughputPanel
 #: several milliseconds, the largest single share of an idle console's CPU
 PLOT_EVERY_S = 5.0
 #: GPU memory samples the sparkline shows, and tokens/s samples the chart does
-SPARK_SAMPLES = 40
+SPARK_SAMPLES = 60  # as many as the widest sparkline (widgets.gpus.SPARK_MAX)
 CHART_SAMPLES = 300
 
 
@@ -108,16 +109,22 @@ class ConsoleApp(LogKeys):
         self.demo_started = False
         #: the console's notion of now; snapshot tests pin it so durations render the same every run
         self.clock = time.time
+        #: the phase of each deployment this console watched before, and when it left it: the picker shows them
+        self.seen_phases: dict[str, tuple[Phase, float]] = {}
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Grid(id="panels"):
-            yield LifecyclePanel(id="lifecycle")
-            yield GpuPanel(id="gpus")
-            yield ErrorLog(id="errors")
-            yield ThroughputPanel(id="throughput")
+        # two columns, each giving room by priority (app.tcss): the lifecycle panel takes what its phase, failure
+        # and hint need and the log the rest; the GPUs what their rows need and the throughput the rest
+        with Horizontal(id="panels"):
+            with Vertical(id="left"):
+                yield LifecyclePanel(id="lifecycle")
+                yield ErrorLog(id="errors")
+            with Vertical(id="right"):
+                yield GpuPanel(id="gpus")
+                yield ThroughputPanel(id="throughput")
         yield Static(id="keys")
 
     def on_mount(self) -> None:
@@ -130,6 +137,7 @@ class ConsoleApp(LogKeys):
         self.query_one("#throughput").border_title = "Throughput"
         self._set_subtitle()
         self._show_keys()
+        self.watch(self.screen, "maximized", self._maximized, init=False)
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
         # `kill <pid>` (SIGTERM) or SIGINT from outside: leave as `q` does, restoring the terminal and stopping the
         # demo server, instead of dying with the server left running and the terminal in raw mode
@@ -314,9 +322,13 @@ class ConsoleApp(LogKeys):
         unit = self.snap.unit
         gpus = self.watch_.deployment_gpus() if self.watch_ else list(range(len(self.gpu_snap.gpus)
                                                                              if self.gpu_snap else 0))
+        # the memory the server is told to take (its flags, as the unit runs it): a GPU at it is normal, not warned
+        dep = self.settings.deployments.get(self.deployment)
+        server = self.watch_.preset.name if self.watch_ else dep.preset if dep else ""
+        budget = memory_budget(self.snap.flags, server)
         with contextlib.suppress(NoMatches):
             self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
-                                          self.releasing, self.snap.attribution)
+                                          self.releasing, self.snap.attribution, budget)
 
     def render_throughput(self, force_plot: bool = False) -> None:
         note = ""
@@ -330,8 +342,11 @@ class ConsoleApp(LogKeys):
         if plot:
             self._last_plot = now
         with contextlib.suppress(NoMatches):
-            self.query_one(ThroughputPanel).show(self.tp, self.tp_history, note, plot=plot, now=self.clock(),
-                                                 serving=self.snap.phase == Phase.READY)
+            panel = self.query_one(ThroughputPanel)
+            # when samples stop the panel redraws itself (its chart's "now" keeps moving), on this clock, unpaused
+            panel.clock, panel.live = self.clock, lambda: not self.paused
+            panel.show(self.tp, self.tp_history, note, plot=plot, now=self.clock(),
+                       serving=self.snap.phase == Phase.READY)
 
     # ------------------------------------------------------------------ actions: viewing
 
@@ -361,9 +376,34 @@ class ConsoleApp(LogKeys):
 
         def chosen(name: str | None) -> None:
             if name and name != self.deployment:
+                self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
                 self.open_watch(name)
 
-        self.push_screen(PickerScreen(names, self.deployment), chosen)
+        self.push_screen(PickerScreen(names, self.deployment, self._picker_phases([n for n, _ in names])), chosen)
+
+    def _picker_phases(self, names: list[str]) -> dict[str, tuple[Phase | None, str]]:
+        """Each deployment's phase as this console knows it: the one it watches, live; one it watched before, as
+        it was when it left it; the others are not watched (reading them would mean connecting to each host)."""
+        now = self.clock()
+        out: dict[str, tuple[Phase | None, str]] = {}
+        for n in names:
+            if n == self.deployment:
+                out[n] = (self.snap.phase, f"{self.snap.phase.value} (now)")
+            elif n in self.seen_phases:
+                phase, at = self.seen_phases[n]
+                ago = max(0, int(now - at))
+                out[n] = (phase, f"{phase.value} {ago // 60} min ago" if ago >= 60 else f"{phase.value} {ago} s ago")
+            else:
+                out[n] = (None, "not watched")
+        return out
+
+    def _maximized(self, was: Widget | None, now: Widget | None) -> None:
+        """A maximized panel (Textual's maximize, from the command palette) says how to come back: Esc."""
+        for widget, on in ((was, False), (now, True)):
+            if isinstance(widget, ErrorLog):
+                widget.set_maximized(on)  # its subtitle also counts the new lines
+            elif widget is not None and widget.has_class("panel"):
+                widget.border_subtitle = RESTORE_HINT if on else ""
 
     async def action_quit(self) -> None:
         if self.watch_ is not None:

@@ -65,7 +65,7 @@ class Engine(StreamReadouts):
         self.probe_poke = asyncio.Event()
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=dep.manager != "none",
-                                             stall_after=settings.probe.stall_after_s)
+                                             stall_after=dep.stall_after_s or settings.probe.stall_after_s)
         self.collector_errors: dict[str, str] = {}
         self.last_probe: ProbeResult | None = None
         #: (invocation, port) from the server's own "Uvicorn running on http://HOST:PORT" line

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from tui.lifecycle.lines import latest_progress
 from tui.lifecycle.reducer import LifecycleState, reduce
 from tui.model import LogLine, Note, NoteSource, Phase, ProbeResult, Snapshot, Tick
 
@@ -125,4 +126,5 @@ def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
         deployment=e.name, host=e.host_name, phase=phase, invocation=s.invocation,
         timeline=s.timeline, failure=e.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=gpus,
         throughput=e.throughput, flags=unit.argv if unit else (), notes=notes(e),
-        endpoint=describe_probe(e.current_probe()), attribution=e.attribution())
+        endpoint=describe_probe(e.current_probe()), attribution=e.attribution(),
+        latest_line=latest_progress(s.blocks.tail))

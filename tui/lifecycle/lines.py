@@ -8,6 +8,7 @@ applied in the order they nest; nothing here can fail on arbitrary input (a hypo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple
@@ -109,6 +110,21 @@ def is_warning_line(c: CleanLine) -> bool:
     """A line the errors view shows although it is no error line: logged at WARNING, or naming trouble in words
     (`failed`, `died`, `out of memory`). The reducer ignores these: a warning is no part of a failure's excerpt."""
     return c.level == "WARNING" or any(w in c.text for w in TROUBLE_WORDS)
+
+
+#: an HTTP access line (uvicorn's, a proxy's): a request answered, not the server saying how far it has got
+_ACCESS = re.compile(r'"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \S* HTTP/\d(?:\.\d)?"')
+
+
+def latest_progress(tail: Sequence[str]) -> str:
+    """The last line the server printed about itself (a shard bar, `Capturing batches (bs=64 ...)`, `Load weight
+    end`), as text without its prefixes: what a bring-up is doing now, or the last thing it did before a hang.
+    Access lines are skipped: bringup's own probes and the clients' requests say nothing of the server's progress."""
+    for body in reversed(tail):
+        t = clean(body).text.strip()
+        if t and not _ACCESS.search(t):
+            return t
+    return ""
 
 
 def sanitize(raw: str) -> str:

@@ -17,7 +17,8 @@ from tui.lifecycle.journal import parse_entry
 from tui.lifecycle.lines import CleanLine, clean, split_output
 from tui.lifecycle.presets import Preset, get_preset
 from tui.lifecycle.reducer import LifecycleState, initial, log_ended, reduce
-from tui.model import Event, LogLine, UnitObserved, UnitState
+from tui.lifecycle.server_args import argv_from_line
+from tui.model import Event, FlagsKnown, LogLine, UnitObserved, UnitState
 
 _SYSTEMD_EXIT = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>[^/\s]+)(?:/(?P<name>\w+))?")
 _SYSTEMD_FAILED = re.compile(r"Failed with result '(?P<result>[^']+)'")
@@ -195,13 +196,26 @@ class ReplayResult:
             "phases": [{"phase": str(t.phase), "at": t.at, "line": t.line} for t in s.timeline],
             "failure": s.failure.as_dict() if s.failure else None,
             "preset": self.preset,
+            "flags": s.flag_dict(),
         }
+
+
+def with_flags(events: Iterable[Event]) -> Iterator[Event]:
+    """The events, each server start-up arguments line (SGLang's `server_args=ServerArgs(...)`, vLLM's
+    `non-default args: {...}`) preceded by the flags it names: a recorded log has no unit to read the command line
+    from, and a failure's hint depends on it (DFLASH + CUDA graphs) as it does live."""
+    for ev in events:
+        if isinstance(ev, LogLine) and "args" in ev.text:
+            argv = argv_from_line(clean(ev.text).text)
+            if argv:
+                yield FlagsKnown(ev.at, argv)
+        yield ev
 
 
 def replay(lines: list[str], preset_name: str = "auto") -> ReplayResult:
     name = detect_preset(lines) if preset_name == "auto" else preset_name
     preset: Preset = get_preset(name)
     state = initial(require_probe=False)
-    for ev in events_from_lines(lines):
+    for ev in with_flags(events_from_lines(lines)):
         state = reduce(state, ev, preset)
     return ReplayResult(log_ended(state), name)

@@ -1,10 +1,14 @@
 """The flags panel: the preset's flags with their current values; space/enter toggles a switch or edits a value
-(validated as typed), pending changes are listed, and `a` applies them (the app then asks for confirmation and
-restarts)."""
+(validated as typed), pending changes are listed, `u` undoes the last one, and `a` applies them (the app then asks
+for confirmation and restarts). Esc closes it and says what it dropped."""
 
 from __future__ import annotations
 
+import textwrap
+
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -14,12 +18,39 @@ from textual.widgets import DataTable, Input, Static
 from tui.lifecycle.flags import FlagChange
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 
+TITLE = "Flags · space: toggle/edit · its key: toggle · a: apply + restart · u: undo last · esc: close"
+#: the value column's widest (a longer value, a model path, is cut there; the pending line has it whole)
+VALUE_MAX = 30
+#: the help column's narrowest: below it the table scrolls sideways rather than fold the help word by word
+ABOUT_MIN = 16
+
+
+def kind_text(f: FlagSpec) -> str:
+    """What the flag takes: its choices, or its kind with its range."""
+    if f.choices:
+        return "|".join(f.choices)
+    lo, hi = f.minimum, f.maximum
+    if lo is None and hi is None:
+        return f.kind
+    if lo is not None and hi is not None:
+        return f"{f.kind}, {lo:g} to {hi:g}"
+    return f"{f.kind}, at least {lo:g}" if lo is not None else f"{f.kind}, at most {hi:g}"
+
+
+class FlagTable(DataTable[str | Text]):
+    """The flags, one row each: the row under the cursor stays in view when the table gets shorter (the value box
+    opening under it takes rows from it)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.cursor_row)
+
 
 class FlagsScreen(ModalScreen[list[FlagChange] | None]):
     BINDINGS = [
         Binding("space,enter", "toggle_flag", "Toggle/edit", id="flags.toggle"),
         Binding("a", "apply", "Apply + restart", id="flags.apply"),
-        Binding("u", "undo", "Undo pending", id="flags.undo"),
+        Binding("u", "undo", "Undo last change", id="flags.undo"),
         Binding("escape", "cancel", "Close", id="flags.close"),
     ]
 
@@ -29,27 +60,72 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         self.specs = sorted(specs, key=lambda f: order.get(f.name, len(order)))
         self.values = values
         self.pending: dict[str, FlagChange] = {}
+        #: each change as it was made: the flag and its pending change before it (None: none), for `u`
+        self.history: list[tuple[str, FlagChange | None]] = []
         self._editing: FlagSpec | None = None
+        #: the help column's width the rows were folded to (0: not laid out yet)
+        self._about_width = 0
+        self._value_width = 0
         for f in self.specs:  # the preset's one-letter keys (the "key" column) toggle their flag
             if f.key:
                 self._bindings.bind(f.key, f"toggle_named({f.name!r})", f"Toggle {f.name}", show=False)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-dialog"):
-            yield Static("Flags · space: toggle/edit · its key: toggle · a: apply + restart · u: undo · esc: close",
-                         id="dialog-title")
-            yield DataTable(id="flags-table", cursor_type="row", zebra_stripes=True)
+            yield Static(TITLE, id="dialog-title")
+            yield FlagTable(id="flags-table", cursor_type="row", zebra_stripes=True)
+            yield Static(id="flag-input-label", classes="hidden")
             yield Input(id="flag-input", classes="hidden")
             yield Static(id="flag-error")
             yield Static(id="pending")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("flag", "value", "key", "about")
-        for f in self.specs:
-            table.add_row(f.name, self._value_text(f), f.key or "", Text(f.help, style="dim"), key=f.name)
+        self._fill(60)  # a first guess; folded again to the width the table has once laid out
         table.focus()
         self._show_pending()
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self._fit)
+
+    # ------------------------------------------------------------------ the table
+
+    def _widths(self) -> tuple[int, int]:
+        name = max([cell_len(f.name) for f in self.specs] + [4])
+        value = min(VALUE_MAX, max([self._value_text(f).cell_len for f in self.specs] + [5]))
+        return name, value
+
+    def _fit(self) -> None:
+        """Fold the help column to the width the table has: the table's, less the other columns and the
+        scrollbar (folding can make the rows overflow, and a scrollbar appearing must not push the help out)."""
+        table = self.query_one(DataTable)
+        if not table.size.width:
+            return
+        name, value = self._widths()
+        pad = 2 * table.cell_padding
+        avail = table.size.width - table.styles.gutter.width - table.styles.scrollbar_size_vertical
+        about = max(ABOUT_MIN, avail - (name + pad) - (value + pad) - (3 + pad) - pad)
+        if about != self._about_width or value != self._value_width:
+            self._fill(about)
+
+    def _fill(self, about: int) -> None:
+        """(Re)build the rows, the help folded at word boundaries to `about` columns; the cursor stays put."""
+        table = self.query_one(DataTable)
+        row = table.cursor_row if table.row_count else 0
+        name, value = self._widths()
+        self._about_width, self._value_width = about, value
+        table.clear(columns=True)
+        table.add_column("flag", width=name, key="flag")
+        table.add_column("value", width=value, key="value")
+        table.add_column("key", width=3, key="key")
+        table.add_column("about", width=about, key="about")
+        for f in self.specs:
+            lines = textwrap.wrap(f.help, about) or [""]
+            table.add_row(f.name, self._value_text(f), f.key or "", Text("\n".join(lines), style="dim"),
+                          key=f.name, height=len(lines))
+        if table.row_count:
+            table.move_cursor(row=min(row, table.row_count - 1), animate=False)
 
     def effective(self, f: FlagSpec) -> tuple[bool, str | None]:
         """(present, value) after pending changes."""
@@ -67,8 +143,11 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         return Text(value if present and value is not None else "-", style=style)
 
     def _refresh_row(self, f: FlagSpec) -> None:
-        table = self.query_one(DataTable)
-        table.update_cell(f.name, table.ordered_columns[1].key, self._value_text(f))
+        if self._widths()[1] != self._value_width:
+            self._fill(self._about_width)  # a longer value: the columns are laid out again
+        else:
+            table = self.query_one(DataTable)
+            table.update_cell(f.name, "value", self._value_text(f))
         self._show_pending()
 
     def _show_pending(self) -> None:
@@ -84,13 +163,18 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return next((f for f in self.specs if f.name == key), None)
 
+    # ------------------------------------------------------------------ changes
+
     def _set(self, f: FlagSpec, change: FlagChange) -> None:
+        before = self.pending.get(f.name)
         was_present = f.name in self.values
         unchanged = was_present and not change.remove and self.values.get(f.name) == change.value
         if (change.remove and not was_present) or unchanged:
             self.pending.pop(f.name, None)
         else:
             self.pending[f.name] = change
+        if self.pending.get(f.name) != before:
+            self.history.append((f.name, before))
         self._refresh_row(f)
 
     def action_toggle_named(self, name: str) -> None:
@@ -111,10 +195,13 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
             self._set(f, FlagChange(f.name, None, remove=present))
             return
         self._editing = f
+        label = self.query_one("#flag-input-label", Static)
+        label.update(Text.assemble(("value for ", "bold"), (f.option, "bold"),
+                                   f" ({kind_text(f)}): Enter sets it, empty removes it, Esc cancels"))
+        label.remove_class("hidden")
         inp = self.query_one("#flag-input", Input)
         inp.remove_class("hidden")
-        hint = "|".join(f.choices) if f.choices else f.kind
-        inp.placeholder = f"--{f.name} ({hint}); empty removes it; Esc cancels"
+        inp.placeholder = f"{f.option} ({kind_text(f)}); empty removes it"
         inp.value = value or ""
         inp.focus()
 
@@ -148,22 +235,47 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
 
     def _close_editor(self) -> None:
         self._editing = None
-        inp = self.query_one("#flag-input", Input)
-        inp.add_class("hidden")
+        self.query_one("#flag-input", Input).add_class("hidden")
+        self.query_one("#flag-input-label", Static).add_class("hidden")
         self.query_one("#flag-error", Static).update("")
         self.query_one(DataTable).focus()
 
     def action_undo(self) -> None:
-        self.pending.clear()
-        for f in self.specs:
-            self._refresh_row(f)
+        """Undo the last change (a toggle or an edit), one per press, and say which."""
+        if self._editing is not None:
+            return
+        if not self.history:
+            self.notify("nothing to undo: no pending change", timeout=4)
+            return
+        name, before = self.history.pop()
+        if before is None:
+            self.pending.pop(name, None)
+        else:
+            self.pending[name] = before
+        f = next(f for f in self.specs if f.name == name)
+        self._refresh_row(f)
+        table = self.query_one(DataTable)
+        table.move_cursor(row=table.get_row_index(name))
+        self.notify(f"undone: the last change to --{name}; it is {self._value_text(f).plain} "
+                    f"{'(still pending)' if name in self.pending else 'as on the server'}", timeout=4, markup=False)
 
     def action_apply(self) -> None:
-        if self._editing is None:
-            self.dismiss(list(self.pending.values()))
+        if self._editing is not None:
+            return
+        if not self.pending:
+            self.notify("nothing to apply: no pending change (space toggles or edits the flag under the cursor)",
+                        severity="warning", timeout=5)
+            return
+        self.dismiss(list(self.pending.values()))
 
     def action_cancel(self) -> None:
+        """Esc closes the editor, or the dialog; pending changes are dropped, and the notification says so (nothing
+        was changed on the server: making them again is a few keys)."""
         if self._editing is not None:
             self._close_editor()
             return
+        n = len(self.pending)
+        if n:
+            self.notify(f"{n} pending flag change{'s' if n > 1 else ''} dropped: nothing was changed on the server",
+                        severity="warning", timeout=6)
         self.dismiss(None)

@@ -25,7 +25,8 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"  {key:<10}", style="bold cyan")
             t.append(desc + "\n")
         if self.read_only:
-            t.append("\nread-only mode: restart, start/stop and flag keys are off\n", style="yellow")
+            t.append("\nread-only mode: the restart, flags and start/stop keys only say that they are off\n",
+                     style="yellow")
         t.append("\nctrl+p opens the command palette with the same actions. Esc closes this.", style="dim")
         with Vertical(id="dialog"):
             yield Static(t)
