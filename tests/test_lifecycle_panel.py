@@ -81,7 +81,7 @@ async def test_stalled_is_the_badge_and_names_the_last_line(tmp_path: Path) -> N
         assert str(panel.query_one("#phase-big").render()).strip() == "LOADING · STALLED 1m11s"
         assert panel.query_one("#phase-big").has_class("phase-stalled")
         detail = str(panel.query_one("#phase-detail").render())
-        assert "\nlast line: Loading safetensors checkpoint shards:  40%" in detail  # one row, cut to fit
+        assert "\nlast line: 40% 26/64 Loading safetensors checkpoint" in detail  # one row: the figures first
         assert "STALLED:" not in detail  # the state is the badge, not a note under it
 
 
@@ -116,3 +116,14 @@ async def test_at_80x24_the_failure_and_its_hint_are_in_view(tmp_path: Path) -> 
         assert failure.region.y >= inner.y and failure.region.bottom <= inner.bottom, (failure.region, inner)
         rows = str(failure.render()).splitlines()
         assert rows[0].startswith("cuda-graph in warmup") and any(r.startswith("hint:") for r in rows)
+
+
+def test_a_progress_line_too_long_for_the_panel_keeps_its_figures() -> None:
+    from widgets.lifecycle import _one_row
+
+    shard = "Loading safetensors checkpoint shards:  68% Completed | 44/64 [00:41<01:00,  1.58s/it]"
+    assert _one_row(shard, 36) == "68% 44/64 Loading safetensors check…"
+    capture = "Capturing batches (bs=256 avail_mem=12.01 GB):  45%|████▌     | 23/51 [00:05<00:06, 4.2it/s]"
+    assert _one_row(capture, 40).startswith("45% 23/51 Capturing batches (bs=256")
+    assert _one_row("Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16", 20) == "Load weight end. ty…"
+    assert _one_row(shard, 200) == shard

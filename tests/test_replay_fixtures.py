@@ -7,6 +7,7 @@ the expectation (vLLM V1 goes compile -> KV sizing -> graph capture) are dropped
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -414,3 +415,12 @@ def test_vllms_logger_prefix_alone_tells_the_preset() -> None:
     r = replay(body)
     assert r.preset == "vllm"
     assert r.state.phase == Phase.READY
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_no_phase_of_a_real_log_lasts_longer_than_the_log(name: str) -> None:
+    """Lines before the first timestamped one (an NCCL banner, uvicorn's `INFO:` lines) take its time: they once
+    took their line number, and the next stamp made a phase of 55 years."""
+    s = _replay(name).state
+    times = [t.at for t in s.timeline]
+    assert all(b - a < 86400 for a, b in itertools.pairwise(times)), [(t.phase, t.at) for t in s.timeline]

@@ -184,8 +184,15 @@ class ErrorLog(Vertical):
         if self.wrap:
             new = self._fold(new)
         at_end = self.following or log.max_scroll_y == 0
-        full = log.line_count + len(new) > BUFFER
+        dropped = max(0, log.line_count + len(new) - BUFFER)  # Log drops this many from the top, at max_lines
+        full = dropped > 0
+        y = log.scroll_y
         log.write_lines(new, scroll_end=False)
+        if full and not at_end:
+            # scrolled back while the buffer is full: the lines in view moved up by what was dropped; the view
+            # moves with them, as `less` holds its place, instead of sliding down to the newest lines
+            log.scroll_to(y=max(0.0, y - dropped), animate=False, immediate=True)
+            log.refresh()
         if at_end:
             # scrolled here rather than by write_lines, which only follows when the view was at the end before,
             # and a layout change (the filter box opening) can have moved the end

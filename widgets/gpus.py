@@ -39,7 +39,7 @@ Row = tuple[tuple[str, str], ...]
 
 #: marks the deployment's GPUs (the border's subtitle says so)
 MARK = "●"
-LEGEND = f"{MARK} the deployment's"
+LEGEND = f"{MARK} this deployment's GPUs"
 
 #: the flag each server sizes its GPU memory by, and its default when the flag is not given: SGLang's
 #: --mem-fraction-static (weights and KV cache; SGLang picks about 0.88-0.91 by GPU size), vLLM's

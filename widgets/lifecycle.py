@@ -106,9 +106,26 @@ def timeline_text(snap: Snapshot, now: float, width: int) -> Text:
 PROGRESSING = (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP)
 
 
+_PERCENT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d+)?)%")
+_COUNT = re.compile(r"(?<![\d/])(\d+)/(\d+)(?![\d/])")
+
+
 def _one_row(text: str, width: int) -> str:
+    """The line in one row. A progress bar's line that does not fit (`Loading safetensors checkpoint shards:  68%
+    Completed | 44/64 [...]`) puts its figures first, `68% 44/64 Loading safetensors checkpoint…`: cut at the
+    end, a narrow terminal would keep the words and lose the progress."""
     width = max(width, 10)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    pct = _PERCENT.search(text)
+    if pct is not None:
+        count = _COUNT.search(text, pct.end())
+        figures = pct.group(0) + (f" {count.group(0)}" if count else "")
+        what = text[: pct.start()].rstrip(" :|")
+        text = f"{figures} {what}" if what else figures
+        if len(text) <= width:
+            return text
+    return text[: width - 1] + "…"
 
 
 class LifecyclePanel(Vertical):

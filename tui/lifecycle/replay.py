@@ -126,10 +126,26 @@ def _journal_events(obj: dict[str, object], seq: float) -> Iterator[Event]:
 _STORED = re.compile(r"^(1[5-9]\d{8}(?:\.\d+)?) (.*)$")
 
 
+def _first_stamp(lines: list[str], within: int = 2000) -> float:
+    """The first time a line of the log states (its prefix), or 0.0 when none of the first lines has one."""
+    for raw in lines[:within]:
+        stored = _STORED.match(raw)
+        if stored:
+            return float(stored[1])
+        for piece in split_output(raw):
+            ts = clean(piece).ts
+            if ts is not None:
+                return ts
+    return 0.0
+
+
 def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
     """Events from recorded lines. Timestamps come from the lines' own prefixes where they have one; lines
-    without one inherit the previous line's time (a traceback happens at the time of its first line)."""
-    last = 0.0
+    without one inherit the previous line's time (a traceback happens at the time of its first line); lines
+    before the first stamped one take its time (an NCCL banner, uvicorn's `INFO:` lines), not their line number,
+    which a later stamp would turn into a phase lasting 55 years."""
+    lines = list(lines)
+    last = _first_stamp(lines)
     runs = _Runs()
     for i, raw in enumerate(lines):
         raw = raw.rstrip("\n")

@@ -23,6 +23,8 @@ TITLE = "Flags · space: toggle/edit · its key: toggle · a: apply + restart ·
 VALUE_MAX = 30
 #: the help column's narrowest: below it the table scrolls sideways rather than fold the help word by word
 ABOUT_MIN = 16
+#: the value column's narrowest, when the terminal is narrow (longer values are cut; the editor shows them whole)
+VALUE_MIN = 8
 
 
 def kind_text(f: FlagSpec) -> str:
@@ -66,6 +68,7 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         #: the help column's width the rows were folded to (0: not laid out yet)
         self._about_width = 0
         self._value_width = 0
+        self._natural_value = 0
         for f in self.specs:  # the preset's one-letter keys (the "key" column) toggle their flag
             if f.key:
                 self._bindings.bind(f.key, f"toggle_named({f.name!r})", f"Toggle {f.name}", show=False)
@@ -98,22 +101,28 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
 
     def _fit(self) -> None:
         """Fold the help column to the width the table has: the table's, less the other columns and the
-        scrollbar (folding can make the rows overflow, and a scrollbar appearing must not push the help out)."""
+        scrollbar (folding can make the rows overflow, and a scrollbar appearing must not push the help out). In a
+        narrow terminal the value column gives way first (down to a few cells, values cut), so the help is folded
+        at words within the screen instead of running off its edge."""
         table = self.query_one(DataTable)
         if not table.size.width:
             return
         name, value = self._widths()
         pad = 2 * table.cell_padding
         avail = table.size.width - table.styles.gutter.width - table.styles.scrollbar_size_vertical
-        about = max(ABOUT_MIN, avail - (name + pad) - (value + pad) - (3 + pad) - pad)
+        fixed = (name + pad) + (3 + pad) + pad
+        value = max(VALUE_MIN, min(value, avail - fixed - pad - ABOUT_MIN))
+        about = max(ABOUT_MIN, avail - fixed - (value + pad))
         if about != self._about_width or value != self._value_width:
-            self._fill(about)
+            self._fill(about, value)
 
-    def _fill(self, about: int) -> None:
+    def _fill(self, about: int, value: int | None = None) -> None:
         """(Re)build the rows, the help folded at word boundaries to `about` columns; the cursor stays put."""
         table = self.query_one(DataTable)
         row = table.cursor_row if table.row_count else 0
-        name, value = self._widths()
+        name, natural = self._widths()
+        self._natural_value = natural
+        value = natural if value is None else value
         self._about_width, self._value_width = about, value
         table.clear(columns=True)
         table.add_column("flag", width=name, key="flag")
@@ -143,11 +152,9 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         return Text(value if present and value is not None else "-", style=style)
 
     def _refresh_row(self, f: FlagSpec) -> None:
-        if self._widths()[1] != self._value_width:
-            self._fill(self._about_width)  # a longer value: the columns are laid out again
-        else:
-            table = self.query_one(DataTable)
-            table.update_cell(f.name, "value", self._value_text(f))
+        if self._widths()[1] != self._natural_value:
+            self._fit()  # a longer (or shorter) value: the columns are laid out again
+        self.query_one(DataTable).update_cell(f.name, "value", self._value_text(f))
         self._show_pending()
 
     def _show_pending(self) -> None:
@@ -276,6 +283,7 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
             return
         n = len(self.pending)
         if n:
-            self.notify(f"{n} pending flag change{'s' if n > 1 else ''} dropped: nothing was changed on the server",
-                        severity="warning", timeout=6)
+            what = "; ".join(ch.describe() for ch in self.pending.values())
+            self.notify(f"{n} pending flag change{'s' if n > 1 else ''} dropped ({what}): nothing was changed on "
+                        "the server", severity="warning", timeout=6, markup=False)  # values are the user's text
         self.dismiss(None)
