@@ -323,3 +323,53 @@ def test_wait_on_a_permanent_error_exits_2_at_once(conf: Path, tmp_path: Path) -
         r = bringup(cfg, "wait", "remote", "--timeout", "120")
         assert r.returncode == 2, r.stdout + r.stderr
         assert time.monotonic() - t0 < 30 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+SWEEP_PLAN = """
+[[configs]]
+name = "graphs"
+[[configs]]
+name = "nographs"
+set = { disable-cuda-graph = true }
+[[configs]]
+name = "dflash-graphs"
+set = { speculative-algorithm = "DFLASH", speculative-dflash-block-size = 8 }
+
+[matrix]
+prompt_tokens = [16]
+output_tokens = [8]
+concurrency = [1, 2]
+requests = 2
+warmup_requests = 1
+"""
+
+
+def test_sweep_over_ssh_writes_each_configuration_as_a_dropin_and_puts_the_original_back(conf: Path) -> None:
+    """The sweep on a systemd unit over SSH: each configuration's flags are in the unit's drop-in and its running
+    command line (checked by the sweep, recorded per configuration), the failing one is recorded with its kind,
+    and at the end the unit runs its original command line again."""
+    assert bringup(conf, "restart", "remote", "--yes").returncode == 0
+
+    def exec_argv() -> str:  # the command line systemd runs, without the pid and times of the last run
+        shown = texec("systemctl", "show", "-p", "ExecStart", UNIT)
+        return shown.split("argv[]=", 1)[1].split(" ;", 1)[0]
+    original = exec_argv()
+    plan = conf.parent / "plan.toml"
+    plan.write_text(SWEEP_PLAN)
+    out = conf.parent / "results"
+    r = bringup(conf, "sweep", "remote", str(plan), "--out", str(out), "--yes", "--json", timeout=600)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr  # one configuration fails, the sweep goes on
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x.strip()]
+    configs = {c["config"]: c for c in recs if c["type"] == "config"}
+    assert configs["graphs"]["status"] == "ready" and configs["nographs"]["status"] == "ready"
+    assert "--disable-cuda-graph" in configs["nographs"]["argv"]
+    assert "--disable-cuda-graph" not in configs["graphs"]["argv"]
+    assert configs["dflash-graphs"]["status"] == "failed"
+    assert configs["dflash-graphs"]["failure"]["kind"] == "cuda-graph"
+    cells = [c for c in recs if c["type"] == "cell"]
+    assert {(c["config"], c["cell"]) for c in cells if c["valid"]} == {
+        (cfg, cell) for cfg in ("graphs", "nographs") for cell in ("p16-o8-c1-r1", "p16-o8-c2-r1")}
+    invocations = {c["config"]: c["invocation"] for c in cells}
+    assert invocations["graphs"] != invocations["nographs"]  # each configuration its own run of the unit
+    assert exec_argv() == original and "--disable-cuda-graph" not in original
+    assert status(conf)["phase"] == "ready"

@@ -29,6 +29,8 @@ class RequestResult:
     total_s: float = 0.0
     tokens: int = 0
     error: str = ""
+    #: arrival of each content chunk, seconds after the request was sent (ITL is the gaps between them)
+    chunk_s: list[float] = field(default_factory=list)
 
     @property
     def stream_tps(self) -> float | None:
@@ -82,6 +84,7 @@ async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_to
     t0 = time.perf_counter()
     first: float | None = None
     chunks = 0
+    arrivals: list[float] = []
     usage_tokens = 0
     try:
         async with asyncio.timeout(timeout), client.stream("POST", "/v1/chat/completions", json=payload) as r:
@@ -105,8 +108,9 @@ async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_to
                     delta = ch.get("delta") or {}
                     if delta.get("content") or delta.get("reasoning_content"):
                         chunks += 1
+                        arrivals.append(time.perf_counter() - t0)
                         if first is None:
-                            first = time.perf_counter() - t0
+                            first = arrivals[-1]
     except TimeoutError:
         return RequestResult(False, error=f"no complete answer within {timeout:g} s")
     except httpx.HTTPError as e:
@@ -114,8 +118,8 @@ async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_to
     total = time.perf_counter() - t0
     tokens = usage_tokens or chunks
     if tokens == 0:
-        return RequestResult(False, total_s=total, error="the stream carried no tokens")
-    return RequestResult(True, first, total, tokens)
+        return RequestResult(False, total_s=total, error="the stream carried no tokens", chunk_s=arrivals)
+    return RequestResult(True, first, total, tokens, chunk_s=arrivals)
 
 
 async def run_level(client: httpx.AsyncClient, model: str, concurrency: int, requests: int, prompt: str,

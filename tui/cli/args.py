@@ -103,14 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
             "Print one snapshot of a deployment: phase with its timeline, the failure (kind, excerpt, hint), "
             "GPU memory, throughput and flags.")
     s.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    s.add_argument("--all", action="store_true", dest="all_deployments",
+                   help="every configured deployment, one row each (one SSH connection per host)")
 
     w = add("wait", "follow until ready (0), failed (1), timeout (3) or stopped (4)",
             "Follow a deployment until it is ready (exit 0), failed (exit 1, with the error excerpt and a hint) "
             "or the timeout passes (exit 3), printing phase changes as they happen. A deployment that is stopped "
             f"(not running for {STOPPED_GRACE_S:g} s, and no restart or start in progress) ends the wait at once "
             "with exit 4. A drop-in for a `systemctl is-active` + `curl` polling loop: "
-            "`bringup wait k26 --timeout 1800 && run-benchmarks`.")
-    w.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+            "`bringup wait k26 --timeout 1800 && run-benchmarks`. Several deployments: exit 0 only when all are "
+            "ready; the first that fails, stops or times out is printed at once and gives the exit code.")
+    w.add_argument("deployment", nargs="*", help=DEPLOYMENT_HELP + " (several: wait for all of them)")
     w.add_argument("--timeout", type=positive(float, "seconds"), default=1800.0, metavar="S",
                    help="seconds to wait for ready (default 1800)")
 
@@ -173,6 +176,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokens to generate per request (default 128)")
     b.add_argument("--timeout", type=positive(float, "seconds"), default=120.0, metavar="S",
                    help="seconds per request (default 120)")
+
+    sw = add("sweep", "server configurations x a benchmark matrix, each by a safe restart",
+             "Walk the plan's server configurations, each brought up by the safe restart (under one lock held for "
+             "the whole sweep, ready only on a generation from the new run, its command line checked), then warmup "
+             "and the matrix's cells (prompt tokens x output tokens x concurrency x repeats). A cell measured "
+             "across a crash or restart is retried once, then recorded invalid. Results (records.jsonl, "
+             "summary.csv, summary.md) go to a directory whose path is printed first. Ctrl-C stops after the "
+             "current step and says how to resume. The plan format is in README.md (Sweeps).\n\n"
+             "  bringup sweep k26 plan.toml --dry-run\n  bringup sweep k26 plan.toml --yes --keep best\n"
+             "  bringup sweep k26 --resume ~/.local/state/bringup/sweeps/k26-20260101T000000Z")
+    sw.add_argument("deployment", help="a deployment of the config")
+    sw.add_argument("plan", nargs="?", metavar="PLAN", help="the plan file (TOML); with --resume, the directory's")
+    sw.add_argument("--dry-run", action="store_true", help="print the configurations, cells and an estimated time")
+    sw.add_argument("--out", metavar="DIR", help="results directory (default <state dir>/sweeps/DEP-<UTC time>)")
+    sw.add_argument("--resume", metavar="DIR", help="continue the sweep in DIR: only cells not yet valid are "
+                    "measured (all of them for a configuration whose flags changed)")
+    sw.add_argument("--keep", choices=("original", "best"), default="original",
+                    help="at the end, put the deployment back on its original flags (default) or keep the best "
+                    "configuration (highest mean output tok/s at the highest concurrency)")
+    sw.add_argument("--request-timeout", type=positive(float, "seconds"), default=600.0, metavar="S",
+                    help="seconds per request (default 600)")
+    sw.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
 
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "

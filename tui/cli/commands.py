@@ -20,6 +20,12 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
     from tui.settle import settle
 
+    if getattr(args, "all_deployments", False):
+        if args.deployment:
+            raise UsageError("status: a deployment or --all, not both")
+        from .fleet import cmd_status_all
+
+        return await cmd_status_all(settings, args)
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
     try:

@@ -110,7 +110,13 @@ def wait_exit_code(outcome: WaitOutcome) -> ExitCode:
 async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import STALE_AFTER_S, Engine
 
-    name, dep = settings.deployment(args.deployment)
+    names = args.deployment if isinstance(args.deployment, list) else [args.deployment]
+    if len(names) > 1:
+        from .fleet import cmd_wait_many
+
+        args.deployments = names
+        return await cmd_wait_many(settings, args)
+    name, dep = settings.deployment(names[0] if names else None)
     w = Engine(settings, name, dep)
     await w.start()
     try:

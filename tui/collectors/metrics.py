@@ -19,6 +19,7 @@ from tui.model import ThroughputSample
 WANTED = (
     "sglang:gen_throughput", "sglang:realtime_tokens_total", "sglang:num_running_reqs", "sglang:num_queue_reqs",
     "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:generation_tokens_total",
+    "sglang:spec_verify_calls_total",
     "vllm:generation_tokens_total", "vllm:num_requests_running", "vllm:num_requests_waiting",
     "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total",
     "vllm:spec_decode_num_draft_tokens_total",

@@ -31,8 +31,9 @@ class ControlConsoleApp(ConsoleApp):
         Binding("s", "start_stop", "Start/stop", id="start_stop"),
     ]
 
-    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False) -> None:
-        super().__init__(settings, deployment, live=live, demo=demo)
+    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
+                 fleet: Sequence[str] = ()) -> None:
+        super().__init__(settings, deployment, live=live, demo=demo, fleet=fleet)
         self.read_only = False
 
     def _target_lines(self) -> list[str]:

@@ -16,6 +16,7 @@ from tui.config import DEMO, Settings
 from tui.console.control import ControlConsoleApp
 from tui.console.viewer import ConsoleApp
 from tui.engine import Engine
+from tui.engine.fleet import deployment_names
 from tui.exit_codes import ExitCode
 from tui.transport.local import kill_all_children
 
@@ -46,9 +47,13 @@ def _on_hangup(settings: Settings, name: str, stop_demo: bool) -> None:
 
 
 def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False) -> int:
-    name, _ = settings.deployment(deployment)
+    """`deployment` None with several configured: the fleet overview first (one deployment: that one's console)."""
+    fleet = deployment_names(settings) if deployment is None else []
+    if len(fleet) < 2:
+        fleet = []
+    name = fleet[0] if fleet else settings.deployment(deployment)[0]
     cls = ConsoleApp if read_only else ControlConsoleApp
-    app = cls(settings, name, demo=name == DEMO)
+    app = cls(settings, name, demo=name == DEMO, fleet=fleet)
     stop_demo = name == DEMO and not demo_keep
 
     def hangup(signum: int, frame: object) -> None:

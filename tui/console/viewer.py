@@ -27,8 +27,11 @@ from textual.widgets import Header, Static
 from textual.worker import Worker, WorkerState
 
 from tui.config import Settings
+from tui.console.fleet_keys import FleetKeys
 from tui.console.log_keys import LogKeys
+from tui.console.sweep_keys import SweepKeys
 from tui.engine import Engine
+from tui.engine.fleet import Fleet
 from tui.engine.updates import (
     CollectorFailed,
     GpusSampled,
@@ -64,7 +67,7 @@ def empty_snapshot(name: str, host: str) -> Snapshot:
                     stale=f"connecting to {host}" if host else "connecting")
 
 
-class ConsoleApp(LogKeys):
+class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
     """The read-only console: watching, filtering and help, no actions that change the deployment."""
 
     CSS_PATH = Path(__file__).resolve().parent.parent / "app.tcss"
@@ -79,12 +82,17 @@ class ConsoleApp(LogKeys):
         Binding("end", "follow", "Follow the log again after scrolling up", show=False, id="follow"),
         Binding("escape", "close_filter", "Clear the log filter", show=False, id="close_filter"),
         Binding("d", "pick", "Deployments", id="pick"),
+        Binding("S", "sweep", "Sweep", show=False, id="sweep"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
-    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False) -> None:
+    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
+                 fleet: Sequence[str] = ()) -> None:
+        """`fleet`: the deployments of the overview (tui/console/fleet_keys.py), which opens first; `deployment`
+        is then the one the console shows under it."""
         super().__init__()
+        self.fleet: Fleet | None = Fleet(settings, fleet) if fleet else None
         self.settings = settings
         self.deployment = deployment
         self.live = live
@@ -147,29 +155,46 @@ class ConsoleApp(LogKeys):
                 loop.add_signal_handler(sig, self.exit, signalled(sig))
         if self.live:
             self.open_watch(self.deployment)
+        self.start_fleet(self.live)  # several deployments: the overview first (tui/console/fleet_keys.py)
+        self.start_sweep_discovery()  # a running sweep of the deployment opens its view (tui/console/sweep_keys.py)
         self.render_all()
 
     def _set_subtitle(self) -> None:
         dep = self.settings.deployments.get(self.deployment)
         host = self.snap.host or (dep.host if dep else "")
         target = self.watch_.manager.target if self.watch_ else ""
-        ro = "  [read-only]" if self.read_only else ""
+        ro = ("  [read-only]" if self.read_only else "") + ("  esc: all deployments" if self.fleet else "")
         self.sub_title = f"{self.deployment} @ {host}  {target}{ro}"
 
     # ------------------------------------------------------------------ engine wiring
 
     def open_watch(self, name: str) -> None:
-        self.start_watch(name)
+        if self.fleet is not None:
+            self.adopt(self.fleet.engines[name])
+        else:
+            self.start_watch(name)
 
-    @work(exclusive=True, group="watch", exit_on_error=False)
-    async def start_watch(self, name: str) -> None:
+    def adopt(self, w: Engine) -> None:
+        """Show one of the fleet's engines, running already: what it has read so far at once (its recent log
+        lines, its GPUs, its throughput), then its updates; the engine shown before keeps running, unheard."""
+        if w is self.watch_:
+            return
         if self.watch_ is not None:
-            await self.watch_.close()
-        dep = self.settings.deployments[name]
-        w = Engine(self.settings, name, dep)
+            self.watch_.unsubscribe(self._engine_updated)
+        self._watching(w)
+        self.snap = w.snapshot(self.clock())
+        self.gpu_snap, self.gpu_history = w.gpus, {i: h[-SPARK_SAMPLES:] for i, h in w.gpu.mem_history().items()}
+        self.tp, self.tp_history = w.throughput, list(w.tps_history)[-CHART_SAMPLES:]
+        if self.fleet is not None:
+            self._logs_read(self.fleet.recent_lines(w.name))
+        self._set_subtitle()
+        self.render_all()
+
+    def _watching(self, w: Engine) -> None:
+        """The console's panels start over on `w`, and hear its updates."""
         self.watch_ = w
-        self.deployment = name
-        self.snap = empty_snapshot(name, w.host_name)
+        self.deployment = w.name
+        self.snap = empty_snapshot(w.name, w.host_name)
         self.gpu_snap, self.tp, self.steps = None, None, []
         self.gpu_history, self.tp_history = {}, []
         errors = self.query_one(ErrorLog)
@@ -177,6 +202,14 @@ class ConsoleApp(LogKeys):
         errors.rebuild()
         w.subscribe(self._engine_updated)
         self._set_subtitle()
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def start_watch(self, name: str) -> None:
+        if self.watch_ is not None:
+            await self.watch_.close()
+        dep = self.settings.deployments[name]
+        w = Engine(self.settings, name, dep)
+        self._watching(w)
         if self.demo:
             from tui.demo import prepare
 
@@ -409,5 +442,7 @@ class ConsoleApp(LogKeys):
         if self.watch_ is not None:
             await self.watch_.close()
             self.watch_ = None
+        if self.fleet is not None:
+            await self.fleet.close()
         self.exit(ExitCode.OK)
 

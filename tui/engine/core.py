@@ -38,6 +38,7 @@ from . import view
 from .build import forwarded_endpoint, make_manager, make_prober, make_transport
 from .cadence import ProbeCadence
 from .gpus import GpuTracker
+from .host_gpus import HostGpuStream
 from .logs import LogFollower
 from .probes import probe_loop
 from .readouts import StreamReadouts
@@ -48,7 +49,9 @@ from .updates import CollectorFailed, GpusSampled, LogsRead, PhaseChanged, Throu
 
 class Engine(StreamReadouts):
     def __init__(self, settings: Settings, name: str, dep: DeploymentConfig, *,
-                 transport: Transport | None = None) -> None:
+                 transport: Transport | None = None, gpu_stream: HostGpuStream | None = None) -> None:
+        """`transport` and `gpu_stream`: the host's, shared with the other deployments on it (tui/engine/fleet.py);
+        given, they are the giver's to close. Without them the engine opens its own, as a single deployment's."""
         self.settings = settings
         self.name = name
         self.host = settings.host(dep.host)
@@ -56,10 +59,11 @@ class Engine(StreamReadouts):
         self.preset: Preset = get_preset(dep.preset)
         self.flag_specs: list[FlagSpec] = [*self.preset.flags, *(f.spec() for f in dep.extra_flags)]
         self.transport = transport or make_transport(self.host)
+        self._owns_transport = transport is None
         self.manager: Manager = make_manager(settings, name, dep, self.host, self.transport)
         self.prober = make_prober(settings, dep.endpoint, self.preset)
         self.gpu = GpuTracker(self.host, self.transport, dep.gpus,
-                              settings.state_path() / "deployments" / name / "gpu-baseline.json")
+                              settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=gpu_stream)
         self.tput = ThroughputTracker(self.preset)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
         self.probe_poke = asyncio.Event()
@@ -92,6 +96,11 @@ class Engine(StreamReadouts):
 
     def subscribe(self, fn: Callable[[Update], None]) -> None:
         self._listeners.append(fn)
+
+    def unsubscribe(self, fn: Callable[[Update], None]) -> None:
+        """A console that shows another of the fleet's engines stops listening to this one, which keeps running."""
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(fn)
 
     def emit(self, update: Update) -> None:
         self._changed.set()
@@ -163,6 +172,8 @@ class Engine(StreamReadouts):
             async with asyncio.timeout(3.0):
                 await self.prober.close()
         self.gpu.close()
+        if not self._owns_transport:  # the host's shared connection: the fleet closes it after its last engine
+            return
         with contextlib.suppress(Exception):
             async with asyncio.timeout(3.0):
                 await self.transport.close()

@@ -2,7 +2,8 @@
 and each GPU's memory before the last start (kept on disk).
 
 No reducer and no listeners here: `GpuTracker.run` delivers samples to a callback and `accept` keeps them; the
-engine decides what a sample means for the phase (memory is progress while loading) and who is told.
+engine decides what a sample means for the phase (memory is progress while loading) and who is told. The samples
+come from a `GpuSampler`, the tracker's own or, in a fleet, its host's one stream (tui/engine/host_gpus.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
 from tui.collectors.gpu_smi import SmiSource
@@ -23,6 +25,9 @@ from tui.lifecycle.release import attribute
 from tui.managers import Manager, ManagerError
 from tui.model import Attribution, GpuSnapshot, UnitState
 from tui.transport import Transport, TransportError
+
+if TYPE_CHECKING:
+    from .host_gpus import HostGpuStream
 
 #: samples kept per series: 10 minutes at 1 Hz, fixed memory
 HISTORY = 600
@@ -38,29 +43,15 @@ class GpuHistory:
     util: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
-class GpuTracker:
-    def __init__(self, host: HostConfig, transport: Transport, configured: Sequence[int],
-                 baseline_path: Path) -> None:
+class GpuSampler:
+    """Where one host's GPU samples come from (NVML here, nvidia-smi over the transport, or nothing), and the
+    stream of them. Apart from the tracker so that one stream can serve every deployment on a host."""
+
+    def __init__(self, host: HostConfig, transport: Transport) -> None:
         self.host = host
         self.transport = transport
-        #: the deployment's GPUs from its config; empty: every GPU of the host
-        self.configured: tuple[int, ...] = tuple(configured)
-        self.latest: GpuSnapshot | None = None
-        self.history: dict[int, GpuHistory] = {}
-        #: processes of the current run, and of the run before it (its memory may still be being released)
-        self.run_pids: set[int] | None = set()
-        self.previous_pids: set[int] = set()
-        self._pids_inv = ""
-        self._pids_at = 0.0
-        #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
-        #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
-        #: memory still being released for another tenant's and start into a CUDA OOM
-        self.baseline_path = baseline_path
-        self.baseline_mib: dict[int, float] = self._load_baseline()
         self._source: SmiSource | NvmlSource | None = None
         self._why_none = ""
-
-    # ------------------------------------------------------------------ the source and its stream
 
     def _source_for_host(self) -> SmiSource | NvmlSource | None:
         src = self.host.gpu_source
@@ -94,6 +85,52 @@ class GpuTracker:
                                    + "nvidia-smi not found")
                 deliver(snap)
 
+    async def once(self) -> GpuSnapshot | None:
+        """One sample now (None: the host has no telemetry)."""
+        if self._source is None:
+            self._source = self._source_for_host()
+        src = self._source
+        if src is None:
+            return None
+        return await asyncio.to_thread(src.sample) if isinstance(src, NvmlSource) else await src.once()
+
+    def close(self) -> None:
+        if isinstance(self._source, NvmlSource):
+            self._source.close()
+
+
+class GpuTracker:
+    def __init__(self, host: HostConfig, transport: Transport, configured: Sequence[int],
+                 baseline_path: Path, *, shared: HostGpuStream | None = None) -> None:
+        self.host = host
+        self.transport = transport
+        #: the deployment's GPUs from its config; empty: every GPU of the host
+        self.configured: tuple[int, ...] = tuple(configured)
+        self.latest: GpuSnapshot | None = None
+        self.history: dict[int, GpuHistory] = {}
+        #: processes of the current run, and of the run before it (its memory may still be being released)
+        self.run_pids: set[int] | None = set()
+        self.previous_pids: set[int] = set()
+        self._pids_inv = ""
+        self._pids_at = 0.0
+        #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
+        #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
+        #: memory still being released for another tenant's and start into a CUDA OOM
+        self.baseline_path = baseline_path
+        self.baseline_mib: dict[int, float] = self._load_baseline()
+        self.sampler = GpuSampler(host, transport)
+        #: the host's one stream, shared with the other deployments on it (tui/engine/fleet.py); None: its own
+        self.shared = shared
+
+    # ------------------------------------------------------------------ the stream
+
+    async def run(self, deliver: Callable[[GpuSnapshot], None]) -> None:
+        """Sample until cancelled (from the host's shared stream, when there is one)."""
+        if self.shared is not None:
+            await self.shared.follow(deliver)
+        else:
+            await self.sampler.run(deliver)
+
     def accept(self, snap: GpuSnapshot) -> bool:
         """Keep a sample as the one shown, and in the history. An error sample a moment after a good one is not
         kept (False): the last good figures stay, and the caller notes the error."""
@@ -115,16 +152,11 @@ class GpuTracker:
         """A GPU snapshot no older than `max_age` seconds (from the stream, or a one-shot query)."""
         if self.latest is not None and time.time() - self.latest.at <= max_age and self.latest.gpus:
             return self.latest
-        if self._source is None:
-            self._source = self._source_for_host()
-        src = self._source
-        if src is None:
-            return None
-        return await asyncio.to_thread(src.sample) if isinstance(src, NvmlSource) else await src.once()
+        return await (self.shared.once() if self.shared is not None else self.sampler.once())
 
     def close(self) -> None:
-        if isinstance(self._source, NvmlSource):
-            self._source.close()
+        if self.shared is None:  # a shared stream is the fleet's to close
+            self.sampler.close()
 
     # ------------------------------------------------------------------ the deployment's share
 

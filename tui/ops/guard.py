@@ -79,6 +79,8 @@ class LockGuard:
         self.also_runs: list[tuple[str, bool]] = []
         self.also_argv: list[list[str]] = []
         self.also_new_run = False
+        #: what each note in the lock's record starts with (a sweep's "sweep 2/4 NAME: ")
+        self.note_prefix = ""
 
     def saw(self, unit: UnitState) -> None:
         self.run = (unit.invocation, unit.running)
@@ -94,7 +96,7 @@ class LockGuard:
     def noted(self, s: Step) -> None:
         """Each step into the lock's record, so that another console shows it as it happens; written in the
         background, newest first (a slow host never delays the restart for it)."""
-        self._note = f"{s.name}: {s.detail}"
+        self._note = f"{self.note_prefix}{s.name}: {s.detail}"
         if self._noting is None or self._noting.done():
             self._noting = asyncio.create_task(self._write_notes())
 

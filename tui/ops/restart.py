@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tui.lifecycle.flags import diff
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
@@ -26,8 +26,8 @@ from tui.ops.guard import LockGuard, Progress
 from tui.ops.release_wait import old_pids, wait_for_release
 from tui.transport import TransportError
 
-__all__ = ["EngineView", "LockLost", "Outcome", "Progress", "RestartError", "Step", "Superseded", "follow_new",
-           "old_pids", "run", "stop", "wait_for_release"]
+__all__ = ["EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "RestartError", "Step", "Superseded",
+           "follow_new", "old_pids", "run", "stop", "wait_for_release"]
 
 
 async def _new_invocation(engine: EngineView, old: str, timeout: float = 30.0) -> UnitState:
@@ -122,29 +122,53 @@ def _stepper(on_step: Callable[[Step], None]) -> tuple[list[Step], Callable[[Ste
     return steps, step
 
 
+@dataclass
+class HeldLock:
+    """A lock a longer job (a sweep) already holds, for its restarts to run under: no other bringup can restart the
+    deployment between two of them. `info` follows a retake (a dropped SSH link); `note_prefix` starts each step
+    written into the lock's record ("sweep 2/4 graphs-off: ")."""
+
+    lock: AsyncLock
+    info: LockInfo
+    note_prefix: str = ""
+
+
 async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Callable[[Step], None], *,
               wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
-              rollback: bool | None = None, expect_argv: Sequence[str] | None = None) -> Outcome:
+              rollback: bool | None = None, expect_argv: Sequence[str] | None = None,
+              held: HeldLock | None = None) -> Outcome:
     """Restart (or start) the deployment with `new_argv` (None: keep the current flags): one transaction under the
     deployment's lock, from the first step until ready, failed or the timeout, a rollback included. Cancelled
-    (Ctrl-C), it says in its last step what it left behind, and the lock and its record are released."""
+    (Ctrl-C), it says in its last step what it left behind, and the lock and its record are released. With
+    `held`, it runs under that lock (taken and released by the caller) instead of taking its own."""
     steps, step = _stepper(on_step)
     mgr = engine.manager
     if not mgr.can_control:
         raise RestartError(f"{engine.name} is observe-only: bringup cannot restart it")
     progress = Progress(engine.name)
+
+    async def locked(lock: AsyncLock, info: LockInfo, prefix: str = "") -> Outcome:
+        guard = _guard(engine, lock, step, progress, info)
+        guard.note_prefix = prefix
+        try:
+            return await _locked_run(engine, new_argv, step, guard, steps, wait_ready=wait_ready,
+                                     stop_first=stop_first, rollback=rollback, expect_argv=expect_argv)
+        finally:
+            await guard.done()
+            if held is not None:
+                held.info = guard.info
     try:
+        if held is not None:
+            since = time.strftime("%H:%M:%S", time.localtime(held.info.since))
+            step(Step("lock", "done", f"under the lock held since {since} ({held.info.who}, pid {held.info.pid}, "
+                      f"{held.info.purpose})"))
+            return await locked(held.lock, held.info, held.note_prefix)
         before = await mgr.read_argv()
         change = "; ".join(diff(before, list(new_argv), engine.flag_specs)) if new_argv is not None else ""
         lock = mgr.lock(f"{purpose} {engine.name}", change)
         async with lock as info:
             step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
-            guard = _guard(engine, lock, step, progress, info)
-            try:
-                return await _locked_run(engine, new_argv, step, guard, steps, wait_ready=wait_ready,
-                                         stop_first=stop_first, rollback=rollback, expect_argv=expect_argv)
-            finally:
-                await guard.done()
+            return await locked(lock, info)
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
         return Outcome(False, engine.state.phase, str(e), steps=tuple(steps), refused=True)

@@ -125,6 +125,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
       "oom-on-fast-restart), times --time-scale")
     a("--sim-load", type=int, default=0, help="background concurrent simulated requests")
     a("--sim-seed", type=int)
+    a("--sim-crash-after-requests", type=int, default=0, metavar="N",
+      help="crash (a scheduler killed) when the N-th streamed chat request arrives; once per --sim-state-dir "
+      "(a marker file there), so the run that replaces it serves on")
     a("--sim-burst-rate", type=int, default=20_000, help="log-burst: lines per second")
     a("--sim-burst-seconds", type=float, default=10.0, help="log-burst: how long (not scaled)")
     a("--sim-burst-after", type=float, default=10.0, help="log-burst: seconds after ready (not scaled)")
@@ -240,9 +243,12 @@ class Sim:
         self.running: list[Req] = []
         self.background: list[Req] = []
         self.c = {"decode": 0, "prefill": 0, "gen": 0, "prompt": 0, "reqs": 0}
+        #: speculative verify forwards (sglang:spec_verify_calls_total): one per accept length's worth of tokens
+        self.verify_calls = 0.0
         self.ttft = [0] * (len(TTFT_BUCKETS) + 1)
         self.ttft_sum = self.gen_throughput = self.accept_len = self.accept_rate = 0.0
         self.noise = 1.0
+        self.streamed = 0  # streamed chat requests received (--sim-crash-after-requests)
         self.replayed, self.jit_pending = False, True
         gpus.prune(a.sim_state_dir)
         self.holder = gpus.Holder(a.sim_state_dir, a.gpu_ids, a.sim_release_delay * self.scale)
@@ -282,6 +288,28 @@ class Sim:
             sys.stderr.flush()
         self.holder.mark_exited()
         os.kill(self.pid, signal.SIGKILL)
+
+    def count_stream(self) -> None:
+        """--sim-crash-after-requests: the N-th streamed chat request ends this run (once per state dir), while
+        the requests before it are in flight: a crash in the middle of a benchmark cell."""
+        n = self.a.sim_crash_after_requests
+        if not n:
+            return
+        marker = os.path.join(self.a.sim_state_dir, "crashed-after-requests")
+        with self.cond:
+            self.streamed += 1
+            if self.streamed < n or os.path.exists(marker):
+                return
+            os.makedirs(self.a.sim_state_dir, exist_ok=True)
+            with open(marker, "w") as f:
+                f.write(f"{self.pid}\n")
+
+        def crash() -> None:
+            time.sleep(0.2 * self.scale)
+            self.log.line(f"Subprocess scheduler_3 (pid={self.pid + 4}) crashed with exit code -9. "
+                          "Triggering SIGQUIT for cleanup...")
+            self.die(None, None, "SIGQUIT received. signum=3, frame=None. It usually means one child failed.")
+        threading.Thread(target=crash, daemon=True).start()
 
     # ---- bring-up ------------------------------------------------------------------------------------
     def load(self, what: str, gib: float, shards: int, seconds: float) -> float:
@@ -553,6 +581,8 @@ class Sim:
                     self.background.append(self.submit_locked(self.rng.randint(200, 1200),
                                                                self.rng.randint(150, 500)))
         self.c["decode"] += total
+        if self.algo:
+            self.verify_calls += total / max(1.0, self.accept_len)
         self.cond.notify_all()
         return total, n, False
 
@@ -639,6 +669,9 @@ class Sim:
                 for key, val in (("length", self.accept_len), ("rate", self.accept_rate)):
                     m(f"sglang:spec_accept_{key}", "gauge", f"The average acceptance {key} of speculative "
                       "decoding.", [("", sch, round(val, 3))])
+            if self.algo:
+                m("sglang:spec_verify_calls_total", "counter", "The number of speculative verify forward passes.",
+                  [("", sch, round(self.verify_calls, 1))])
             m("sglang:realtime_tokens_total", "counter", "Total tokens processed, updated every step.",
               [("", f'{sch},mode="prefill_compute"', self.c["prefill"]),
                ("", f'{sch},mode="decode"', self.c["decode"])])
@@ -753,6 +786,8 @@ class Handler(BaseHTTPRequestHandler):
         max_new, prompt = int(max_new), max(1, len(str(text)) // 4)
         if max_new < 0:
             raise ValueError("max_new_tokens must be >= 0")
+        if kind == "chat" and req.get("stream"):
+            sim.count_stream()
         r = sim.submit(prompt, max_new)
         rid, created = os.urandom(16).hex(), int(time.time())
         obj = {"chat": "chat.completion", "cmpl": "text_completion"}.get(kind, "")

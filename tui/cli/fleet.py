@@ -1,0 +1,109 @@
+"""`bringup status --all` and `bringup wait A B C`: many deployments at once, for scripts.
+
+Both go through the fleet (tui/engine/fleet.py): one SSH connection and one GPU stream per host, an engine per
+deployment. Each deployment is read in a task of its own with its own time limit, so a host that does not answer
+costs its own rows a note, never the others their answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from tui.config import Settings
+from tui.exit_codes import ExitCode
+from tui.managers import ManagerError
+from tui.ops.wait import BecameReady, WaitOutcome, wait
+from tui.transport import TransportError
+
+from .follow import WaitLines, wait_exit_code
+from .report import out, snapshot_dict
+
+#: how long `status --all` gives one deployment (connect, read the unit, probe once) before it reports what it has
+STATUS_EACH_S = 20.0
+
+
+def _row(d: dict[str, Any]) -> str:
+    gpus = (d.get("gpus") or {}).get("gpus") or []
+    mine = set(d.get("deployment_gpus") or [g["index"] for g in gpus])
+    used = [g["mem_used_mib"] for g in gpus if g["index"] in mine and g.get("mem_used_mib") is not None]
+    util = [g["util_pct"] for g in gpus if g["index"] in mine and g.get("util_pct") is not None]
+    tp = d.get("throughput") or {}
+    since = d["timeline"][-1]["seconds"] if d.get("timeline") else None
+    failure = (d.get("failure") or {}).get("kind", "")
+    note = d.get("note") or ("STALLED" if d.get("stalled_for") else "")
+    tps = tp.get("tokens_per_s")
+    tok = "-" if tps is None else f"{tps:.1f}"
+    mem = f"{sum(used) / 1024:.1f} GiB" if used else "-"
+    avg = f"{sum(util) / len(util):.0f}%" if util else "-"
+    age = "" if since is None else f"{since:.0f}s"
+    return (f"{d['deployment']:<18} {d['host']:<14} {d['phase']:<14} "
+            f"{age:>7} {failure:<14} {mem:>11} {avg:>5} {tok:>8}  {note}")
+
+
+async def cmd_status_all(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine.fleet import Fleet
+    from tui.settle import settle
+
+    fleet = Fleet(settings)
+    if not fleet.engines:
+        print("no deployments configured (the built-in demo aside): `bringup status demo`")
+        return ExitCode.USAGE
+
+    async def one(name: str) -> dict[str, Any]:
+        e = fleet.engines[name]
+        note = ""
+        try:
+            async with asyncio.timeout(STATUS_EACH_S):
+                await settle(e)
+        except TimeoutError:
+            note = f"no answer within {STATUS_EACH_S:g} s"
+        except (TransportError, ManagerError, OSError, httpx.HTTPError) as err:  # its row's note, not the end
+            note = f"{type(err).__name__}: {err}"
+        d = snapshot_dict(e.snapshot(time.time()), {}, time.time())
+        down = fleet.link(name).down
+        d["note"] = f"host down: {down}" if down else note  # the link's own word says it once
+        d["deployment_gpus"] = list(e.deployment_gpus())
+        return d
+
+    try:
+        rows = await asyncio.gather(*(one(n) for n in fleet.engines))
+    finally:
+        await fleet.close()
+    head = (f"{'DEPLOYMENT':<18} {'HOST':<14} {'PHASE':<14} {'FOR':>7} {'FAILURE':<14} {'GPU MEM':>11} "
+            f"{'UTIL':>5} {'TOK/S':>8}  NOTE")
+    out({"deployments": rows}, args.json, "\n".join([head, *(_row(d) for d in rows)]))
+    return ExitCode.FAILED if any(d["phase"] == "failed" for d in rows) else ExitCode.OK
+
+
+async def cmd_wait_many(settings: Settings, args: argparse.Namespace) -> int:
+    """Wait for every named deployment: exit 0 only when all are ready; the first that ends otherwise (failed,
+    stopped, timed out) is printed at once and ends the wait with its exit code: a script waiting on four servers has
+    nothing to gain from the other three once one has failed."""
+    from tui.engine import STALE_AFTER_S
+    from tui.engine.fleet import Fleet
+
+    names = [settings.deployment(n)[0] for n in args.deployments]
+    fleet = Fleet(settings, names)
+    fleet.start()
+    try:
+        tasks = {asyncio.create_task(wait(fleet.engines[n], args.timeout, WaitLines(n, args.json),
+                                          stale_after=STALE_AFTER_S), name=f"bringup-wait-{n}"): n
+                 for n in names}
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                outcome: WaitOutcome = t.result()
+                if not isinstance(outcome, BecameReady):
+                    for p in pending:
+                        p.cancel()
+                    await asyncio.gather(*pending, return_exceptions=True)
+                    return wait_exit_code(outcome)
+        return ExitCode.OK
+    finally:
+        await fleet.close()

@@ -1,0 +1,195 @@
+"""`bringup sweep DEP PLAN`: configurations x a benchmark matrix, each configuration by the safe restart under one
+lock, each cell valid only on one run (tui/sweep/runner.py); the results directory is printed first.
+
+Ctrl-C once stops after the current step (a restart, or a cell) and writes the summaries; twice stops at once.
+Either way nothing is restored behind the operator's back: the last lines say what the deployment runs now and
+how to resume (`--resume DIR`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from tui.config import Settings
+from tui.exit_codes import ExitCode
+
+from .actions import _confirmed
+from .args import UsageError
+from .report import error
+
+
+def _plan_path(args: argparse.Namespace) -> Path:
+    if args.plan:
+        return Path(args.plan)
+    if args.resume:
+        return Path(args.resume) / "plan.toml"
+    raise UsageError("give a plan file (bringup sweep DEP PLAN), or --resume DIR")
+
+
+def _dry_run(name: str, plan: Any, as_json: bool) -> int:
+    from tui.sweep.plan import ASSUMED_DECODE_TOK_S, ASSUMED_RESTART_S, estimate_s
+    from tui.sweep.summary import flag_words
+
+    est = estimate_s(plan)
+    assume = (f"assuming {ASSUMED_RESTART_S:g} s per restart and {ASSUMED_DECODE_TOK_S:g} tok/s per stream")
+    if as_json:
+        print(json.dumps({"deployment": name, "plan": str(plan.path),
+                          "configs": [{"name": c.name, "flags": c.flags} for c in plan.configs],
+                          "cells": [{"cell": c.id, "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
+                                     "concurrency": c.concurrency, "repeat": c.repeat,
+                                     "requests": plan.requests_for(c)} for c in plan.cells],
+                          "estimate_s": round(est), "assumptions": assume}))
+        return ExitCode.OK
+    print(f"sweep {plan.name} on {name}: {len(plan.configs)} configurations x {len(plan.cells)} cells")
+    for c in plan.configs:
+        print(f"  config {c.name}: {flag_words(c.flags) or '(original flags)'}")
+    m = plan.matrix
+    per = f"{m.duration_s:g} s" if m.duration_s else "requests"
+    for c in plan.cells:
+        n = plan.requests_for(c)
+        print(f"  cell {c.id}: prompt {c.prompt_tokens or 'dataset'}, output {c.output_tokens}, concurrency "
+              f"{c.concurrency}, " + (f"{n} requests" if n is not None else per))
+    if plan.slo is not None and plan.slo.describe():
+        print(f"  SLO for goodput: {plan.slo.describe()}")
+    print(f"estimated time: {est / 60:.0f} min ({assume}; warmup {m.warmup_requests} requests per configuration)")
+    return ExitCode.OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tui.sweep.charts import render_report
+    from tui.sweep.results import RECORDS_FILE, read_results
+
+    if not args.plan or not (Path(args.plan) / RECORDS_FILE).exists():
+        raise UsageError("bringup sweep report DIR: DIR must be a sweep's results directory")
+    print(render_report(read_results(args.plan)))
+    return ExitCode.OK
+
+
+async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.engine import Engine
+    from tui.sweep.plan import PlanError, load_plan
+    from tui.sweep.recorder import Recorder
+    from tui.sweep.results import RECORDS_FILE, default_results_dir, read_results
+    from tui.sweep.runner import SweepAborted, SweepOptions, SweepRunner, echo_text
+
+    if args.deployment == "report":  # `bringup sweep report DIR`: the charts of a results directory
+        return _report(args)
+    name, dep = settings.deployment(args.deployment)
+    w = Engine(settings, name, dep)
+    try:
+        plan = load_plan(_plan_path(args), w.flag_specs)
+    except PlanError as e:
+        raise UsageError(str(e)) from None
+    if args.dry_run:
+        return _dry_run(name, plan, args.json)
+    if settings.read_only:
+        raise UsageError("read-only mode: a sweep restarts the deployment (--read-only, read_only in the config or "
+                         "BRINGUP_READ_ONLY)")
+    if not w.manager.can_control:
+        raise UsageError(f"{name} is observe-only (manager = 'none'): bringup cannot restart it")
+    resume = None
+    if args.resume:
+        out_dir = Path(args.resume)
+        if not (out_dir / RECORDS_FILE).exists():
+            raise UsageError(f"--resume {out_dir}: not a sweep's results directory (no {RECORDS_FILE})")
+        resume = read_results(out_dir)
+        if resume.meta is not None and resume.meta.deployment != name:
+            raise UsageError(f"--resume {out_dir}: a sweep of {resume.meta.deployment}, not of {name}")
+    else:
+        out_dir = Path(args.out) if args.out else default_results_dir(settings.state_path(), name)
+        if (out_dir / RECORDS_FILE).exists():
+            raise UsageError(f"{out_dir} already holds a sweep's records: --resume {out_dir} continues it")
+    if not _confirmed(f"Sweep {name} on {w.host_name}: {len(plan.configs)} configurations, each a restart, "
+                      f"{len(plan.cells)} cells each?", args.yes):
+        return error("cancelled; nothing changed", ExitCode.USAGE, args.json)
+
+    def echo(record: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(record, default=str), flush=True)
+        else:
+            echo_text(record, lambda line: print(line, flush=True))
+
+    recorder = Recorder(out_dir, echo)
+    recorder.copy_plan(plan.text)
+    if args.json:
+        print(json.dumps({"type": "start", "dir": str(out_dir), "deployment": name, "plan": str(plan.path),
+                          "resume": bool(resume)}), flush=True)
+    else:
+        print(f"results: {out_dir}", flush=True)
+    runner = SweepRunner(w, plan, recorder, dep.endpoint, SweepOptions(
+        keep=args.keep, request_timeout_s=args.request_timeout, host=w.host_name, state_dir=settings.state_path(),
+        resume=resume))
+    _on_ctrl_c(runner, name)
+    resume_hint = f"bringup sweep {name} --resume {out_dir}"
+    try:
+        await w.start()
+        runner.endpoint = w.prober.endpoint.rstrip("/")  # a forwarded port when the endpoint is a remote loopback
+        result = await runner.run()
+    except SweepAborted as e:
+        recorder.close()
+        return error(f"sweep {name}: {e}", ExitCode.USAGE if str(e).startswith("refused") else ExitCode.FAILED,
+                     args.json, dir=str(out_dir))
+    except asyncio.CancelledError:
+        now = f"; the deployment runs configuration {runner.current} (not restored)" if runner.current else ""
+        print(f"bringup: {name}: sweep interrupted{now}; every record is kept in {out_dir}; resume with: "
+              f"{resume_hint}", file=sys.stderr, flush=True)
+        if args.json:
+            print(json.dumps({"type": "done", "status": "interrupted", "dir": str(out_dir), "resume": resume_hint,
+                              "code": int(ExitCode.INTERRUPTED)}), flush=True)
+        recorder.close()
+        return ExitCode.INTERRUPTED
+    finally:
+        await w.close()
+    if result.status == "interrupted":
+        code = ExitCode.INTERRUPTED
+    elif result.status == "done" and not result.failed_configs and not result.invalid_cells:
+        code = ExitCode.OK
+    else:
+        code = ExitCode.FAILED
+    done: dict[str, Any] = {"type": "done", "status": result.status, "dir": str(out_dir), "message": result.message,
+                            "best": result.best, "valid_cells": result.valid_cells,
+                            "invalid_cells": result.invalid_cells, "failed_configs": result.failed_configs,
+                            "code": int(code)}
+    if result.status == "interrupted":
+        done["resume"] = resume_hint
+    recorder.echo = None
+    recorder.append(done)
+    recorder.close()
+    if args.json:
+        print(json.dumps(done), flush=True)
+    else:
+        print(f"sweep {result.status}: {result.valid_cells} valid cells, {result.invalid_cells} invalid, "
+              f"{len(result.failed_configs)} configurations failed" + (f" ({', '.join(result.failed_configs)})"
+                                                                         if result.failed_configs else ""))
+        if result.best:
+            print(f"best: {result.best} (summary: {out_dir / 'summary.md'})")
+        if result.status == "interrupted":
+            now = f"the deployment runs configuration {runner.current} (not restored); " if runner.current else ""
+            print(f"interrupted: {now}resume with: {resume_hint}", file=sys.stderr)
+    return code
+
+
+def _on_ctrl_c(runner: Any, name: str) -> None:
+    """The first Ctrl-C asks the runner to stop after its current step; a second one cancels at once."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    pressed = 0
+
+    def handler() -> None:
+        nonlocal pressed
+        pressed += 1
+        if pressed == 1:
+            runner.request_stop()
+            print(f"bringup: {name}: stopping after the current step (Ctrl-C again to stop now)", file=sys.stderr,
+                  flush=True)
+        elif task is not None:
+            task.cancel()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, handler)

@@ -1,0 +1,81 @@
+"""The console over many deployments: the fleet overview opens first (tui/screens/fleet.py), Enter there shows a
+deployment in the console, Esc in the console goes back, and the overview's acting keys run the console's own
+actions on the selected row (the same confirmations; in the read-only console the same refusal).
+
+The engines are the fleet's (tui/engine/fleet.py): all run from the start, whichever one the console shows, so
+switching is instant and closes nothing; the console only changes which engine it listens to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tui.config import Settings
+from tui.console.log_keys import LogKeys
+from tui.engine.fleet import Fleet
+from tui.screens.fleet import FleetScreen
+from widgets.error_log import ErrorLog
+from widgets.fleet import FleetRow, row_for
+
+#: the overview's name among the app's installed screens
+FLEET_SCREEN = "fleet"
+
+
+class FleetKeys(LogKeys):
+    """The overview's way in and out of the console; the console's classes derive from it. Without a fleet (one
+    deployment, or one named on the command line) none of it does anything."""
+
+    settings: Settings
+    deployment: str
+    restarting: bool
+    fleet: Fleet | None
+    clock: Callable[[], float]
+
+    def open_watch(self, name: str) -> None:  # the console's (tui/console/viewer.py)
+        raise NotImplementedError
+
+    def start_fleet(self, live: bool) -> None:
+        """Start every deployment's engine (when live) and open the overview over the console."""
+        if self.fleet is None:
+            return
+        if live:
+            self.fleet.start()
+        self.install_screen(FleetScreen(self.fleet_rows, refresh_s=1 / self.settings.ui.refresh_hz,
+                                        read_only=self.read_only, clock=lambda: self.clock()), name=FLEET_SCREEN)
+        self.push_screen(FLEET_SCREEN)
+
+    def fleet_rows(self) -> list[FleetRow]:
+        """Every deployment's row as of now: what the engines have read, no I/O."""
+        if self.fleet is None:
+            return []
+        return [row_for(v.snapshot, v.gpus, v.host_down) for v in self.fleet.views(self.clock())]
+
+    def show_fleet(self) -> None:
+        if self.fleet is not None and self.get_screen(FLEET_SCREEN) not in self.screen_stack:
+            self.push_screen(FLEET_SCREEN)
+
+    def on_fleet_screen_open_asked(self, m: FleetScreen.OpenAsked) -> None:
+        self.open_watch(m.name)
+        if self.screen is self.get_screen(FLEET_SCREEN):
+            self.pop_screen()
+
+    async def on_fleet_screen_action_asked(self, m: FleetScreen.ActionAsked) -> None:
+        """The console's own action, on the selected row's deployment: the console shows it from now on (its
+        restart's steps are drawn there), and the action's binding is the console's, so the read-only console
+        says "read-only" and the full one asks the same confirmation, naming deployment and host."""
+        if self.restarting and m.name != self.deployment:
+            self.notify(f"a restart of {self.deployment} is running: one action at a time from this console",
+                        title=m.name, severity="warning", markup=False)
+            return
+        self.open_watch(m.name)
+        binding = next((b for b in self._own_bindings() if b.id == m.action), None)
+        if binding is not None:
+            await self.run_action(binding.action)
+
+    def action_close_filter(self) -> None:
+        """Esc clears the log's filter first; with none, it goes back to the overview."""
+        inp_open = not self.query_one("#log-filter").disabled
+        if self.fleet is not None and not inp_open and not self.query_one(ErrorLog).filter_text:
+            self.show_fleet()
+            return
+        super().action_close_filter()

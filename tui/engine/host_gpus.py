@@ -1,0 +1,82 @@
+"""One GPU sampling stream per host, shared by every deployment on it.
+
+Four deployments on one 8-GPU box each running their own `nvidia-smi -lms` would read the same GPUs four times
+over the same SSH connection. A `HostGpuStream` runs one `GpuSampler` and hands each sample to every deployment's
+tracker, which keeps its own view of it (its GPUs, its history, its attribution): the fleet overview costs one
+stream per host, not one per deployment (tui/engine/fleet.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from tui.model import GpuSnapshot
+
+from .gpus import GpuSampler
+
+#: a sampler that fails outright (not a sample with an error: an exception) is started again after this long
+RETRY_S = 2.0
+
+Deliver = Callable[[GpuSnapshot], None]
+
+
+class HostGpuStream:
+    """The stream runs while at least one deployment follows it, and stops with the last one."""
+
+    def __init__(self, sampler: GpuSampler) -> None:
+        self.sampler = sampler
+        #: the last sample, handed at once to a deployment that starts following (no wait for the next one)
+        self.latest: GpuSnapshot | None = None
+        self._followers: list[Deliver] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def followers(self) -> int:
+        return len(self._followers)
+
+    async def follow(self, deliver: Deliver) -> None:
+        """Deliver every sample of the host to `deliver` until cancelled (an engine's GPU collector)."""
+        self._followers.append(deliver)
+        if self.latest is not None:
+            deliver(self.latest)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=f"bringup-gpus-{self.sampler.transport.name}")
+        try:
+            await asyncio.Event().wait()  # until the engine cancels its collector
+        finally:
+            self._followers.remove(deliver)
+            if not self._followers and self._task is not None:
+                self._task.cancel()
+                self._task = None
+
+    async def once(self) -> GpuSnapshot | None:
+        """One sample now, for a deployment that must not wait for the stream (a restart's release wait)."""
+        return await self.sampler.once()
+
+    def _deliver(self, snap: GpuSnapshot) -> None:
+        self.latest = snap
+        for fn in list(self._followers):
+            fn(snap)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.sampler.run(self._deliver)
+                return  # a host without telemetry: its one sample said why
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # one host's sampler must never take its deployments' engines down
+                self._deliver(GpuSnapshot(at=time.time(), error=f"GPU sampling: {type(e).__name__}: {e}"))
+                await asyncio.sleep(RETRY_S)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                async with asyncio.timeout(3.0):
+                    await self._task
+            self._task = None
+        self.sampler.close()

@@ -1,0 +1,169 @@
+"""The fleet overview, k9s-style: every deployment in one table; sort by name, host or phase, filter with `/`,
+Enter opens the selected deployment's console (Esc there comes back here), and the keys that act (restart,
+flags, start/stop) act on the selected row through the console's own actions and confirmations.
+
+The screen reads rows from a function the console gives it (plain `FleetRow`s, no engine here), as often as the
+console redraws; the table redraws only the rows whose text changed. Acting and opening are messages to the
+console, which owns the engines and the dialogs: the same confirmation names the deployment and its host, and the
+read-only console's keys say they are off, here as there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from tui.screens.help import HelpScreen
+from widgets.fleet import FleetRow, FleetTable, SortKey
+
+#: the keys the key bar shows, in its order: (binding id, one-word label)
+_BAR = (("restart", "restart"), ("flags", "flags"), ("start_stop", "start/stop"), ("fleet.open", "open"),
+        ("fleet.filter", "filter"), ("fleet.sort_name", "name"), ("fleet.sort_host", "host"),
+        ("fleet.sort_phase", "phase"), ("fleet.help", "help"), ("fleet.quit", "quit"))
+
+
+class FleetScreen(ModalScreen[None]):
+    """Modal, though it fills the terminal: the console's own keys act on the deployment it shows, which is not
+    what this screen shows; here the same keys act on the selected row."""
+
+    AUTO_FOCUS = "#fleet-table"
+    BINDINGS = [
+        Binding("enter", "open", "Open the selected deployment's console (Esc there comes back)", id="fleet.open"),
+        Binding("slash", "filter", "Filter by name, host or phase", id="fleet.filter"),
+        Binding("escape", "clear_filter", "Clear the filter", show=False, id="fleet.escape"),
+        Binding("N", "sort('name')", "Sort by name (again: reverse)", id="fleet.sort_name"),
+        Binding("H", "sort('host')", "Sort by host (again: reverse)", id="fleet.sort_host"),
+        Binding("P", "sort('phase')", "Sort by phase, failed first (again: reverse)", id="fleet.sort_phase"),
+        # the console's ids: a key remapped there ([ui] keys) is remapped here too
+        Binding("r", "act('restart')", "Restart the selected deployment", id="restart"),
+        Binding("f", "act('flags')", "Flags of the selected deployment", id="flags"),
+        Binding("s", "act('start_stop')", "Start/stop the selected deployment", id="start_stop"),
+        Binding("question_mark", "help", "Help", id="fleet.help"),
+        Binding("q", "app.quit", "Quit", id="fleet.quit"),
+    ]
+
+    class OpenAsked(Message):
+        """Enter on a row: the console shows that deployment."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+    class ActionAsked(Message):
+        """An acting key on a row: `action` is the console binding's id (restart, flags, start_stop)."""
+
+        def __init__(self, name: str, action: str) -> None:
+            super().__init__()
+            self.name = name
+            self.action = action
+
+    def __init__(self, rows: Callable[[], Sequence[FleetRow]], *, refresh_s: float = 1.0, read_only: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.rows = rows
+        self.refresh_s = refresh_s
+        self.read_only = read_only
+        self.clock = clock
+
+    @property
+    def table(self) -> FleetTable:
+        return self.query_one(FleetTable)
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter: name, host or phase (Enter keeps it, Esc clears)", id="fleet-filter",
+                    classes="hidden")
+        yield FleetTable(id="fleet-table")
+        yield Static(id="fleet-keys")
+
+    def on_mount(self) -> None:
+        self.table.border_title = "Deployments"
+        self.update_rows()
+        self.set_interval(self.refresh_s, self.update_rows, name="fleet-refresh")
+        self._show_keys()
+
+    def on_screen_resume(self) -> None:
+        """Back from a deployment's console: the rows as they are now, not as they were when it opened."""
+        self.update_rows()
+
+    def update_rows(self) -> None:
+        if self.is_attached and self in self.app.screen_stack:  # not while the console shows a deployment
+            self.table.show(self.rows(), self.clock())
+            self._title()
+
+    def _title(self) -> None:
+        t = self.table
+        what = f"{len(t.shown)} of {len(t.rows)}" if t.filter_text else f"{len(t.rows)}"
+        order = f"by {t.sort_key}{' (reversed)' if t.reverse else ''}"
+        flt = f"  /{t.filter_text}" if t.filter_text else ""
+        t.border_title = f"Deployments ({what})"
+        # Content, not a str: a str is read as markup, and the filter is the operator's text
+        t.border_subtitle = Content(f"{order}{flt}{'  [read-only]' if self.read_only else ''}")
+
+    def _show_keys(self) -> None:
+        bindings = {b.id: b for b in self.BINDINGS if isinstance(b, Binding)}
+        bindings |= {ab.binding.id: ab.binding for ab in self.active_bindings.values()}  # as remapped
+        t = Text()
+        for bid, label in _BAR:
+            t.append(f" {self.app.get_key_display(bindings[bid])}", style="bold")
+            t.append(f" {label} ")
+        self.query_one("#fleet-keys", Static).update(t)
+
+    # ------------------------------------------------------------------ keys
+
+    def on_fleet_table_chosen(self, m: FleetTable.Chosen) -> None:
+        m.stop()
+        self.post_message(self.OpenAsked(m.name))
+
+    def action_open(self) -> None:
+        if (row := self.table.selected) is not None:
+            self.post_message(self.OpenAsked(row.name))
+
+    def action_act(self, action: str) -> None:
+        row = self.table.selected
+        if row is None:
+            self.notify("no deployment selected", severity="warning")
+            return
+        self.post_message(self.ActionAsked(row.name, action))
+
+    def action_sort(self, key: SortKey) -> None:
+        self.table.set_sort(key)
+        self._title()
+
+    def action_filter(self) -> None:
+        inp = self.query_one("#fleet-filter", Input)
+        inp.remove_class("hidden")
+        inp.value = self.table.filter_text
+        inp.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """The rows narrow as the filter is typed."""
+        if event.input.id == "fleet-filter":
+            self.table.set_filter(event.value)
+            self._title()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "fleet-filter":
+            event.input.add_class("hidden")
+            self.table.focus()
+
+    def action_clear_filter(self) -> None:
+        inp = self.query_one("#fleet-filter", Input)
+        inp.value = ""
+        inp.add_class("hidden")
+        self.table.set_filter("")
+        self.table.focus()
+        self._title()
+
+    def action_help(self) -> None:
+        rows = [(self.app.get_key_display(b), b.description) for b in self.BINDINGS
+                if isinstance(b, Binding) and b.description]
+        rows.insert(0, ("up/down", "Select a deployment"))
+        self.app.push_screen(HelpScreen(rows, self.read_only))

@@ -1,0 +1,233 @@
+"""The sweep at a glance, as plain data: the configurations x cells matrix, where the sweep stands (the current
+configuration's restart steps, the ETA) and the best result so far.
+
+One model for both front ends: the console's sweep view styles it (widgets/sweep.py) and `bringup sweep report`
+prints it (tui/sweep/charts.py), so the two cannot disagree about what a cell shows. Pure: `now` is an argument.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from statistics import fmean
+
+from tui.sweep.live import LiveSweep
+from tui.sweep.results import CellRecord, ConfigRecord, StepRecord
+
+_CELL_ID = re.compile(r"^p(\d+)-o(\d+)-c(\d+)-r(\d+)$")
+
+
+class Mark(StrEnum):
+    """What a matrix cell shows."""
+
+    VALUE = "value"  # measured: tokens/s total
+    RUNNING = "running"  # being measured now
+    INVALID = "invalid"  # measured, not a result (the server restarted meanwhile, ...): the reason says why
+    PENDING = "pending"  # not measured yet
+    NOT_RUN = "not-run"  # its configuration failed or was skipped: it never will be
+
+SYMBOL = {Mark.RUNNING: "…", Mark.INVALID: "✗", Mark.PENDING: "-", Mark.NOT_RUN: ""}
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A cell's coordinates, read from its id (`p1024-o256-c32-r0`)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int
+    repeat: int
+
+    @property
+    def workload(self) -> tuple[int, int]:
+        """Prompt and output lengths: the charts draw one workload at a time (mixing context lengths in one line
+        would draw a trade-off nobody has)."""
+        return self.prompt_tokens, self.output_tokens
+
+
+def parse_cell_id(cell: str) -> Shape | None:
+    m = _CELL_ID.match(cell)
+    return Shape(*(int(g) for g in m.groups())) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class CellView:
+    mark: Mark
+    text: str  # what the matrix shows: "1,234", "…", "✗", "-", ""
+    record: CellRecord | None = None
+    best: bool = False  # the highest tokens/s of its column
+
+    @property
+    def failed_requests(self) -> int:
+        return self.record.metrics.failed if self.record is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigView:
+    name: str
+    #: ready | failed | running | skipped | pending: the key of its style
+    state: str
+    #: what its status column says: "failed (cuda-graph)"
+    status: str
+    record: ConfigRecord | None
+    cells: tuple[CellView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Eta:
+    seconds: float
+    cells_left: int
+    mean_cell_s: float
+    bringups_left: int
+
+
+@dataclass(frozen=True, slots=True)
+class Best:
+    config: str
+    cell: str
+    tok_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Board:
+    cells: tuple[str, ...]
+    rows: tuple[ConfigView, ...]
+    measured: int  # cells with a record (valid or not)
+    total: int  # cells of the configurations that can still run, and of those that ran
+    current: str | None
+    steps: tuple[StepRecord, ...]  # the current configuration's, in order
+    eta: Eta | None
+    best: Best | None
+
+
+def fmt_tok_s(v: float) -> str:
+    """Tokens/s in at most six columns: 987.6, 12,345, 123.4k."""
+    if v < 1000:
+        return f"{v:.1f}"
+    if v < 100_000:
+        return f"{v:,.0f}"
+    return f"{v / 1000:.1f}k"
+
+
+def fmt_duration(s: float) -> str:
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    return f"{s // 3600:.0f} h {s % 3600 / 60:02.0f} min"
+
+
+def column_label(cell: str, repeats: bool) -> tuple[str, str]:
+    """Two short lines for a matrix column: the workload (prompt/output tokens) and the concurrency (and the
+    repeat, where the plan repeats cells)."""
+    s = parse_cell_id(cell)
+    if s is None:
+        return cell, ""
+    return f"{s.prompt_tokens}/{s.output_tokens}", f"c{s.concurrency}" + (f" r{s.repeat}" if repeats else "")
+
+
+def config_state(live: LiveSweep, name: str) -> tuple[str, str]:
+    rec = live.configs.get(name)
+    if rec is not None:
+        if rec.status == "failed":
+            kind = rec.failure.kind if rec.failure is not None and rec.failure.kind else "unknown"
+            return "failed", f"failed ({kind})"
+        if rec.status in ("ready", "skipped"):
+            return rec.status, rec.status
+        return "pending", rec.status or "pending"
+    if name == live.current and live.running and name in live.steps:
+        return "running", "running"
+    return "pending", "pending"
+
+
+def board(live: LiveSweep, now: float) -> Board:
+    cells = tuple(live.all_cells())
+    configs = live.all_configs()
+    best_of: dict[str, float] = {}
+    for (_, cell), rec in live.cells.items():
+        if rec.valid:
+            best_of[cell] = max(best_of.get(cell, 0.0), rec.metrics.tok_s_total)
+    rows: list[ConfigView] = []
+    measured = total = 0
+    for name in configs:
+        state, status = config_state(live, name)
+        running_cell = _running_cell(live, name, cells)
+        views = []
+        for cell in cells:
+            got = live.cells.get((name, cell))
+            if got is not None:
+                measured += 1
+                if got.valid:
+                    v = got.metrics.tok_s_total
+                    views.append(CellView(Mark.VALUE, fmt_tok_s(v), got, best=v > 0 and v >= best_of.get(cell, 0)))
+                else:
+                    views.append(CellView(Mark.INVALID, SYMBOL[Mark.INVALID], got))
+            elif state in ("failed", "skipped"):
+                views.append(CellView(Mark.NOT_RUN, SYMBOL[Mark.NOT_RUN]))
+                continue
+            elif cell == running_cell:
+                views.append(CellView(Mark.RUNNING, SYMBOL[Mark.RUNNING]))
+            else:
+                views.append(CellView(Mark.PENDING, SYMBOL[Mark.PENDING]))
+            total += 1
+        rows.append(ConfigView(name, state, status, live.configs.get(name), tuple(views)))
+    current = live.current
+    steps = tuple(live.steps.get(current, {}).values()) if current else ()
+    return Board(cells, tuple(rows), measured, total, current, steps, eta(live, now), best(live))
+
+
+def _running_cell(live: LiveSweep, config: str, cells: tuple[str, ...]) -> str | None:
+    """The cell being measured: the first one without a record of the current configuration once it is ready,
+    while the sweep runs (no record says a cell started: the runner measures them in order)."""
+    rec = live.configs.get(config)
+    if not live.running or config != live.current or rec is None or rec.status != "ready":
+        return None
+    return next((c for c in cells if (config, c) not in live.cells), None)
+
+
+def best(live: LiveSweep) -> Best | None:
+    """The highest tokens/s total of any valid cell so far."""
+    found = max((r for r in live.cells.values() if r.valid), key=lambda r: r.metrics.tok_s_total, default=None)
+    if found is None or found.metrics.tok_s_total <= 0:
+        return None
+    return Best(found.config, found.cell, found.metrics.tok_s_total)
+
+
+def eta(live: LiveSweep, now: float) -> Eta | None:
+    """The time left while the sweep runs: the cells left times the mean time a cell took (from one record to
+    the next of a configuration, so warmup and the runner's own checks are in it), plus a bring-up for each
+    configuration not ready yet, at the mean time the others took, less the time the current cell has run.
+    None until a cell has been measured."""
+    if not live.running:
+        return None
+    cells = live.all_cells()
+    gaps: list[float] = []
+    for name in live.all_configs():
+        rec = live.configs.get(name)
+        prev = rec.at if rec is not None and rec.status == "ready" else None
+        for r in sorted((r for (c, _), r in live.cells.items() if c == name), key=lambda r: r.at):
+            if prev is not None and r.at > prev:
+                gaps.append(r.at - prev)
+            prev = r.at
+    if not gaps:
+        durations = [r.metrics.duration_s for r in live.cells.values() if r.metrics.duration_s > 0]
+        if not durations:
+            return None
+        gaps = durations
+    mean_cell = fmean(gaps)
+    cells_left = bringups_left = 0
+    for name in live.all_configs():
+        rec = live.configs.get(name)
+        if rec is not None and rec.status in ("failed", "skipped"):
+            continue
+        cells_left += sum(1 for c in cells if (name, c) not in live.cells)
+        if rec is None:
+            bringups_left += 1
+    ready = [r.ready_s for r in live.configs.values() if r.status == "ready" and r.ready_s]
+    seconds = cells_left * mean_cell + bringups_left * (fmean(ready) if ready else 0.0)
+    # the cell under way is part done: as long as the last record is, at most one cell's worth
+    last = max([*(r.at for r in live.cells.values()), *(r.at for r in live.configs.values())], default=now)
+    seconds -= min(max(0.0, now - last), mean_cell) if cells_left else 0.0
+    return Eta(max(0.0, seconds), cells_left, mean_cell, bringups_left)

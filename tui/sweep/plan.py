@@ -1,0 +1,347 @@
+"""The plan file of a sweep (TOML): server configurations, a benchmark matrix, SLOs, an optional dataset.
+
+Pure: it reads a file and validates flags against the preset's FlagSpecs (the same `parse_changes` as
+`restart --set`), and imports nothing above the domain. Every error is one line naming the key path
+(`configs[2].set.speculative-algoritm: unknown flag ... (did you mean speculative-algorithm?)`), because a sweep
+refused at its start costs nothing, and one that dies at its third configuration costs an hour.
+
+    [[configs]]                      # each entry one configuration (a name, flags to set, flags to remove)
+    name = "graphs-off"
+    set = { disable-cuda-graph = true, speculative-dflash-block-size = 8 }
+    unset = ["enable-metrics"]
+
+    [grid]                           # and/or: the cartesian product, auto-named "a=1,b=2"
+    speculative-dflash-block-size = [4, 8]
+
+    [matrix]
+    prompt_tokens = [128, 2048]
+    output_tokens = [128]
+    concurrency = [1, 8]
+    requests = 16                    # per cell (or duration_s = 60)
+    repeats = 1
+    warmup_requests = 2
+
+    [slo]                            # optional: goodput = requests meeting every SLO, per second
+    ttft_ms = 2000
+    tpot_ms = 50
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import math
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tui.lifecycle.flags import FlagChange, apply_changes, current_values, parse_changes
+from tui.lifecycle.presets import FlagSpec, FlagValueError
+from tui.sweep.results import cell_id
+
+FlagValue = bool | int | float | str
+
+
+class PlanError(ValueError):
+    """A plan that cannot run: one line, with the file and key path."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ConfigEntry(_Strict):
+    name: str = Field(min_length=1)
+    set: dict[str, FlagValue] = Field(default_factory=dict)
+    unset: list[str] = Field(default_factory=list)
+
+
+class Matrix(_Strict):
+    #: empty with a dataset: its prompts as they are (cells say p0)
+    prompt_tokens: list[int] = Field(default_factory=list)
+    output_tokens: list[int] = Field(min_length=1)
+    concurrency: list[int] = Field(min_length=1)
+    requests: int | None = Field(None, gt=0)
+    duration_s: float | None = Field(None, gt=0)
+    repeats: int = Field(1, gt=0)
+    warmup_requests: int = Field(2, ge=0)
+
+    @model_validator(mode="after")
+    def _positive(self) -> Matrix:
+        for key in ("prompt_tokens", "output_tokens", "concurrency"):
+            for i, v in enumerate(getattr(self, key)):
+                if v < 1:
+                    raise ValueError(f"{key}[{i}] must be a positive integer, not {v}")
+        if self.requests is not None and self.duration_s is not None:
+            raise ValueError("give requests or duration_s per cell, not both")
+        return self
+
+
+class Slo(_Strict):
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    e2el_ms: float | None = Field(None, gt=0)
+
+    def describe(self) -> str | None:
+        """The SLO string recorded with every goodput figure, e.g. `ttft_ms<=2000,tpot_ms<=50`."""
+        parts = [f"{k}<={v:g}" for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms),
+                                              ("e2el_ms", self.e2el_ms)) if v is not None]
+        return ",".join(parts) or None
+
+
+class PlanFile(_Strict):
+    name: str = ""
+    dataset: str | None = None
+    configs: list[ConfigEntry] = Field(default_factory=list)
+    grid: dict[str, list[FlagValue]] = Field(default_factory=dict)
+    matrix: Matrix
+    slo: Slo | None = None
+
+
+# ---------------------------------------------------------------------------------------------------- resolved
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """One configuration, resolved: its changes to the original argv, and its flags as recorded."""
+
+    name: str
+    #: flag -> value, True for a switch, None for a flag removed
+    flags: dict[str, str | bool | None]
+    changes: tuple[FlagChange, ...]
+
+    def argv(self, original: Sequence[str], specs: Sequence[FlagSpec]) -> list[str]:
+        """The configuration's command line: the original one with its changes (never the previous config's)."""
+        return apply_changes(original, self.changes, specs)
+
+    def carried_by(self, argv: Sequence[str], specs: Sequence[FlagSpec]) -> list[str]:
+        """What of this configuration `argv` (the running one) lacks, in words; [] when it carries all of it."""
+        have = current_values(argv, specs)
+        missing = []
+        for name, want in self.flags.items():
+            if want is None:
+                if name in have:
+                    missing.append(f"--{name} still set")
+            elif want is True:
+                if name not in have:
+                    missing.append(f"--{name} missing")
+            elif have.get(name, "\0") != want:
+                missing.append(f"--{name} is {have.get(name)!r}, not {want!r}")
+        return missing
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int
+    repeat: int
+
+    @property
+    def id(self) -> str:
+        return cell_id(self.prompt_tokens, self.output_tokens, self.concurrency, self.repeat)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    path: Path
+    text: str
+    name: str
+    configs: tuple[SweepConfig, ...]
+    cells: tuple[Cell, ...]
+    matrix: Matrix
+    slo: Slo | None
+    dataset: tuple[str, ...] | None
+
+    def requests_for(self, cell: Cell) -> int | None:
+        """Requests of a cell; None when the cell runs for `duration_s` instead."""
+        if self.matrix.duration_s is not None:
+            return None
+        return self.matrix.requests or max(4, 2 * cell.concurrency)
+
+
+def load_plan(path: Path | str, specs: Sequence[FlagSpec]) -> Plan:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PlanError(f"{p}: {e.strerror or e}") from None
+    return parse_plan(text, specs, p)
+
+
+def parse_plan(text: str, specs: Sequence[FlagSpec], path: Path = Path("plan.toml")) -> Plan:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"{path}: not valid TOML: {e}") from None
+    try:
+        pf = PlanFile.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = _loc(err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise PlanError(f"{path}: {where + ': ' if where else ''}{msg}{more}") from None
+    configs = _configs(pf, specs, path)
+    dataset = _dataset(pf.dataset, path) if pf.dataset else None
+    m = pf.matrix
+    prompts = m.prompt_tokens or ([0] if dataset else [])
+    if not prompts:
+        raise PlanError(f"{path}: matrix.prompt_tokens: give prompt lengths (or a dataset)")
+    cells = tuple(Cell(p_, o, c, r) for p_, o, c in itertools.product(prompts, m.output_tokens, m.concurrency)
+                  for r in range(1, m.repeats + 1))
+    ids = [c.id for c in cells]
+    if len(set(ids)) != len(ids):
+        raise PlanError(f"{path}: matrix: a value is listed twice (cells would repeat)")
+    return Plan(path, text, pf.name or path.stem, configs, cells, m, pf.slo, dataset)
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _known(specs: Sequence[FlagSpec]) -> dict[str, FlagSpec]:
+    return {n: f for f in specs for n in (f.name, *f.aliases)}
+
+
+def _check_name(flag: str, where: str, specs: Sequence[FlagSpec], path: Path) -> FlagSpec:
+    known = _known(specs)
+    name = flag.strip().lstrip("-")
+    if name in known:
+        return known[name]
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise PlanError(f"{path}: {where}: unknown flag {name!r}{hint}; `bringup flags` lists the flags this preset "
+                    "knows, and the deployment's extra_flags declares others")
+
+
+def _value_text(v: FlagValue) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer() and not math.isinf(v):
+        return repr(v)
+    return str(v)
+
+
+def _resolve(name: str, sets: dict[str, FlagValue], unsets: Sequence[str], where: str, specs: Sequence[FlagSpec],
+             path: Path) -> SweepConfig:
+    changes: list[FlagChange] = []
+    flags: dict[str, str | bool | None] = {}
+    for flag, value in sets.items():
+        spec = _check_name(flag, f"{where}.set.{flag}", specs, path)
+        if spec.kind == "bool" and not isinstance(value, bool):
+            raise PlanError(f"{path}: {where}.set.{flag}: --{spec.name} is a switch: true or false, not {value!r}")
+        item = spec.name if value is True else f"{spec.name}={_value_text(value)}"
+        try:
+            ch = parse_changes([item], [], specs)[0]
+        except FlagValueError as e:
+            raise PlanError(f"{path}: {where}.set.{flag}: {e}") from None
+        changes.append(ch)
+        flags[spec.name] = None if ch.remove else (True if ch.value is None else ch.value)
+    for i, flag in enumerate(unsets):
+        spec = _check_name(flag, f"{where}.unset[{i}]", specs, path)
+        if spec.name in flags:
+            raise PlanError(f"{path}: {where}.unset[{i}]: --{spec.name} is also set: give one of them")
+        changes.append(FlagChange(spec.name, None, remove=True))
+        flags[spec.name] = None
+    return SweepConfig(name, flags, tuple(changes))
+
+
+def _configs(pf: PlanFile, specs: Sequence[FlagSpec], path: Path) -> tuple[SweepConfig, ...]:
+    out = [_resolve(c.name, c.set, c.unset, f"configs[{i}]", specs, path) for i, c in enumerate(pf.configs)]
+    for flag, values in pf.grid.items():
+        if not values:
+            raise PlanError(f"{path}: grid.{flag}: give at least one value")
+    keys = list(pf.grid)
+    for combo in itertools.product(*(pf.grid[k] for k in keys)) if keys else ():
+        name = ",".join(f"{k.lstrip('-')}={_value_text(v)}" for k, v in zip(keys, combo, strict=True))
+        out.append(_resolve(name, dict(zip(keys, combo, strict=True)), [], f"grid({name})", specs, path))
+    if not out:
+        raise PlanError(f"{path}: no configuration: give [[configs]] entries and/or a [grid]")
+    seen: set[str] = set()
+    for c in out:
+        if c.name in seen:
+            raise PlanError(f"{path}: configs: the name {c.name!r} is used twice")
+        seen.add(c.name)
+    return tuple(out)
+
+
+def _dataset(name: str, plan_path: Path) -> tuple[str, ...]:
+    p = Path(name).expanduser()
+    if not p.is_absolute():
+        p = plan_path.parent / p
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise PlanError(f"{plan_path}: dataset: {p}: {e.strerror or e}") from None
+    prompts = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            prompt = obj["prompt"]
+            if not isinstance(prompt, str) or not prompt:
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise PlanError(f"{plan_path}: dataset: {p}:{n}: each line must be {{\"prompt\": \"...\"}}") from None
+        prompts.append(prompt)
+    if not prompts:
+        raise PlanError(f"{plan_path}: dataset: {p} has no prompts")
+    return tuple(prompts)
+
+
+# ---------------------------------------------------------------------------------------------------- prompts
+
+_VOCAB = ("time", "system", "river", "model", "light", "paper", "number", "garden", "signal", "market", "window",
+          "history", "engine", "morning", "letter", "bridge", "energy", "question", "village", "pattern", "music",
+          "silver", "orbit", "harbor", "theory", "winter", "circle", "forest", "mirror", "device", "station",
+          "journey")
+
+
+def build_prompt(tokens: int, index: int, dataset: Sequence[str] | None = None) -> str:
+    """A deterministic prompt of about `tokens` tokens (one common English word is about one token), different per
+    request `index` so that no prefix cache turns the matrix into a cache benchmark; built offline, no download.
+    With a dataset: its `index`-th prompt (cycled), cut or repeated to about `tokens` words when `tokens` > 0."""
+    if dataset:
+        text = dataset[index % len(dataset)]
+        if tokens <= 0:
+            return text
+        words = text.split() or ["x"]
+        return " ".join(itertools.islice(itertools.cycle(words), tokens))
+    head = f"Request {index}. Continue this list of words:"
+    n = max(1, tokens - 7)
+    state = (index * 2654435761 + tokens * 40503 + 12345) & 0xFFFFFFFF
+    words = []
+    for _ in range(n):
+        state = (1103515245 * state + 12345) & 0x7FFFFFFF
+        words.append(_VOCAB[(state >> 8) % len(_VOCAB)])
+    return head + " " + " ".join(words)
+
+
+# ---------------------------------------------------------------------------------------------------- estimate
+
+#: the estimate's assumptions, printed with it
+ASSUMED_RESTART_S = 300.0
+ASSUMED_DECODE_TOK_S = 30.0
+
+
+def estimate_s(plan: Plan, restart_s: float = ASSUMED_RESTART_S, decode_tok_s: float = ASSUMED_DECODE_TOK_S) -> float:
+    """A rough duration: a restart per configuration, warmup, and per cell `ceil(requests / concurrency)` waves of
+    requests that each decode `output_tokens` at `decode_tok_s` per stream (or `duration_s`)."""
+    m = plan.matrix
+    per_config = restart_s + m.warmup_requests * (min(m.output_tokens) / decode_tok_s + 0.5)
+    cells = 0.0
+    for c in plan.cells:
+        n = plan.requests_for(c)
+        wave = c.output_tokens / decode_tok_s + 0.5
+        cells += (m.duration_s or 0.0) if n is None else math.ceil(n / c.concurrency) * wave
+    return len(plan.configs) * (per_config + cells)

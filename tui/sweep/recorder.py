@@ -1,0 +1,87 @@
+"""Writing a results directory as the sweep goes (the format is results.py's): records appended and flushed line by
+line, sweep.json replaced atomically, the pointer that lets a console find a running sweep.
+
+A console reads the directory while this writes it, and a sweep may be killed at any moment: a reader must never
+see a half-written sweep.json (tmp + rename), and every record written before the kill must be on disk (one
+flushed line each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tui.sweep.results import (
+    LOGS_DIR,
+    PLAN_FILE,
+    RECORDS_FILE,
+    SWEEP_FILE,
+    SweepMeta,
+    config_log_path,
+    pointer_path,
+)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Recorder:
+    """One results directory, written by one sweep process. `echo` sees every record too (`--json`, the text
+    lines of the CLI)."""
+
+    def __init__(self, results_dir: Path, echo: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.dir = results_dir
+        self.echo = echo
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / LOGS_DIR).mkdir(exist_ok=True)
+        self._records = open(self.dir / RECORDS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self.meta: SweepMeta | None = None
+
+    def copy_plan(self, text: str) -> None:
+        if not (self.dir / PLAN_FILE).exists():
+            write_atomic(self.dir / PLAN_FILE, text)
+
+    def write_meta(self, meta: SweepMeta) -> None:
+        self.meta = meta
+        write_atomic(self.dir / SWEEP_FILE, json.dumps(meta.to_json(), indent=1) + "\n")
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._records.write(json.dumps(record, default=str) + "\n")
+        self._records.flush()
+        if self.echo is not None:
+            self.echo(record)
+
+    def write_log(self, config: str, lines: list[str]) -> Path:
+        path = config_log_path(self.dir, config)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def close(self) -> None:
+        self._records.close()
+
+
+def write_pointer(state_dir: Path, deployment: str, results_dir: Path) -> Path:
+    path = pointer_path(state_dir, deployment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"dir": str(results_dir), "pid": os.getpid()}) + "\n")
+    return path
+
+
+def remove_pointer(state_dir: Path, deployment: str) -> None:
+    """Only our own pointer: a second sweep's (refused by the lock, but still) is not ours to remove."""
+    path = pointer_path(state_dir, deployment)
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -1,0 +1,381 @@
+"""The results directory of one sweep: its paths, its record format, and a reader.
+
+A sweep writes as it goes and a console reads while it writes, so this module is the one place both agree on:
+the file names, the shape of every record, and a reader that takes a directory mid-write (a half-written last line
+of ``records.jsonl`` is ignored, not an error) and returns typed dataclasses. It imports only the standard
+library: the runner, the CLI, the console view and the charts all use it.
+
+Layout (``<state dir>/sweeps/<deployment>-<UTC timestamp>/``)::
+
+    plan.toml       the plan, copied
+    sweep.json      {"deployment", "host", "started_at", "original_argv", "configs", "cells", "status", "pid",
+                     "finished_at"}, rewritten atomically (tmp + rename)
+    records.jsonl   one JSON object per line, "type" = "step" | "config" | "cell" | "done"
+    logs/NAME.log   the server log excerpt of every failed configuration
+    summary.csv     one row per valid cell (written at the end and on interrupt)
+    summary.md      configs x cells, tok/s total; best per cell and overall with its flags
+
+A console on the same deployment finds a running sweep through ``<state dir>/deployments/<deployment>/sweep.json``
+= {"dir", "pid"} (removed at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PLAN_FILE = "plan.toml"
+SWEEP_FILE = "sweep.json"
+RECORDS_FILE = "records.jsonl"
+LOGS_DIR = "logs"
+SUMMARY_CSV = "summary.csv"
+SUMMARY_MD = "summary.md"
+POINTER_FILE = "sweep.json"
+
+#: sweep.json "status"
+RUNNING, DONE, INTERRUPTED, FAILED = "running", "done", "interrupted", "failed"
+
+STAT_KEYS = ("mean", "p50", "p90", "p99")
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+
+
+# ---------------------------------------------------------------------------------------------------- paths
+
+
+def cell_id(prompt_tokens: int, output_tokens: int, concurrency: int, repeat: int) -> str:
+    """The one spelling of a cell's id: the key of resume, of the matrix view, and of summary rows."""
+    return f"p{prompt_tokens}-o{output_tokens}-c{concurrency}-r{repeat}"
+
+
+def sweeps_root(state_dir: Path) -> Path:
+    return state_dir / "sweeps"
+
+
+def utc_stamp(now: float | None = None) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+
+
+def default_results_dir(state_dir: Path, deployment: str, now: float | None = None) -> Path:
+    return sweeps_root(state_dir) / f"{deployment}-{utc_stamp(now)}"
+
+
+def pointer_path(state_dir: Path, deployment: str) -> Path:
+    """Where a running sweep announces its results directory to consoles of the same deployment."""
+    return state_dir / "deployments" / deployment / POINTER_FILE
+
+
+def config_log_path(results_dir: Path, config: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in config) or "_"
+    return results_dir / LOGS_DIR / f"{safe}.log"
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    dir: Path
+    pid: int
+
+
+def read_pointer(state_dir: Path, deployment: str) -> Pointer | None:
+    """The running sweep of this deployment, or None (no pointer, unreadable, or its process is gone)."""
+    try:
+        raw = json.loads(pointer_path(state_dir, deployment).read_text())
+        ptr = Pointer(Path(raw["dir"]), int(raw["pid"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return ptr if pid_alive(ptr.pid) else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """mean and percentiles of one latency, in ms; None when no request gave a value."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Stat:
+        raw = raw if isinstance(raw, dict) else {}
+        return cls(*(_num(raw.get(k)) for k in STAT_KEYS))
+
+    def to_json(self) -> dict[str, float | None]:
+        return {k: getattr(self, k) for k in STAT_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class CellMetrics:
+    completed: int = 0
+    failed: int = 0
+    duration_s: float = 0.0
+    ttft_ms: Stat = field(default_factory=Stat)
+    tpot_ms: Stat = field(default_factory=Stat)
+    itl_ms: Stat = field(default_factory=Stat)
+    e2el_ms: Stat = field(default_factory=Stat)
+    tok_s_total: float = 0.0
+    tok_s_user: float | None = None
+    tok_s_gpu: float | None = None
+    req_s: float = 0.0
+    goodput_rps: float | None = None
+    slo: str | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+
+    @classmethod
+    def from_json(cls, raw: Any) -> CellMetrics:
+        raw = raw if isinstance(raw, dict) else {}
+        return cls(
+            completed=int(raw.get("completed") or 0), failed=int(raw.get("failed") or 0),
+            duration_s=float(raw.get("duration_s") or 0.0),
+            ttft_ms=Stat.from_json(raw.get("ttft_ms")), tpot_ms=Stat.from_json(raw.get("tpot_ms")),
+            itl_ms=Stat.from_json(raw.get("itl_ms")), e2el_ms=Stat.from_json(raw.get("e2el_ms")),
+            tok_s_total=float(raw.get("tok_s_total") or 0.0), tok_s_user=_num(raw.get("tok_s_user")),
+            tok_s_gpu=_num(raw.get("tok_s_gpu")), req_s=float(raw.get("req_s") or 0.0),
+            goodput_rps=_num(raw.get("goodput_rps")), slo=raw.get("slo"),
+            accept_len=_num(raw.get("accept_len")), accept_rate=_num(raw.get("accept_rate")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"completed": self.completed, "failed": self.failed, "duration_s": self.duration_s}
+        for k in LATENCY_METRICS:
+            out[k] = getattr(self, k).to_json()
+        out.update(tok_s_total=self.tok_s_total, tok_s_user=self.tok_s_user, tok_s_gpu=self.tok_s_gpu,
+                   req_s=self.req_s, goodput_rps=self.goodput_rps, slo=self.slo, accept_len=self.accept_len,
+                   accept_rate=self.accept_rate)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One restart step of one configuration (lock, flags, stop, release, start, follow, ...)."""
+
+    config: str
+    name: str
+    status: str  # running | done | failed | skipped
+    detail: str
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "step", "config": self.config, "name": self.name, "status": self.status,
+                "detail": self.detail, "at": self.at}
+
+
+@dataclass(frozen=True, slots=True)
+class FailureInfo:
+    """The reducer's Failure of a configuration that did not reach ready."""
+
+    phase: str
+    kind: str
+    excerpt: tuple[str, ...]
+    hint: str
+
+    @classmethod
+    def from_json(cls, raw: Any) -> FailureInfo | None:
+        if not isinstance(raw, dict):
+            return None
+        return cls(str(raw.get("phase", "")), str(raw.get("kind", "")),
+                   tuple(str(x) for x in raw.get("excerpt") or ()), str(raw.get("hint", "")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.phase, "kind": self.kind, "excerpt": list(self.excerpt), "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """The outcome of bringing one configuration up: ready (then its cells follow), failed or skipped."""
+
+    config: str
+    flags: dict[str, str | bool | None]  # value, true for a switch, None for an unset flag
+    argv: tuple[str, ...]
+    invocation: str | None
+    status: str  # ready | failed | skipped
+    attempts: int
+    failure: FailureInfo | None
+    gpu_mem_at_ready_mib: dict[str, float]
+    ready_s: float | None
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "config", "config": self.config, "flags": dict(self.flags), "argv": list(self.argv),
+                "invocation": self.invocation, "status": self.status, "attempts": self.attempts,
+                "failure": self.failure.to_json() if self.failure else None,
+                "gpu_mem_at_ready_mib": dict(self.gpu_mem_at_ready_mib), "ready_s": self.ready_s, "at": self.at}
+
+
+@dataclass(frozen=True, slots=True)
+class CellRecord:
+    config: str
+    cell: str
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int
+    repeat: int
+    valid: bool
+    reason: str
+    attempt: int
+    invocation: str | None
+    metrics: CellMetrics
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "cell", "config": self.config, "cell": self.cell, "prompt_tokens": self.prompt_tokens,
+                "output_tokens": self.output_tokens, "concurrency": self.concurrency, "repeat": self.repeat,
+                "valid": self.valid, "reason": self.reason, "attempt": self.attempt, "invocation": self.invocation,
+                "metrics": self.metrics.to_json(), "at": self.at}
+
+
+@dataclass(frozen=True, slots=True)
+class SweepMeta:
+    """sweep.json: what the sweep is and where it stands."""
+
+    deployment: str
+    host: str
+    started_at: float
+    original_argv: tuple[str, ...]
+    configs: tuple[str, ...]
+    cells: tuple[str, ...]
+    status: str  # running | done | interrupted | failed
+    pid: int
+    finished_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"deployment": self.deployment, "host": self.host, "started_at": self.started_at,
+                "original_argv": list(self.original_argv), "configs": list(self.configs),
+                "cells": list(self.cells), "status": self.status, "pid": self.pid, "finished_at": self.finished_at}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> SweepMeta:
+        return cls(deployment=str(raw.get("deployment", "")), host=str(raw.get("host", "")),
+                   started_at=float(raw.get("started_at") or 0.0),
+                   original_argv=tuple(str(a) for a in raw.get("original_argv") or ()),
+                   configs=tuple(str(c) for c in raw.get("configs") or ()),
+                   cells=tuple(str(c) for c in raw.get("cells") or ()), status=str(raw.get("status", "")),
+                   pid=int(raw.get("pid") or 0), finished_at=_num(raw.get("finished_at")))
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResults:
+    """Everything in a results directory, in file order. Later records of the same config/cell supersede earlier
+    ones (a retry, a resumed sweep); `config_status` and `cell` give the latest."""
+
+    dir: Path
+    meta: SweepMeta | None
+    steps: tuple[StepRecord, ...]
+    configs: tuple[ConfigRecord, ...]
+    cells: tuple[CellRecord, ...]
+    done: dict[str, Any] | None
+
+    def config_record(self, config: str) -> ConfigRecord | None:
+        found = [c for c in self.configs if c.config == config]
+        return found[-1] if found else None
+
+    def cell(self, config: str, cell: str) -> CellRecord | None:
+        """The valid record of this cell if any, else its latest record."""
+        found = [c for c in self.cells if c.config == config and c.cell == cell]
+        valid = [c for c in found if c.valid]
+        return valid[-1] if valid else (found[-1] if found else None)
+
+    def valid_cells(self) -> list[CellRecord]:
+        seen: dict[tuple[str, str], CellRecord] = {}
+        for c in self.cells:
+            if c.valid:
+                seen.setdefault((c.config, c.cell), c)
+        return list(seen.values())
+
+    def steps_of(self, config: str) -> list[StepRecord]:
+        return [s for s in self.steps if s.config == config]
+
+
+def read_results(results_dir: Path | str) -> SweepResults:
+    """Read a results directory, finished or still being written. Unknown record types and a torn last line are
+    skipped; a missing sweep.json gives meta None."""
+    d = Path(results_dir)
+    meta: SweepMeta | None = None
+    try:
+        meta = SweepMeta.from_json(json.loads((d / SWEEP_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        meta = None
+    steps: list[StepRecord] = []
+    configs: list[ConfigRecord] = []
+    cells: list[CellRecord] = []
+    done: dict[str, Any] | None = None
+    for raw in iter_records(d / RECORDS_FILE):
+        kind = raw.get("type")
+        try:
+            if kind == "step":
+                steps.append(parse_step(raw))
+            elif kind == "config":
+                configs.append(parse_config(raw))
+            elif kind == "cell":
+                cells.append(parse_cell(raw))
+            elif kind == "done":
+                done = raw
+        except (KeyError, TypeError, ValueError):
+            continue
+    return SweepResults(d, meta, tuple(steps), tuple(configs), tuple(cells), done)
+
+
+def iter_records(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue  # a line being written right now
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def parse_step(raw: dict[str, Any]) -> StepRecord:
+    return StepRecord(str(raw["config"]), str(raw["name"]), str(raw["status"]), str(raw.get("detail", "")),
+                      float(raw.get("at") or 0.0))
+
+
+def parse_config(raw: dict[str, Any]) -> ConfigRecord:
+    return ConfigRecord(
+        config=str(raw["config"]), flags=dict(raw.get("flags") or {}),
+        argv=tuple(str(a) for a in raw.get("argv") or ()), invocation=raw.get("invocation"),
+        status=str(raw["status"]), attempts=int(raw.get("attempts") or 0),
+        failure=FailureInfo.from_json(raw.get("failure")),
+        gpu_mem_at_ready_mib={str(k): float(v) for k, v in (raw.get("gpu_mem_at_ready_mib") or {}).items()},
+        ready_s=_num(raw.get("ready_s")), at=float(raw.get("at") or 0.0))
+
+
+def parse_cell(raw: dict[str, Any]) -> CellRecord:
+    return CellRecord(
+        config=str(raw["config"]), cell=str(raw["cell"]), prompt_tokens=int(raw["prompt_tokens"]),
+        output_tokens=int(raw["output_tokens"]), concurrency=int(raw["concurrency"]), repeat=int(raw["repeat"]),
+        valid=bool(raw["valid"]), reason=str(raw.get("reason", "")), attempt=int(raw.get("attempt") or 1),
+        invocation=raw.get("invocation"), metrics=CellMetrics.from_json(raw.get("metrics")),
+        at=float(raw.get("at") or 0.0))
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,529 @@
+"""The sweep protocol: every configuration brought up by the safe restart under one lock held for the whole sweep,
+then warmup and the matrix's cells, each valid only if it was measured on one run from start to end.
+
+Why each rule: the seeds' script reported all four configurations "failed to start" (CUDA OOM: the old run's
+memory was not yet released), and an earlier run benchmarked a server that had gone down between the readiness
+check and the first request. So: ready only on a generation from the new invocation (ops/restart.py); the running
+command line checked against the configuration; the invocation polled during each cell; a cell measured across a
+crash or restart is retried once on a fresh run, then recorded invalid with the reason; a failed configuration is
+recorded with the reducer's failure and the sweep goes on.
+
+It drives the engine through `SweepEngine`, a Protocol (ops' EngineView plus the failure naming), never its
+class, and the server's HTTP API with the streaming client of tui/bench.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+from tui.bench import BenchError, discover_model, one_request
+from tui.collectors.metrics import parse_metrics
+from tui.managers import LockHeld, ManagerError
+from tui.model import Failure, FailureKind, Outcome, Phase, Step
+from tui.ops import restart as protocol
+from tui.ops.engine_view import EngineView
+from tui.sweep.metrics import RequestTiming, SloSpec, SpecCounters, cell_metrics
+from tui.sweep.plan import Cell, Plan, SweepConfig, build_prompt
+from tui.sweep.recorder import Recorder, remove_pointer, write_pointer
+from tui.sweep.results import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    CellMetrics,
+    CellRecord,
+    ConfigRecord,
+    FailureInfo,
+    StepRecord,
+    SweepMeta,
+    SweepResults,
+)
+from tui.sweep.summary import best_config, write_summaries
+from tui.transport import TransportError
+
+#: how often the unit is read during a cell: a crash is noticed within this, and the cell's requests cancelled
+POLL_S = 0.5
+#: after a cell with failed requests: how long the unit is watched for a crash before the cell is judged
+SETTLE_S = 3.0
+#: the configuration name of the steps that put the deployment back at the end
+RESTORE = "(restore)"
+
+
+class SweepEngine(EngineView, Protocol):
+    """What the sweep uses of an engine: everything a restart uses, and the deployment's name in a failure's hint."""
+
+    def named(self, failure: Failure | None) -> Failure | None: ...
+
+
+class SweepAborted(Exception):
+    """The sweep cannot go on (the lock lost, another run took over, a permanent error): the message says why."""
+
+
+@dataclass
+class SweepOptions:
+    keep: str = "original"  # original | best
+    request_timeout_s: float = 600.0
+    host: str = ""
+    state_dir: Path | None = None
+    resume: SweepResults | None = None
+
+
+@dataclass
+class SweepResult:
+    status: str
+    results_dir: Path
+    message: str
+    best: str | None = None
+    valid_cells: int = 0
+    invalid_cells: int = 0
+    failed_configs: list[str] = field(default_factory=list)
+
+
+class SweepRunner:
+    def __init__(self, engine: SweepEngine, plan: Plan, recorder: Recorder, endpoint: str,
+                 options: SweepOptions) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.rec = recorder
+        self.endpoint = endpoint.rstrip("/")
+        self.opt = options
+        self.stop_requested = False
+        self.original_argv: list[str] = []
+        self.held: protocol.HeldLock | None = None
+        self.model = ""
+        self.current = ""  # the configuration the deployment runs now (as far as this sweep knows)
+        self.valid = self.invalid = 0
+        self.failed: list[str] = []
+        specs = engine.flag_specs
+        self.specs = list(specs)
+        s = plan.slo
+        self.slo = SloSpec(s.ttft_ms, s.tpot_ms, s.e2el_ms, s.describe()) if s else None
+
+    def request_stop(self) -> None:
+        """Ctrl-C: stop after the current step (a restart, or a cell), keeping everything measured."""
+        self.stop_requested = True
+
+    # ------------------------------------------------------------------------------------------------ the sweep
+
+    async def run(self) -> SweepResult:
+        mgr = self.engine.manager
+        if not mgr.can_control:
+            raise SweepAborted(f"{self.engine.name} is observe-only: bringup cannot restart it")
+        n = len(self.plan.configs)
+        lock = mgr.lock(f"sweep {self.engine.name}", f"sweep {self.plan.name}: {n} configurations")
+        status, message = FAILED, ""
+        try:
+            async with lock as info:
+                self.held = protocol.HeldLock(lock, info)
+                prev = self.opt.resume.meta if self.opt.resume else None
+                # resumed: the deployment's flags before the first run, not those the interrupt left it on
+                self.original_argv = list(prev.original_argv) if prev and prev.original_argv \
+                    else await mgr.read_argv()
+                self._meta(RUNNING, started=prev.started_at if prev else time.time())
+                if self.opt.state_dir is not None:
+                    write_pointer(self.opt.state_dir, self.engine.name, self.rec.dir)
+                try:
+                    status, message = await self._configs()
+                    if status == DONE:
+                        await self._restore()
+                except asyncio.CancelledError:
+                    status, message = INTERRUPTED, "interrupted at once (second Ctrl-C)"
+                    raise
+                except SweepAborted as e:
+                    status, message = FAILED, str(e)
+        except LockHeld as e:
+            raise SweepAborted(f"refused: {e}") from None
+        finally:
+            self._finish(status)
+        return SweepResult(status, self.rec.dir, message, best_config(self._results()), self.valid, self.invalid,
+                           self.failed)
+
+    def _finish(self, status: str) -> None:
+        if self.rec.meta is not None and self.rec.meta.finished_at is None:
+            self._meta(status, finished=time.time())
+            with contextlib.suppress(OSError):
+                write_summaries(self.rec.dir)
+        if self.opt.state_dir is not None:
+            remove_pointer(self.opt.state_dir, self.engine.name)
+
+    def _results(self) -> SweepResults:
+        from tui.sweep.results import read_results
+
+        return read_results(self.rec.dir)
+
+    def _meta(self, status: str, started: float | None = None, finished: float | None = None) -> None:
+        m = self.rec.meta
+        self.rec.write_meta(SweepMeta(
+            deployment=self.engine.name, host=self.opt.host or socket.gethostname(),
+            started_at=started if started is not None else (m.started_at if m else time.time()),
+            original_argv=tuple(self.original_argv), configs=tuple(c.name for c in self.plan.configs),
+            cells=tuple(c.id for c in self.plan.cells), status=status, pid=os.getpid(), finished_at=finished))
+
+    async def _configs(self) -> tuple[str, str]:
+        n = len(self.plan.configs)
+        for k, config in enumerate(self.plan.configs, 1):
+            if self.stop_requested:
+                return INTERRUPTED, f"stopped before configuration {k}/{n} ({config.name})"
+            assert self.held is not None
+            self.held.note_prefix = f"sweep {k}/{n} {config.name}: "
+            await self._config(config)
+        if self.stop_requested:
+            return INTERRUPTED, "stopped after the last configuration's current step"
+        return DONE, "done"
+
+    # ------------------------------------------------------------------------------------------------ one config
+
+    def _todo(self, config: SweepConfig) -> list[Cell]:
+        prev = self.opt.resume
+        if prev is None:
+            return list(self.plan.cells)
+        rec = prev.config_record(config.name)
+        if rec is None or rec.flags != config.flags:
+            return list(self.plan.cells)
+        done = {c.cell for c in prev.cells if c.config == config.name and c.valid}
+        return [c for c in self.plan.cells if c.id not in done]
+
+    async def _config(self, config: SweepConfig) -> None:
+        todo = self._todo(config)
+        if not todo:
+            self._step(config.name, Step("resume", "skipped", "every cell valid in the results resumed"))
+            return
+        if len(todo) < len(self.plan.cells):
+            self._step(config.name, Step("resume", "done", f"{len(self.plan.cells) - len(todo)} valid cells kept, "
+                                                           f"{len(todo)} to measure"))
+        ready = await self._bring_up(config, first=True)
+        if not ready:
+            return
+        if not await self._warmup(config):
+            return
+        for cell in todo:
+            if self.stop_requested:
+                return
+            rec = await self._cell(config, cell, attempt=1)
+            if not rec.valid:
+                fresh = not await self._still_ready(rec.invocation)
+                self._step(config.name, Step("cell", "failed", f"{cell.id} invalid ({rec.reason}); retrying once"
+                                             + (" on a fresh run" if fresh else "")))
+                if fresh and not await self._bring_up(config, first=False):
+                    rec = _invalid(config.name, cell, 2, rec.reason + "; the configuration did not come back up",
+                                   rec.invocation)
+                elif fresh and not await self._warmup(config):
+                    rec = _invalid(config.name, cell, 2, rec.reason + "; warmup failed on the fresh run",
+                                   rec.invocation)
+                else:
+                    rec = await self._cell(config, cell, attempt=2)
+            self.rec.append(rec.to_json())
+            self.valid += rec.valid
+            self.invalid += not rec.valid
+            if not rec.valid and not await self._still_ready(None):
+                return  # the retry's run is gone too: the configuration's remaining cells are not measured
+
+    async def _still_ready(self, invocation: str | None) -> bool:
+        """The run is up and ready (and, given one, still that invocation)."""
+        with contextlib.suppress(TransportError, ManagerError):
+            unit = await self.engine.poll_unit()
+            same = invocation is None or unit.invocation == invocation
+            return same and unit.running and self.engine.state.phase == Phase.READY
+        return False
+
+    def _step(self, config: str, s: Step) -> None:
+        self.rec.append(StepRecord(config, s.name, s.status, s.detail, s.at).to_json())
+
+    async def _restart(self, config_name: str, argv: Sequence[str]) -> Outcome:
+        try:
+            out = await protocol.run(self.engine, argv, lambda s: self._step(config_name, s), purpose="sweep",
+                                     rollback=False, held=self.held)
+        except protocol.RestartError as e:  # observe-only: refused before anything
+            raise SweepAborted(str(e)) from None
+        if out.superseded or (out.refused and not out.ok):
+            raise SweepAborted(f"{config_name}: {out.message}")
+        return out
+
+    async def _bring_up(self, config: SweepConfig, *, first: bool) -> bool:
+        """The safe restart with the configuration's flags, retried once for a kind worth it; then the check that
+        the running command line carries them. Records the configuration (ready or failed)."""
+        argv = config.argv(self.original_argv, self.specs)
+        attempts = 0
+        while True:
+            attempts += 1
+            t0 = time.time()
+            out = await self._restart(config.name, argv)
+            self.current = config.name
+            if out.ok:
+                break
+            failure = self.engine.named(out.failure)
+            if attempts == 1 and first and _worth_retry(out, failure):
+                self._step(config.name, Step("retry", "running", f"{_kind(out, failure)}: worth one more try"))
+                continue
+            self._config_failed(config, argv, out, failure, attempts)
+            return False
+        ready_s = round(time.time() - t0, 2)
+        running = await self._running_argv()
+        missing = config.carried_by(running, self.specs)
+        if missing:
+            f = FailureInfo("ready", "flags-mismatch", tuple(running), "the running command line lacks "
+                            + "; ".join(missing) + ": someone changed the flags, or the manager did not apply them")
+            self._record_config(config, argv, out.invocation, "failed", attempts, f, ready_s)
+            self.failed.append(config.name)
+            return False
+        self._record_config(config, running or argv, out.invocation, "ready", attempts, None, ready_s)
+        return True
+
+    def _config_failed(self, config: SweepConfig, argv: list[str], out: Outcome, failure: Failure | None,
+                       attempts: int) -> None:
+        if failure is not None:
+            info = FailureInfo(str(failure.phase), str(failure.kind), failure.excerpt, failure.hint)
+        else:
+            kind = "timeout" if out.timed_out else "failed"
+            info = FailureInfo(str(out.phase), kind, (out.message,), "see the steps and `bringup status "
+                               f"{self.engine.name}`")
+        self.rec.write_log(config.name, [f"# {config.name}: {out.message}", f"# argv: {' '.join(argv)}",
+                                         *info.excerpt])
+        self._record_config(config, argv, out.invocation, "failed", attempts, info, None)
+        self.failed.append(config.name)
+
+    def _record_config(self, config: SweepConfig, argv: Sequence[str], invocation: str, status: str, attempts: int,
+                       failure: FailureInfo | None, ready_s: float | None) -> None:
+        mem: dict[str, float] = {}
+        snap = self.engine.gpus
+        if status == "ready" and snap is not None:
+            ids = set(self.engine.deployment_gpus(snap))
+            mem = {str(g.index): float(g.mem_used_mib) for g in snap.gpus
+                   if g.index in ids and g.mem_used_mib is not None}
+        self.rec.append(ConfigRecord(config.name, dict(config.flags), tuple(argv), invocation or None, status,
+                                     attempts, failure, mem, ready_s, time.time()).to_json())
+
+    async def _running_argv(self) -> list[str]:
+        """The command line of the run now up: the manager's record of the process (systemd's ExecStart, the
+        process manager's current.json), else the flags it will start with."""
+        unit = await self.engine.poll_unit()
+        if unit.argv:
+            return list(unit.argv)
+        return await self.engine.manager.read_argv()
+
+    # ------------------------------------------------------------------------------------------------ requests
+
+    def _client(self, concurrency: int) -> httpx.AsyncClient:
+        limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+        return httpx.AsyncClient(base_url=self.endpoint, trust_env=False, limits=limits,
+                                 timeout=httpx.Timeout(self.opt.request_timeout_s, connect=5.0))
+
+    async def _warmup(self, config: SweepConfig) -> bool:
+        n = self.plan.matrix.warmup_requests
+        try:
+            async with self._client(1) as client:
+                self.model = await discover_model(client)
+                t0 = time.time()
+                cell = min(self.plan.cells, key=lambda c: (c.prompt_tokens, c.output_tokens))
+                results = [await one_request(client, self.model, build_prompt(cell.prompt_tokens, -1 - i,
+                                                                              self.plan.dataset),
+                                             cell.output_tokens, self.opt.request_timeout_s) for i in range(n)]
+        except BenchError as e:
+            self._step(config.name, Step("warmup", "failed", str(e)))
+            return False
+        ok = sum(r.ok for r in results)
+        self._step(config.name, Step("warmup", "done" if ok == n else "failed",
+                                     f"{ok}/{n} warmup requests in {time.time() - t0:.1f} s"))
+        return True
+
+    async def _counters(self) -> SpecCounters | None:
+        try:
+            async with httpx.AsyncClient(base_url=self.endpoint, trust_env=False, timeout=5.0) as c:
+                r = await c.get("/metrics")
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        return spec_counters(r.text)
+
+    async def _cell(self, config: SweepConfig, cell: Cell, attempt: int) -> CellRecord:
+        self._step(config.name, Step("cell", "running", f"{cell.id} attempt {attempt}"))
+        unit = await self.engine.poll_unit()
+        inv = unit.invocation
+        if not unit.running or self.engine.state.phase != Phase.READY or self.engine.state.invocation != inv:
+            return _invalid(config.name, cell, attempt, f"not ready before the cell (phase "
+                            f"{self.engine.state.phase})", inv)
+        before = await self._counters()
+        why: list[str] = []
+        t0 = time.perf_counter()
+        timings: list[RequestTiming] = []
+        work = asyncio.create_task(self._requests(cell, timings))
+        watch = asyncio.create_task(self._watch(inv, why))
+        try:
+            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (work, watch):
+                t.cancel()
+            await asyncio.gather(work, watch, return_exceptions=True)
+        duration = time.perf_counter() - t0
+        # after: the same run, still ready; failed requests may be the first sign of a crash the unit does not show
+        # yet, so then it is read a few more times before the cell is judged
+        settle = time.monotonic() + (SETTLE_S if any(not t.ok for t in timings) else 0.0)
+        while not why:
+            unit = await self.engine.poll_unit()
+            if unit.invocation != inv or not unit.running:
+                why.append(f"the run changed during the cell ({inv[:12]} -> {unit.invocation[:12] or 'none'})")
+            elif self.engine.state.phase != Phase.READY:
+                why.append(f"the server left ready during the cell ({self.engine.state.phase})")
+            if time.monotonic() >= settle:
+                break
+            await self.engine.wait_changed(0.2)
+        after = await self._counters() if not why else None
+        m = cell_metrics(timings, duration, len(self.engine.deployment_gpus()), self.slo, (before, after))
+        if why:
+            return CellRecord(config.name, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency,
+                              cell.repeat, False, why[0], attempt, inv, m, time.time())
+        reason = ""
+        if m.completed == 0:
+            reason = f"every request failed ({m.failed})"
+        elif m.failed:
+            reason = f"{m.failed} of {m.failed + m.completed} requests failed"
+        return CellRecord(config.name, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency,
+                          cell.repeat, m.completed > 0, reason, attempt, inv, m, time.time())
+
+    async def _watch(self, inv: str, why: list[str]) -> None:
+        """During a cell: the same invocation, running and ready, read every POLL_S; returns at the first change."""
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                unit = await self.engine.poll_unit()
+            except (TransportError, ManagerError):
+                continue
+            if unit.invocation != inv or not unit.running:
+                why.append(f"the run changed during the cell ({inv[:12]} -> {unit.invocation[:12] or 'none'}, "
+                           f"{unit.active})")
+                return
+            if self.engine.state.phase != Phase.READY:
+                why.append(f"the server left ready during the cell ({self.engine.state.phase})")
+                return
+
+    async def _requests(self, cell: Cell, timings: list[RequestTiming]) -> None:
+        n = self.plan.requests_for(cell)
+        duration = self.plan.matrix.duration_s
+        deadline = time.monotonic() + duration if duration else None
+        counter = iter(range(10**9))
+        async with self._client(cell.concurrency) as client:
+            async def worker() -> None:
+                while True:
+                    i = next(counter)
+                    if (n is not None and i >= n) or (deadline is not None and time.monotonic() >= deadline):
+                        return
+                    prompt = build_prompt(cell.prompt_tokens, i, self.plan.dataset)
+                    r = await one_request(client, self.model, prompt, cell.output_tokens, self.opt.request_timeout_s)
+                    end = r.total_s if r.ok else None
+                    timings.append(RequestTiming(r.ok, tuple(r.chunk_s), r.tokens, end, r.error))
+            await asyncio.gather(*(worker() for _ in range(cell.concurrency)))
+
+    # ------------------------------------------------------------------------------------------------ the end
+
+    async def _restore(self) -> None:
+        """Back to the original flags, or to the best configuration with --keep best."""
+        target, name = self.original_argv, "original flags"
+        if self.opt.keep == "best":
+            best = best_config(self._results())
+            cfg = next((c for c in self.plan.configs if c.name == best), None)
+            if cfg is not None:
+                target, name = cfg.argv(self.original_argv, self.specs), f"best configuration {cfg.name}"
+            else:
+                self._step(RESTORE, Step("keep", "skipped", "no valid cell: no best configuration; original flags"))
+        assert self.held is not None
+        self.held.note_prefix = f"sweep: restoring {name}: "
+        argv = await self.engine.manager.read_argv()
+        unit = await self.engine.poll_unit()
+        if argv == list(target) and unit.running and self.engine.state.phase == Phase.READY:
+            self._step(RESTORE, Step("restore", "skipped", f"already on the {name}, ready"))
+            return
+        self._step(RESTORE, Step("restore", "running", f"putting the deployment back on the {name}"))
+        out = await self._restart(RESTORE, target)
+        self._step(RESTORE, Step("restore", "done" if out.ok else "failed", f"{name}: {out.message}"))
+
+
+def spec_counters(text: str) -> SpecCounters | None:
+    """Speculative-decoding counters from a /metrics page; None when the server has none. vLLM counts drafts,
+    accepted and drafted tokens. SGLang's `spec_accept_length` is a gauge averaged since start (polluted by warmup,
+    probes and earlier cells), but it counts verify forwards (`spec_verify_calls_total`) and generated tokens: over
+    a cell, tokens per verify forward is the accept length (accepted drafts plus the bonus token), so the verify
+    calls stand for the drafts and the tokens beyond one per verify for the accepted; no rate without draft counts."""
+    m = parse_metrics(text)
+
+    def total(name: str) -> float | None:
+        vals = [v for _, v in m.get(name, [])]
+        return sum(vals) if vals else None
+    c = SpecCounters(total("vllm:spec_decode_num_drafts_total"),
+                     total("vllm:spec_decode_num_accepted_tokens_total"),
+                     total("vllm:spec_decode_num_draft_tokens_total"))
+    if all(v is None for v in (c.drafts, c.accepted, c.draft_tokens)):
+        # decode tokens counted every step, like the verify forwards; generation_tokens_total counts a request's
+        # tokens only when it finishes, so long requests in flight across the cell would skew the ratio
+        decode = [v for labels, v in m.get("sglang:realtime_tokens_total", []) if labels.get("mode") == "decode"]
+        verify = total("sglang:spec_verify_calls_total")
+        tokens = sum(decode) if decode else total("sglang:generation_tokens_total")
+        if verify is None or tokens is None:
+            return None
+        c = SpecCounters(drafts=verify, accepted=tokens - verify)
+    return c
+
+
+def _invalid(config: str, cell: Cell, attempt: int, reason: str, invocation: str | None) -> CellRecord:
+    return CellRecord(config, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency, cell.repeat, False,
+                      reason, attempt, invocation or None, CellMetrics(), time.time())
+
+
+def _kind(out: Outcome, failure: Failure | None) -> str:
+    return str(failure.kind) if failure is not None else ("timeout" if out.timed_out else "failed")
+
+
+def _worth_retry(out: Outcome, failure: Failure | None) -> bool:
+    """One more try only where it may go otherwise: a timeout while starting or loading, a (transient) NCCL error,
+    or an OOM while the release wait could not prove the GPUs back at baseline. Never bad arguments, nor an OOM
+    with the GPUs at baseline (this configuration does not fit), nor a CUDA-graph crash (deterministic)."""
+    if out.timed_out and failure is None:
+        return out.phase in (Phase.STARTING, Phase.LOADING, Phase.STOPPED, Phase.UNKNOWN)
+    if failure is None:
+        return False
+    if failure.kind == FailureKind.NCCL:
+        return True
+    if failure.kind == FailureKind.OOM:
+        released = any(s.name == "release" and s.status == "done" for s in out.steps)
+        return not released
+    return False
+
+
+def echo_text(record: dict[str, object], say: Callable[[str], None]) -> None:
+    """A record as one line of text, for the CLI without --json."""
+    t = record.get("type")
+    if t == "step":
+        mark = {"done": "ok ", "running": "...", "failed": "ERR", "skipped": " - "}.get(str(record["status"]), "   ")
+        say(f"  [{mark}] {record['config']}: {record['name']:<8} {record['detail']}")
+    elif t == "config":
+        f = record.get("failure")
+        if record["status"] == "ready":
+            say(f"config {record['config']}: ready in {record['ready_s']} s (invocation "
+                f"{str(record['invocation'])[:12]})")
+        else:
+            what = f"{f['kind']} in {f['phase']}; hint: {f['hint']}" if isinstance(f, dict) else ""
+            say(f"config {record['config']}: {str(record['status']).upper()} after {record['attempts']} attempt(s): "
+                f"{what}")
+    elif t == "cell":
+        m = record["metrics"]
+        assert isinstance(m, dict)
+        if record["valid"]:
+            say(f"  cell {record['config']} {record['cell']}: {m['tok_s_total']:.1f} tok/s, TTFT p50 "
+                f"{_fmt(m['ttft_ms']['p50'])} ms, TPOT p50 {_fmt(m['tpot_ms']['p50'])} ms, {m['completed']} ok, "
+                f"{m['failed']} failed" + (f" (attempt {record['attempt']})" if record["attempt"] != 1 else ""))
+        else:
+            say(f"  cell {record['config']} {record['cell']}: INVALID ({record['reason']})")
+
+
+def _fmt(x: object) -> str:
+    return "-" if x is None else f"{float(x):.0f}"  # type: ignore[arg-type]

@@ -1,0 +1,378 @@
+"""The fleet overview's table: one row per deployment (host, phase and time in it, failure kind, GPU memory and
+utilisation over its GPUs, tokens/s, a one-line note), sorted and filtered, with a cursor on one row.
+
+Plain data in (`FleetRow`, built from a snapshot by `row_for`), each line drawn as a Rich `Text` assembled from
+pieces: names, hosts and notes come from the config and from servers, and are never parsed as markup. The table
+draws its lines itself (Textual's line API) and redraws only the lines whose text changed: with sixteen
+deployments, a second's tick repaints the rows whose clock or figures moved, not the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tui.model import NoteSource, Phase, Snapshot
+from widgets.lifecycle import RESTING
+
+SortKey = Literal["name", "host", "phase"]
+SORT_KEYS: tuple[SortKey, ...] = ("name", "host", "phase")
+
+#: sorted by phase, what needs a look comes first: failed, not known (a host down), moving, then resting
+PHASE_RANK = {p: i for i, p in enumerate((Phase.FAILED, Phase.UNKNOWN, Phase.STOPPING, Phase.STARTING,
+                                          Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP, Phase.READY,
+                                          Phase.STOPPED))}
+HOST_DOWN = "host down"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRow:
+    """One deployment, as plain data. `since`: when its phase began (wall clock; None: not known); `util_pct`:
+    the mean over its GPUs; `host_down`: why its host cannot be reached ("" when it can)."""
+
+    name: str
+    host: str
+    phase: Phase
+    since: float | None = None
+    failure: str = ""
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    util_pct: float | None = None
+    gpus_stale: bool = False
+    tokens_per_s: float | None = None
+    note: str = ""
+    host_down: str = ""
+    stalled: bool = False
+
+    @property
+    def phase_label(self) -> str:
+        return HOST_DOWN if self.host_down else self.phase.value
+
+    def matches(self, text: str) -> bool:
+        """The overview's `/` filter: the text in its name, host or phase, any case."""
+        t = text.lower()
+        return not t or any(t in f.lower() for f in (self.name, self.host, self.phase_label))
+
+
+def _note(snap: Snapshot, host_down: str) -> str:
+    """The one line beside the figures, the most pressing first: the host, old news, a stall, another bringup."""
+    if host_down:
+        last = f" (last seen: {snap.last_phase})" if snap.last_phase else ""
+        return f"{host_down}{last}"
+    if snap.stale:
+        return snap.stale
+    if snap.stalled_for is not None:
+        return f"STALLED {fmt_duration(snap.stalled_for, Phase.LOADING)}: no log line or GPU memory change"
+    by_source = {n.source: n.text for n in reversed(snap.notes)}  # the first note of each source
+    for source in (NoteSource.HOLDER, NoteSource.LINK, NoteSource.UNIT, NoteSource.LOGS, NoteSource.PROBE,
+                   NoteSource.NEWS, NoteSource.GPUS, NoteSource.METRICS):
+        if source in by_source:
+            return by_source[source]
+    if snap.gpus_stale_for is not None:
+        return f"GPU readings {snap.gpus_stale_for:.0f} s old"
+    return ""
+
+
+def row_for(snap: Snapshot, gpus: Sequence[int], host_down: str = "") -> FleetRow:
+    """A deployment's row from its snapshot: `gpus` are its GPUs (their memory and utilisation are summed)."""
+    since = None
+    if snap.timeline and snap.timeline[-1].phase == snap.phase:
+        since = snap.timeline[-1].at
+    used = total = util = None
+    if snap.gpus is not None and snap.gpus.gpus:
+        mine = [g for g in snap.gpus.gpus if g.index in set(gpus)] if gpus else list(snap.gpus.gpus)
+        if (u := [g.mem_used_mib for g in mine if g.mem_used_mib is not None]):
+            used = sum(u)
+        if (t := [g.mem_total_mib for g in mine if g.mem_total_mib is not None]):
+            total = sum(t)
+        if (p := [g.util_pct for g in mine if g.util_pct is not None]):
+            util = sum(p) / len(p)
+    tps = snap.throughput.tokens_per_s if snap.throughput is not None and snap.phase == Phase.READY else None
+    return FleetRow(name=snap.deployment, host=snap.host, phase=snap.phase, since=since,
+                    failure=snap.failure.kind.value if snap.failure is not None else "",
+                    mem_used_mib=used, mem_total_mib=total, util_pct=util, gpus_stale=snap.gpus_stale_for is not None,
+                    tokens_per_s=tps, note=_note(snap, host_down), host_down=host_down,
+                    stalled=snap.stalled_for is not None)
+
+
+def order(rows: Iterable[FleetRow], key: SortKey, reverse: bool = False, text: str = "") -> list[FleetRow]:
+    """The rows the table shows, in its order: those matching the filter, sorted by `key` (then by name)."""
+    shown = [r for r in rows if r.matches(text)]
+    if key == "host":
+        shown.sort(key=lambda r: (r.host, r.name), reverse=reverse)
+    elif key == "phase":
+        shown.sort(key=lambda r: (-1 if r.host_down else PHASE_RANK.get(r.phase, 99), r.name), reverse=reverse)
+    else:
+        shown.sort(key=lambda r: r.name, reverse=reverse)
+    return shown
+
+
+# ---------------------------------------------------------------------------------------------------- the text
+
+
+def fmt_duration(s: float, phase: Phase) -> str:
+    """Time in a phase, whole seconds while it moves (loading, or hung?), whole minutes once it rests and a minute
+    has passed: a ready row redraws once a minute, not every second."""
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f}s"
+    m, sec = divmod(int(s), 60)
+    if m >= 60:
+        return f"{m // 60}h{m % 60:02d}m"
+    return f"{m}m" if phase in RESTING else f"{m}m{sec:02d}s"
+
+
+def _gib(mib: float) -> str:
+    gib = mib / 1024
+    return f"{gib:.1f}" if gib < 10 else f"{gib:.0f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Column widths: the name and host as wide as the longest (within reason), the figures fixed, the note the
+    rest of the line."""
+
+    name: int
+    host: int
+
+    PHASE: ClassVar[int] = 13  # graph-capture
+    AGE: ClassVar[int] = 6
+    FAILURE: ClassVar[int] = 14  # scheduler-died
+    MEM: ClassVar[int] = 11  # 1043/1128G
+    UTIL: ClassVar[int] = 5
+    TPS: ClassVar[int] = 7
+
+    @classmethod
+    def fit(cls, rows: Sequence[FleetRow]) -> Columns:
+        return cls(name=min(28, max([4, *(len(r.name) for r in rows)])),
+                   host=min(20, max([4, *(len(r.host) for r in rows)])))
+
+
+Piece = tuple[str, str]
+"""(text, role): the role names a component class of the table (its colour comes from the theme, app.tcss)."""
+Line = tuple[Piece, ...]
+
+
+def _cell(text: str, width: int, right: bool = False) -> str:
+    text = text if len(text) <= width else text[: width - 1] + "…"
+    return (text.rjust(width) if right else text.ljust(width)) + "  "
+
+
+def header_line(cols: Columns) -> Line:
+    return ((_cell("NAME", cols.name) + _cell("HOST", cols.host) + _cell("PHASE", cols.PHASE)
+             + _cell("AGE", cols.AGE, True) + _cell("FAILURE", cols.FAILURE) + _cell("GPU MEM", cols.MEM, True)
+             + _cell("UTIL", cols.UTIL, True) + _cell("TOK/S", cols.TPS, True) + "NOTE", "header"),)
+
+
+def _phase_role(row: FleetRow) -> str:
+    if row.host_down or row.phase == Phase.FAILED:
+        return "bad"
+    if row.stalled or row.phase in (Phase.UNKNOWN, Phase.STOPPING, Phase.WARMUP):
+        return "warn"
+    if row.phase == Phase.READY:
+        return "good"
+    return "busy" if row.phase != Phase.STOPPED else "muted"
+
+
+def line_for(row: FleetRow, cols: Columns, now: float) -> Line:
+    """One row's pieces as of `now`: equal lines draw the same, so only rows whose text moved are redrawn."""
+    age = fmt_duration(now - row.since, row.phase) if row.since is not None and not row.host_down else "-"
+    mem = "-"
+    if row.mem_used_mib is not None:
+        mem = _gib(row.mem_used_mib) + (f"/{_gib(row.mem_total_mib)}G" if row.mem_total_mib else "G")
+    util = f"{row.util_pct:.0f}%" if row.util_pct is not None else "-"
+    tps = f"{row.tokens_per_s:.0f}" if row.tokens_per_s is not None else "-"
+    figures = "muted" if row.gpus_stale or row.host_down else ""
+    note_role = "bad" if row.host_down else "warn" if row.note else ""
+    return ((_cell(row.name, cols.name), "name"), (_cell(row.host, cols.host), ""),
+            (_cell(row.phase_label.upper() if row.host_down or row.stalled else row.phase_label, cols.PHASE),
+             _phase_role(row)),
+            (_cell(age, cols.AGE, True), ""), (_cell(row.failure or "-", cols.FAILURE), "bad" if row.failure else ""),
+            (_cell(mem, cols.MEM, True), figures), (_cell(util, cols.UTIL, True), figures),
+            (_cell(tps, cols.TPS, True), ""), (row.note.replace("\n", " "), note_role))
+
+
+# ---------------------------------------------------------------------------------------------------- the widget
+
+
+class FleetTable(ScrollView, can_focus=True):
+    """The header stays on the first line; rows scroll under it; the cursor stays on its deployment when the rows
+    are sorted again, filtered or updated."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "fleet--header", "fleet--cursor", "fleet--name", "fleet--good", "fleet--busy", "fleet--warn", "fleet--bad",
+        "fleet--muted"}
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+        Binding("home", "move(-1000000)", "First", show=False),
+        Binding("end", "move(1000000)", "Last", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("enter", "choose", "Open", show=False),
+    ]
+
+    class Chosen(Message):
+        """Enter on a row: open that deployment."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: dict[str, FleetRow] = {}
+        self.sort_key: SortKey = "name"
+        self.reverse = False
+        self.filter_text = ""
+        #: the deployments shown, in order, and each one's line as last drawn
+        self.shown: list[str] = []
+        self.lines: list[Line] = []
+        self.cursor: str | None = None
+        self.cols = Columns(4, 4)
+        #: the rows redrawn by the last update (tests read it: an unchanged row is not redrawn)
+        self.redrawn: tuple[str, ...] = ()
+        self._now = 0.0
+        self._strips: dict[tuple[Line, bool, int], Strip] = {}
+        self._styles: dict[str, Style] = {}
+
+    # ------------------------------------------------------------------ data in
+
+    def show(self, rows: Iterable[FleetRow], now: float) -> None:
+        self.rows = {r.name: r for r in rows}
+        self._now = now
+        self._lay_out()
+
+    def set_sort(self, key: SortKey) -> None:
+        """Sort by `key`; asked again for the same key, the order reverses (as k9s does)."""
+        self.reverse = not self.reverse if key == self.sort_key else False
+        self.sort_key = key
+        self._lay_out()
+
+    def set_filter(self, text: str) -> None:
+        if text != self.filter_text:
+            self.filter_text = text
+            self._lay_out()
+
+    @property
+    def selected(self) -> FleetRow | None:
+        return self.rows.get(self.cursor) if self.cursor in self.shown else None
+
+    def plain(self) -> str:
+        return "\n".join("".join(t for t, _ in line) for line in [header_line(self.cols), *self.lines])
+
+    # ------------------------------------------------------------------ layout: what changed
+
+    def _lay_out(self) -> None:
+        ordered = order(self.rows.values(), self.sort_key, self.reverse, self.filter_text)
+        cols = Columns.fit(list(self.rows.values()))
+        names = [r.name for r in ordered]
+        lines = [line_for(r, cols, self._now) for r in ordered]
+        if self.cursor not in names:
+            self.cursor = names[0] if names else None
+        size = Size(0, len(lines) + 1)  # no sideways scrolling: the note, last, ends in an ellipsis
+        if names == self.shown and cols == self.cols and size == self.virtual_size:
+            changed = [i for i, (was, now) in enumerate(zip(self.lines, lines, strict=True)) if was != now]
+            self.lines = lines
+            self.redrawn = tuple(names[i] for i in changed)
+            for i in changed:
+                self._refresh_row(i)
+        else:
+            self.shown, self.lines, self.cols = names, lines, cols
+            self.redrawn = tuple(names)
+            self.virtual_size = size
+            self.refresh()
+        self._strips = {k: s for k, s in self._strips.items() if k[0] in set(lines)}
+        self._keep_cursor_in_view()
+
+    def _refresh_row(self, i: int) -> None:
+        y = i + 1 - int(self.scroll_offset.y)  # the header is line 0 of the viewport
+        if 1 <= y < self.size.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    # ------------------------------------------------------------------ the cursor
+
+    def _index(self) -> int:
+        return self.shown.index(self.cursor) if self.cursor in self.shown else -1
+
+    def action_move(self, by: int) -> None:
+        if not self.shown:
+            return
+        was = self._index()
+        i = max(0, min(len(self.shown) - 1, was + by))
+        if i == was:
+            return
+        self.cursor = self.shown[i]
+        self._refresh_row(was)
+        self._refresh_row(i)
+        self._keep_cursor_in_view()
+
+    def action_page(self, by: int) -> None:
+        self.action_move(by * max(1, self.size.height - 2))
+
+    def action_choose(self) -> None:
+        if self.selected is not None:
+            self.post_message(self.Chosen(self.selected.name))
+
+    def _keep_cursor_in_view(self) -> None:
+        i = self._index()
+        rows = max(1, self.size.height - 1)
+        top = int(self.scroll_offset.y)
+        if i < 0:
+            return
+        if i < top:
+            self.scroll_to(y=i, animate=False)
+        elif i >= top + rows:
+            self.scroll_to(y=i - rows + 1, animate=False)
+
+    # ------------------------------------------------------------------ drawing
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda: self._forget_styles(), init=False)
+
+    def _forget_styles(self) -> None:
+        self._styles.clear()
+        self._strips.clear()
+        self.refresh()
+
+    def _style(self, role: str) -> Style:
+        style = self._styles.get(role)
+        if style is None:
+            style = self.get_component_rich_style(f"fleet--{role}", partial=True) if role else Style()
+            self._styles[role] = style
+        return style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._styles.clear()  # the theme's colours, read once per frame, not once per line
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        scroll_y = int(self.scroll_offset.y)
+        if y == 0:
+            line, selected = header_line(self.cols), False
+        else:
+            i = y - 1 + scroll_y
+            if i >= len(self.lines):
+                return Strip.blank(width, self.rich_style)
+            line, selected = self.lines[i], self.shown[i] == self.cursor
+        key = (line, selected, width)
+        strip = self._strips.get(key)
+        if strip is None:
+            base = self.rich_style + (self._style("cursor") if selected else Style())
+            text = Text(style=base, no_wrap=True, overflow="ellipsis", end="")
+            for piece, role in line:
+                text.append(piece, self._style(role))  # appended as plain text: never markup
+            text.truncate(width, overflow="ellipsis", pad=True)
+            strip = Strip(list(text.render(self.app.console))).crop(0, width)
+            self._strips[key] = strip
+        return strip
