@@ -14,6 +14,7 @@ MODULES = (
     "tui.engine", "tui.cli", "tui.config", "tui.model", "tui.lifecycle.lines", "tui.lifecycle.reducer",
     "tui.lifecycle.replay", "tui.lifecycle.presets.sglang", "tui.lifecycle.presets.vllm", "tui.ops.restart",
     "tui.lifecycle.flags", "tui.managers.process", "tui.transport.local", "tui.transport.lines", "tui.sim.server",
+    "tui.exporter", "tui.cli.exporter",
 )
 # every module of these packages, including ones added later
 PACKAGES = ("tui.collectors", "tui.transport", "tui.lifecycle", "tui.ops", "tui.managers", "tui.engine")

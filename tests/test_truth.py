@@ -194,3 +194,31 @@ async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def test_a_run_first_seen_on_its_way_out_is_the_current_run_and_its_exit_a_failure() -> None:
+    """A process that dies at once can be first read while its supervisor is still writing down how (the process
+    manager's `deactivating`): that reading was taken for a stop of no run at all, the phase stayed on no
+    invocation, and `bringup start` waited on it until its timeout (found under load in CI)."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce
+
+    p = get_preset("sglang")
+    s = initial()
+    for ev in (UnitObserved(100, UnitState("inactive", "dead")),
+               UnitObserved(101, UnitState("deactivating", "stop", 0, "new", started_at=100.5)),
+               UnitObserved(102, UnitState("failed", "exited", 0, "new", exit_status=1, started_at=100.5,
+                                           exited_at=100.6))):
+        s = reduce(s, ev, p)
+    assert s.invocation == "new" and s.phase == Phase.FAILED and s.failure is not None
+    # a fresh observer of a stop in progress sees it stopping, and its clean end stopped
+    s3 = initial()
+    for ev in (UnitObserved(200, UnitState("deactivating", "stop-sigterm", 9, "x", started_at=150)),
+               UnitObserved(201, UnitState("inactive", "dead", 0, "x", exit_status=0, started_at=150))):
+        s3 = reduce(s3, ev, p)
+        assert s3.phase in (Phase.STOPPING, Phase.STOPPED) and s3.invocation == "x"
+    assert s3.phase == Phase.STOPPED and s3.failure is None
+    # a stop of the run being watched is still a stop
+    s2 = reduce(reduce(s, UnitObserved(103, UnitState("active", "running", 7, "next", started_at=103)), p),
+                UnitObserved(104, UnitState("deactivating", "stop-sigterm", 7, "next", started_at=103)), p)
+    assert s2.phase == Phase.STOPPING and s2.invocation == "next"

@@ -6,8 +6,15 @@ import sys
 
 
 def main() -> None:
-    from tui.cli import main as cli_main
-
+    try:
+        from tui.cli import main as cli_main
+    except KeyboardInterrupt:
+        # Ctrl-C while the modules load (a second or more on a busy host): nothing was done yet, so no traceback
+        # and nothing to undo; 130 as for any Ctrl-C
+        print("interrupted (nothing was done)", file=sys.stderr)
+        if "--json" in sys.argv[1:]:
+            print('{"error": "interrupted (nothing was done)", "code": 130}')
+        sys.exit(130)
     sys.exit(cli_main())
 
 

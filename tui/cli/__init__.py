@@ -32,6 +32,7 @@ from tui.transport import TransportError
 from .actions import cmd_restart, cmd_start, cmd_stop
 from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, ArgumentsError, UsageError, build_parser
 from .commands import cmd_bench, cmd_flags, cmd_replay, cmd_status
+from .exporter import cmd_exporter
 from .follow import cmd_demo, cmd_wait
 from .report import error, fmt_s, gpus_dict, out, render_status, snapshot_dict
 from .sweep import cmd_sweep
@@ -50,7 +51,7 @@ EXIT_SUPERSEDED = ExitCode.SUPERSEDED
 #: the headless commands run on an event loop, each with the loaded settings and its arguments
 HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], Awaitable[int]]] = {
     "status": cmd_status, "wait": cmd_wait, "start": cmd_start, "restart": cmd_restart, "stop": cmd_stop,
-    "flags": cmd_flags, "demo": cmd_demo, "bench": cmd_bench, "sweep": cmd_sweep,
+    "flags": cmd_flags, "demo": cmd_demo, "bench": cmd_bench, "sweep": cmd_sweep, "exporter": cmd_exporter,
 }
 
 

@@ -199,6 +199,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds per request (default 600)")
     sw.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
 
+    ex = add("exporter", "serve the deployments' phases, failures and GPU memory to Prometheus",
+             "Run the engines of the named deployments (default: every configured one but the demo) headless and "
+             "serve their lifecycle truth at /metrics for Prometheus: phase, seconds in it, ready, stalled, failures "
+             "by kind, GPU memory by owner, probe latency, data age. Runs until Ctrl-C or SIGTERM; changes nothing. "
+             "The series, alerting rules and dashboard are in README.md (Prometheus exporter).\n\n"
+             "  bringup exporter\n  bringup exporter k26 k27 --listen 127.0.0.1:9464")
+    ex.add_argument("deployments", nargs="*", metavar="deployment", help="deployments of the config (default: all)")
+    ex.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT",
+                    help="where to serve /metrics (default 127.0.0.1:9464; loopback only unless --allow-remote)")
+    ex.add_argument("--allow-remote", action="store_true",
+                    help="allow a non-loopback --listen address (the metrics have no authentication)")
+
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "
             f"needed and stopping it on exit. Its server listens on 127.0.0.1:{DEMO_PORT}; set BRINGUP_DEMO_PORT to "

@@ -61,6 +61,8 @@ from tui.model import (
 __all__ = ["MAX_EXCERPT", "TAIL", "ErrorBlocks", "Excerpt", "LifecycleState", "MemoryObserved", "Readiness", "Session",
            "exit_words", "initial", "log_ended", "reduce", "reduce_lines"]
 
+#: the line of the transition to `stopping` of a run first seen on its way out
+FIRST_SEEN_LEAVING = "(first seen on its way out)"
 #: GPU memory must move by this much to count as progress (allocator noise does not)
 _MEMORY_STEP_MIB = 256
 _ENDED = (Phase.STOPPED, Phase.FAILED, Phase.STOPPING)
@@ -199,6 +201,12 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
     if u.running:
         return _unit_running(s, u, ev.at)
     if u.active == "deactivating":
+        if u.invocation and u.invocation != s.invocation:
+            # a run first seen on its way out: stopping, as far as anyone can tell, but the current run from now on
+            # (taken for a stop of the last run, it left the phase on no run at all, and a start of a server that
+            # died at once waited on it until its timeout); if it ends failed, unasked, it died (_unit_ended)
+            s = new_invocation(s, u.invocation, u.started_at or ev.at)
+            return enter(s, Phase.STOPPING, ev.at, FIRST_SEEN_LEAVING)
         return s if s.phase == Phase.FAILED else enter(s, Phase.STOPPING, ev.at)
     return _unit_ended(s, u, prev, ev.at, preset)
 
@@ -220,6 +228,9 @@ def _unit_ended(s: LifecycleState, u: UnitState, prev: UnitState | None, at: flo
     if s.phase == Phase.FAILED:
         return s
     end = _ended_at(s, u, at)
+    if (s.phase == Phase.STOPPING and s.timeline and s.timeline[-1].line == FIRST_SEEN_LEAVING
+            and not s.stop_requested and u.active == "failed"):
+        return exited(s, preset, u, end)  # never seen running, nobody asked it to stop, and it ended failed
     # `inactive` is a clean end (stopped by this or another console, systemctl, or exit 0); `failed` is a crash
     if s.stop_requested or s.phase == Phase.STOPPING or u.active == "inactive":
         return enter(replace(s, stop_requested=False), Phase.STOPPED, end)

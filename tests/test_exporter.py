@@ -1,0 +1,319 @@
+"""`bringup exporter`: its exposition parsed back with prometheus_client's parser, a real simulated deployment
+started with the CLI while the exporter's series follow it (stopped -> ready; a crash counted once), a real
+Prometheus scraping it, and the shipped alerting rules checked with `promtool test rules`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.ports import free_port
+from tests.simdeploy import write_config
+from tui.config import load
+from tui.engine.fleet import Fleet
+from tui.exporter import ListenError, parse_listen, registry_for
+from tui.model import FailureKind, Phase
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "deploy" / "prometheus"
+DASHBOARD = ROOT / "deploy" / "grafana" / "bringup-dashboard.json"
+
+#: every bringup series, its type and its labels
+SERIES = {
+    "bringup_phase": ("gauge", {"deployment", "host", "phase"}),
+    "bringup_phase_seconds": ("gauge", {"deployment"}),
+    "bringup_ready": ("gauge", {"deployment"}),
+    "bringup_stalled": ("gauge", {"deployment"}),
+    "bringup_failures": ("counter", {"deployment", "kind"}),
+    "bringup_gpu_memory_bytes": ("gauge", {"deployment", "gpu", "owner"}),
+    "bringup_probe_latency_seconds": ("gauge", {"deployment"}),
+    "bringup_data_age_seconds": ("gauge", {"deployment", "source"}),
+    "bringup_info": ("gauge", {"deployment", "host", "preset", "invocation", "manager"}),
+    "bringup_up": ("gauge", {"deployment"}),
+}
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> tuple[dict[str, Any], Samples]:
+    """The exposition parsed back: families by name, and every sample by (name, labels)."""
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {(s.name, frozenset(s.labels.items())): s.value for f in families.values() for s in f.samples}
+    return families, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def current_phase(samples: Samples, deployment: str) -> str:
+    on = [dict(k[1])["phase"] for k, v in samples.items()
+          if k[0] == "bringup_phase" and dict(k[1])["deployment"] == deployment and v == 1]
+    assert len(on) == 1, on
+    return on[0]
+
+
+# ------------------------------------------------------------------ without processes
+
+
+def test_listen_is_loopback_unless_allowed() -> None:
+    assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)
+    assert parse_listen("[::1]:9000") == ("::1", 9000)
+    assert parse_listen("localhost:9000") == ("localhost", 9000)
+    for bad in ("0.0.0.0:9464", "10.1.2.3:9464", "example.org:9464"):
+        with pytest.raises(ListenError, match="non-loopback"):
+            parse_listen(bad)
+    assert parse_listen("0.0.0.0:9464", allow_remote=True) == ("0.0.0.0", 9464)
+    for bad in ("9464", "127.0.0.1:x", "127.0.0.1:70000"):
+        with pytest.raises(ListenError):
+            parse_listen(bad)
+
+
+def test_cli_refuses_a_remote_address_in_one_line(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    r = bringup(cfg, "exporter", "--listen", "0.0.0.0:9464", timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "non-loopback" in lines[0] and "--allow-remote" in lines[0], r.stderr
+
+
+async def test_exposition_names_labels_and_types(tmp_path: Path) -> None:
+    """A fleet not yet started (no unit read): every series present with its labels, one phase at 1, the failure
+    counter a `_total` counter for every kind, no free text anywhere in the labels."""
+    settings = load(str(write_config(tmp_path)))
+    fleet = Fleet(settings, ["sim"])
+    try:
+        families, samples = parse(generate_latest(registry_for(fleet)).decode())
+    finally:
+        await fleet.close()
+    for name, (kind, labels) in SERIES.items():
+        if name in ("bringup_gpu_memory_bytes", "bringup_probe_latency_seconds"):
+            continue  # nothing sampled yet: no series rather than a made-up zero
+        assert name in families, name
+        assert families[name].type == kind, name
+        for s in families[name].samples:
+            assert set(s.labels) == labels, (name, s.labels)
+    assert {dict(k[1])["phase"] for k in samples if k[0] == "bringup_phase"} == {p.value for p in Phase}
+    assert current_phase(samples, "sim") == "unknown"  # not read yet: no claim
+    kinds = {dict(k[1])["kind"] for k in samples if k[0] == "bringup_failures_total"}
+    assert kinds == {k.value for k in FailureKind}
+    assert all(v == 0 for k, v in samples.items() if k[0] == "bringup_failures_total")
+    info = [dict(k[1]) for k in samples if k[0] == "bringup_info"]
+    assert info == [{"deployment": "sim", "host": "simhost", "preset": "sglang", "invocation": "",
+                     "manager": "process"}]
+    assert value(samples, "bringup_ready", deployment="sim") == 0
+
+
+def test_rules_pass_promtool() -> None:
+    promtool = _binary("promtool")
+    for args in (["check", "rules", "bringup-rules.yml"], ["test", "rules", "bringup-rules.test.yml"]):
+        r = subprocess.run([promtool, *args], cwd=RULES, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "SUCCESS" in r.stdout
+
+
+def test_dashboard_is_valid_json_with_a_phase_timeline() -> None:
+    d = json.loads(DASHBOARD.read_text())
+    types = {p["type"]: p for p in d["panels"]}
+    assert "state-timeline" in types and "timeseries" in types
+    assert "bringup_phase" in types["state-timeline"]["targets"][0]["expr"]
+    assert any("throughput" in p["title"].lower() for p in d["panels"])
+    assert len({p["id"] for p in d["panels"]}) == len(d["panels"])
+
+
+# ------------------------------------------------------------------ a real deployment, a real Prometheus
+
+
+def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True, text=True,
+                          timeout=timeout, env=_env(), cwd=cfg.parent, stdin=subprocess.DEVNULL)
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("BRINGUP_PROMETHEUS") == "required":
+            pytest.fail(f"`{name}` is not installed but BRINGUP_PROMETHEUS=required (.ci/run installs it)")
+        pytest.skip(f"`{name}` is not installed (apt-get install prometheus); BRINGUP_PROMETHEUS=required makes "
+                    "this a failure")
+    return path
+
+
+def until(what: str, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """Poll `fn` until it returns something truthy (no fixed sleeps: a short poll interval, a long deadline)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except (httpx.HTTPError, OSError) as e:
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+@contextmanager
+def exporter(cfg: Path, *deployments: str) -> Iterator[str]:
+    """`bringup exporter` on a free loopback port; yields the /metrics URL once it answers."""
+    port = free_port()
+    log = (cfg.parent / "exporter.err").open("w")
+    p = subprocess.Popen([sys.executable, "-m", "tui", "--config", str(cfg), "exporter", "--listen",
+                          f"127.0.0.1:{port}", *deployments], stdout=subprocess.PIPE, stderr=log, text=True,
+                         env=_env(), cwd=cfg.parent, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert p.stdout is not None
+        first = p.stdout.readline()
+        assert first.startswith(f"serving {url}"), first + (cfg.parent / "exporter.err").read_text()
+        until("the exporter to answer", lambda: httpx.get(url, timeout=2).status_code == 200)
+        yield url
+    finally:
+        p.terminate()  # SIGTERM, as systemd stops it: a clean exit 0
+        try:
+            rc = p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = None
+        log.close()
+    assert rc == 0, (cfg.parent / "exporter.err").read_text()
+
+
+def scrape(url: str) -> Samples:
+    return parse(httpx.get(url, timeout=5).text)[1]
+
+
+@pytest.mark.slow
+def test_phase_series_follow_a_start(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    try:
+        with exporter(cfg, "sim") as url:
+            s = until("stopped", lambda: (x := scrape(url)) and current_phase(x, "sim") == "stopped" and x)
+            assert value(s, "bringup_ready", deployment="sim") == 0
+            assert value(s, "bringup_up", deployment="sim") == 1
+            r = bringup(cfg, "start", "sim", "--no-wait")
+            assert r.returncode == 0, r.stderr
+            seen = ["stopped"]
+
+            def ready() -> Samples | None:
+                x = scrape(url)
+                phase = current_phase(x, "sim")
+                if phase != seen[-1]:
+                    seen.append(phase)
+                return x if phase == "ready" else None
+            s = until("ready", ready)
+            assert seen[0] == "stopped" and seen[-1] == "ready" and len(seen) >= 3, seen  # through start-up phases
+            assert value(s, "bringup_ready", deployment="sim") == 1
+            assert value(s, "bringup_stalled", deployment="sim") == 0
+            info = [dict(k[1]) for k in s if k[0] == "bringup_info"]
+            assert len(info) == 1 and len(info[0]["invocation"]) >= 8, info
+            this_run = [v for k, v in s.items() if k[0] == "bringup_gpu_memory_bytes"
+                        and dict(k[1])["owner"] == "this_run"]
+            assert len(this_run) == 8 and all(v > 0 for v in this_run), this_run  # the simulated 8 GPUs
+            assert (value(s, "bringup_probe_latency_seconds", deployment="sim") or -1) >= 0
+            # the server's /metrics is read once a second from ready on: its age shows up
+            s = until("a throughput reading", lambda: (x := scrape(url)) and value(
+                x, "bringup_data_age_seconds", deployment="sim", source="metrics") is not None and x)
+            ages = {dict(k[1])["source"]: v for k, v in s.items() if k[0] == "bringup_data_age_seconds"}
+            assert set(ages) == {"unit", "gpus", "metrics"} and all(0 <= a < 10 for a in ages.values()), ages
+            assert 0 <= (value(s, "bringup_phase_seconds", deployment="sim") or -1) < 60
+    finally:
+        bringup(cfg, "stop", "sim")
+
+
+@pytest.mark.slow
+def test_a_crash_is_counted_once(tmp_path: Path) -> None:
+    """Ready, then the scheduler dies while serving: failed, and the failure counted once for that run however
+    often it is scraped."""
+    cfg = write_config(tmp_path, scenario="crash-while-serving")
+    try:
+        with exporter(cfg, "sim") as url:
+            until("stopped", lambda: current_phase(scrape(url), "sim") == "stopped")
+            assert bringup(cfg, "start", "sim", "--no-wait").returncode == 0
+
+            def counted() -> Samples | None:
+                x = scrape(url)
+                total = sum(v for k, v in x.items() if k[0] == "bringup_failures_total")
+                return x if current_phase(x, "sim") == "failed" and total >= 1 else None
+            s = until("the crash counted", counted)
+            for _ in range(5):
+                s = scrape(url)
+            kinds = {dict(k[1])["kind"]: v for k, v in s.items() if k[0] == "bringup_failures_total" and v}
+            assert sum(kinds.values()) == 1, kinds
+            assert current_phase(s, "sim") == "failed"
+    finally:
+        bringup(cfg, "stop", "sim")
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
+    prometheus = _binary("prometheus")
+    cfg = write_config(tmp_path)
+    prom_port = free_port()
+    api = f"http://127.0.0.1:{prom_port}/api/v1/query"
+
+    def query(expr: str) -> list[dict[str, Any]]:
+        r = httpx.get(api, params={"query": expr}, timeout=5).json()
+        assert r["status"] == "success", r
+        return list(r["data"]["result"])
+
+    def one(expr: str) -> float | None:
+        res = query(expr)
+        return float(res[0]["value"][1]) if res else None
+
+    try:
+        with exporter(cfg, "sim") as url:
+            target = url.removeprefix("http://").removesuffix("/metrics")
+            conf = tmp_path / "prometheus.yml"
+            conf.write_text("global:\n  scrape_interval: 500ms\n  evaluation_interval: 500ms\n"
+                            f"rule_files: ['{RULES / 'bringup-rules.yml'}']\n"
+                            "scrape_configs:\n  - job_name: bringup\n    scrape_interval: 500ms\n"
+                            f"    static_configs:\n      - targets: ['{target}']\n")
+            prom_log = (tmp_path / "prometheus.log").open("w")
+            prom = subprocess.Popen([prometheus, f"--config.file={conf}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                     f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=prom_log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path)
+            try:
+                until("prometheus ready", lambda: httpx.get(f"http://127.0.0.1:{prom_port}/-/ready",
+                                                            timeout=2).status_code == 200, timeout=30)
+                until("the first scrape: stopped",
+                      lambda: one('bringup_phase{deployment="sim",phase="stopped"}') == 1)
+                assert one('bringup_ready{deployment="sim"}') == 0
+                assert bringup(cfg, "start", "sim", "--no-wait").returncode == 0
+                until("bringup_ready 1 in Prometheus", lambda: one('bringup_ready{deployment="sim"}') == 1)
+                assert one('bringup_phase{deployment="sim",phase="ready"}') == 1
+                # the phase series changed in Prometheus's own record: stopped, then (later) ready
+                assert one('max_over_time(bringup_phase{deployment="sim",phase="stopped"}[1m])') == 1
+                assert one('bringup_phase{deployment="sim",phase="stopped"}') == 0
+                rules = httpx.get(f"http://127.0.0.1:{prom_port}/api/v1/rules", timeout=5).json()
+                names = {r["name"] for g in rules["data"]["groups"] for r in g["rules"]}
+                assert "BringupDeploymentFailed" in names, rules
+            finally:
+                prom.terminate()
+                try:
+                    prom.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    prom.kill()
+                    prom.wait()
+                prom_log.close()
+    finally:
+        bringup(cfg, "stop", "sim")
