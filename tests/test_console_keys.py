@@ -5,8 +5,6 @@ read-only keys and the key bar at 80 columns."""
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static
 
 from tests import console_states as cs
+from tests.pilot_wait import until
 from tests.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
 from tui.engine.updates import LogsRead, PhaseChanged
@@ -30,15 +29,6 @@ from widgets.error_log import ErrorLog
 def logs_read(lines: list[str]) -> EngineUpdated:
     """What the engine's listener posts for a batch of log lines."""
     return EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in lines)))
-
-
-async def until(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.02)
-    return cond()
 
 
 def notes(app: ConsoleApp) -> list[str]:

@@ -6,16 +6,14 @@ transport and one GPU stream, and an SSH host on a closed loopback port shown do
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 
 from tests.config_toml import ConfigFile
+from tests.pilot_wait import until
 from tests.ports import free_port
 from tests.simdeploy import process_deployment, sim_command, sim_host
 from tui.app import ConsoleApp, ControlConsoleApp
@@ -38,15 +36,6 @@ from tui.screens.fleet import FleetScreen
 from widgets.fleet import FleetRow, FleetTable, row_for
 
 NOW = 1_000_000.0
-
-
-async def until(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.05)
-    return cond()
 
 
 def notes(app: ConsoleApp) -> list[str]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tui.lifecycle.presets import get_preset
+from tui.sweep.counters import spec_counters
 from tui.sweep.metrics import RequestTiming, SloSpec, SpecCounters, accept_from_counters, cell_metrics, percentile
 from tui.sweep.plan import Plan, PlanError, build_prompt, estimate_s, parse_plan
 from tui.sweep.results import read_results
-from tui.sweep.runner import spec_counters
 
 SPECS = get_preset("sglang").flags
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 import tui.screens.sweep as sweep_screen
+from tests.pilot_wait import until
 from tests.simdeploy import settings_for
 from tui.app import ConsoleApp
 from tui.screens.sweep import SweepScreen
@@ -226,15 +226,6 @@ class Host(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(SweepScreen(self.d, clock=self.clock))
-
-
-async def until(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.02)
-    return cond()
 
 
 def shown(screen: SweepScreen, name: str, cid: str) -> str:

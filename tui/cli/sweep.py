@@ -14,6 +14,7 @@ import contextlib
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     from tui.sweep.plan import PlanError, load_plan
     from tui.sweep.recorder import Recorder
     from tui.sweep.results import RECORDS_FILE, default_results_dir, read_results
-    from tui.sweep.runner import SweepAborted, SweepOptions, SweepRunner, echo_text
+    from tui.sweep.runner import SweepAborted, SweepOptions, SweepRunner
 
     if args.deployment == "report":  # `bringup sweep report DIR`: the charts of a results directory
         return _report(args)
@@ -193,3 +194,33 @@ def _on_ctrl_c(runner: Any, name: str) -> None:
             task.cancel()
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGINT, handler)
+
+
+def echo_text(record: dict[str, object], say: Callable[[str], None]) -> None:
+    """A record as one line of text, for the CLI without --json."""
+    t = record.get("type")
+    if t == "step":
+        mark = {"done": "ok ", "running": "...", "failed": "ERR", "skipped": " - "}.get(str(record["status"]), "   ")
+        say(f"  [{mark}] {record['config']}: {record['name']:<8} {record['detail']}")
+    elif t == "config":
+        f = record.get("failure")
+        if record["status"] == "ready":
+            say(f"config {record['config']}: ready in {record['ready_s']} s (invocation "
+                f"{str(record['invocation'])[:12]})")
+        else:
+            what = f"{f['kind']} in {f['phase']}; hint: {f['hint']}" if isinstance(f, dict) else ""
+            say(f"config {record['config']}: {str(record['status']).upper()} after {record['attempts']} attempt(s): "
+                f"{what}")
+    elif t == "cell":
+        m = record["metrics"]
+        assert isinstance(m, dict)
+        if record["valid"]:
+            say(f"  cell {record['config']} {record['cell']}: {m['tok_s_total']:.1f} tok/s, TTFT p50 "
+                f"{_fmt(m['ttft_ms']['p50'])} ms, TPOT p50 {_fmt(m['tpot_ms']['p50'])} ms, {m['completed']} ok, "
+                f"{m['failed']} failed" + (f" (attempt {record['attempt']})" if record["attempt"] != 1 else ""))
+        else:
+            say(f"  cell {record['config']} {record['cell']}: INVALID ({record['reason']})")
+
+
+def _fmt(x: object) -> str:
+    return "-" if x is None else f"{float(x):.0f}"  # type: ignore[arg-type]

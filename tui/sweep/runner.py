@@ -19,7 +19,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -27,11 +27,11 @@ from typing import Protocol
 import httpx
 
 from tui.bench import BenchError, discover_model, one_request
-from tui.collectors.metrics import parse_metrics
 from tui.managers import LockHeld, ManagerError
 from tui.model import Failure, FailureKind, Outcome, Phase, Step
 from tui.ops import restart as protocol
 from tui.ops.engine_view import EngineView
+from tui.sweep.counters import spec_counters
 from tui.sweep.metrics import RequestTiming, SloSpec, SpecCounters, cell_metrics
 from tui.sweep.plan import Cell, Plan, SweepConfig, build_prompt
 from tui.sweep.recorder import Recorder, remove_pointer, write_pointer
@@ -448,32 +448,6 @@ class SweepRunner:
         self._step(RESTORE, Step("restore", "done" if out.ok else "failed", f"{name}: {out.message}"))
 
 
-def spec_counters(text: str) -> SpecCounters | None:
-    """Speculative-decoding counters from a /metrics page; None when the server has none. vLLM counts drafts,
-    accepted and drafted tokens. SGLang's `spec_accept_length` is a gauge averaged since start (polluted by warmup,
-    probes and earlier cells), but it counts verify forwards (`spec_verify_calls_total`) and generated tokens: over
-    a cell, tokens per verify forward is the accept length (accepted drafts plus the bonus token), so the verify
-    calls stand for the drafts and the tokens beyond one per verify for the accepted; no rate without draft counts."""
-    m = parse_metrics(text)
-
-    def total(name: str) -> float | None:
-        vals = [v for _, v in m.get(name, [])]
-        return sum(vals) if vals else None
-    c = SpecCounters(total("vllm:spec_decode_num_drafts_total"),
-                     total("vllm:spec_decode_num_accepted_tokens_total"),
-                     total("vllm:spec_decode_num_draft_tokens_total"))
-    if all(v is None for v in (c.drafts, c.accepted, c.draft_tokens)):
-        # decode tokens counted every step, like the verify forwards; generation_tokens_total counts a request's
-        # tokens only when it finishes, so long requests in flight across the cell would skew the ratio
-        decode = [v for labels, v in m.get("sglang:realtime_tokens_total", []) if labels.get("mode") == "decode"]
-        verify = total("sglang:spec_verify_calls_total")
-        tokens = sum(decode) if decode else total("sglang:generation_tokens_total")
-        if verify is None or tokens is None:
-            return None
-        c = SpecCounters(drafts=verify, accepted=tokens - verify)
-    return c
-
-
 def _invalid(config: str, cell: Cell, attempt: int, reason: str, invocation: str | None) -> CellRecord:
     return CellRecord(config, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency, cell.repeat, False,
                       reason, attempt, invocation or None, CellMetrics(), time.time())
@@ -497,33 +471,3 @@ def _worth_retry(out: Outcome, failure: Failure | None) -> bool:
         released = any(s.name == "release" and s.status == "done" for s in out.steps)
         return not released
     return False
-
-
-def echo_text(record: dict[str, object], say: Callable[[str], None]) -> None:
-    """A record as one line of text, for the CLI without --json."""
-    t = record.get("type")
-    if t == "step":
-        mark = {"done": "ok ", "running": "...", "failed": "ERR", "skipped": " - "}.get(str(record["status"]), "   ")
-        say(f"  [{mark}] {record['config']}: {record['name']:<8} {record['detail']}")
-    elif t == "config":
-        f = record.get("failure")
-        if record["status"] == "ready":
-            say(f"config {record['config']}: ready in {record['ready_s']} s (invocation "
-                f"{str(record['invocation'])[:12]})")
-        else:
-            what = f"{f['kind']} in {f['phase']}; hint: {f['hint']}" if isinstance(f, dict) else ""
-            say(f"config {record['config']}: {str(record['status']).upper()} after {record['attempts']} attempt(s): "
-                f"{what}")
-    elif t == "cell":
-        m = record["metrics"]
-        assert isinstance(m, dict)
-        if record["valid"]:
-            say(f"  cell {record['config']} {record['cell']}: {m['tok_s_total']:.1f} tok/s, TTFT p50 "
-                f"{_fmt(m['ttft_ms']['p50'])} ms, TPOT p50 {_fmt(m['tpot_ms']['p50'])} ms, {m['completed']} ok, "
-                f"{m['failed']} failed" + (f" (attempt {record['attempt']})" if record["attempt"] != 1 else ""))
-        else:
-            say(f"  cell {record['config']} {record['cell']}: INVALID ({record['reason']})")
-
-
-def _fmt(x: object) -> str:
-    return "-" if x is None else f"{float(x):.0f}"  # type: ignore[arg-type]
