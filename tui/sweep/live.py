@@ -21,9 +21,7 @@ from tui.sweep.results import (
     StepRecord,
     SweepMeta,
     SweepResults,
-    parse_cell,
-    parse_config,
-    parse_step,
+    parse_record,
 )
 
 
@@ -56,19 +54,16 @@ class LiveSweep:
     def apply(self, raw: dict[str, Any]) -> bool:
         """Fold one record; whether it was one (a record of an unknown type or shape is skipped, never fatal:
         the runner may be newer than this view)."""
-        kind = raw.get("type")
-        try:
-            if kind == "step":
-                self._step(parse_step(raw))
-            elif kind == "config":
-                self._config(parse_config(raw))
-            elif kind == "cell":
-                self._cell(parse_cell(raw))
-            elif kind == "done":
-                self.done = raw
-            else:
-                return False
-        except (KeyError, TypeError, ValueError, AttributeError):
+        rec = parse_record(raw)
+        if isinstance(rec, StepRecord):
+            self._step(rec)
+        elif isinstance(rec, ConfigRecord):
+            self._config(rec)
+        elif isinstance(rec, CellRecord):
+            self._cell(rec)
+        elif rec is not None:
+            self.done = rec
+        else:
             return False
         self.version += 1
         return True

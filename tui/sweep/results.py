@@ -317,19 +317,33 @@ def read_results(results_dir: Path | str) -> SweepResults:
     cells: list[CellRecord] = []
     done: dict[str, Any] | None = None
     for raw in iter_records(d / RECORDS_FILE):
-        kind = raw.get("type")
-        try:
-            if kind == "step":
-                steps.append(parse_step(raw))
-            elif kind == "config":
-                configs.append(parse_config(raw))
-            elif kind == "cell":
-                cells.append(parse_cell(raw))
-            elif kind == "done":
-                done = raw
-        except (KeyError, TypeError, ValueError):
-            continue
+        rec = parse_record(raw)
+        if isinstance(rec, StepRecord):
+            steps.append(rec)
+        elif isinstance(rec, ConfigRecord):
+            configs.append(rec)
+        elif isinstance(rec, CellRecord):
+            cells.append(rec)
+        elif rec is not None:
+            done = rec
     return SweepResults(d, meta, tuple(steps), tuple(configs), tuple(cells), done)
+
+
+def parse_record(raw: dict[str, Any]) -> StepRecord | ConfigRecord | CellRecord | dict[str, Any] | None:
+    """One line of records.jsonl as its record (the closing `done` record as it was written); None for a type this
+    reader does not know or a malformed line: the runner may be newer than the reader, and one bad line must not
+    hide the others."""
+    kind = raw.get("type")
+    try:
+        if kind == "step":
+            return parse_step(raw)
+        if kind == "config":
+            return parse_config(raw)
+        if kind == "cell":
+            return parse_cell(raw)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return raw if kind == "done" else None
 
 
 def iter_records(path: Path) -> list[dict[str, Any]]:
