@@ -95,10 +95,23 @@ class FlagConfig(Strict):
 
 class DeploymentConfig(Strict):
     host: str = "local"
-    manager: Literal["systemd", "process", "none"] = "process"
+    manager: Literal["systemd", "process", "none", "docker", "compose"] = "process"
     unit: str = ""
     command: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    #: docker/compose: the container engine's CLI on the host (podman where its CLI agrees)
+    engine: Literal["docker", "podman"] = "docker"
+    #: docker: the container's name (compose: found by the project and service when empty)
+    container: str = ""
+    #: docker: the image and `docker run` options to create the container with when it does not exist
+    #: (its command is `command`); an existing container is recreated from its own configuration
+    image: str = ""
+    run_args: list[str] = Field(default_factory=list)
+    #: compose: the project directory (holding docker-compose.yml) and the service
+    compose_dir: str = ""
+    service: str = ""
+    #: compose: the Compose CLI (default: docker-compose, or podman-compose with engine = "podman")
+    compose_command: list[str] = Field(default_factory=list)
     preset: str = "sglang"
     endpoint: str = "http://127.0.0.1:30000"
     #: the GPUs the server uses; empty (or "all", the default) means every GPU on the host
@@ -125,7 +138,7 @@ class DeploymentConfig(Strict):
         """The host as the console and the CLI name it: the built-in demo's host is this machine."""
         return "local" if self.host == "demo-host" else self.host
 
-    @field_validator("command", mode="before")
+    @field_validator("command", "run_args", "compose_command", mode="before")
     @classmethod
     def _argv_list(cls, v: object) -> object:
         if isinstance(v, str):  # never split here: a shell's quoting rules are exactly what bringup keeps out
@@ -168,6 +181,20 @@ class DeploymentConfig(Strict):
             raise ValueError("manager = 'systemd' needs unit = 'NAME.service'")
         if self.manager == "process" and not self.command:
             raise ValueError("manager = 'process' needs command = ['program', 'arg', ...]")
+        return self._container_needs()
+
+    def _container_needs(self) -> DeploymentConfig:
+        if self.manager == "docker" and not self.container:
+            raise ValueError("manager = 'docker' needs container = 'NAME' (and image = '...' with command = [...] "
+                             "to let bringup create it)")
+        if self.manager == "docker" and self.image and not self.command:
+            raise ValueError("image = ... needs command = ['program', 'arg', ...]: the container's command")
+        if self.manager == "compose" and not (self.compose_dir and self.service):
+            raise ValueError("manager = 'compose' needs compose_dir = '/path/to/project' and service = 'NAME'")
+        if self.manager not in ("docker", "compose"):
+            for key in ("container", "image", "run_args", "compose_dir", "service"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key} is for manager = 'docker' or 'compose', not {self.manager!r}")
         return self
 
 

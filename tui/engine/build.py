@@ -32,9 +32,29 @@ def make_manager(settings: Settings, name: str, dep: DeploymentConfig, host: Hos
         return ProcessManager(transport, run_dir, dep.command, dep.env, stop_timeout=dep.stop_timeout_s)
     if dep.manager == "none":
         return NoManager()
+    if dep.manager in ("docker", "compose"):
+        return make_container_manager(settings, name, dep, host, transport)
     from tui.managers.systemd import SystemdManager
 
     return SystemdManager(transport, dep.unit, sudo=host.sudo, stop_timeout=dep.stop_timeout_s)
+
+
+def make_container_manager(settings: Settings, name: str, dep: DeploymentConfig, host: HostConfig,
+                           transport: Transport) -> Manager:
+    """bringup's records of a container deployment live on the container's host: under the state dir here, and
+    under the SSH user's home (a path relative to it) on another host, unless the host names its own."""
+    root = host.state_dir or (str(settings.state_path()) if host.is_local else ".local/state/bringup")
+    state_dir = str(Path(root).expanduser() / "deployments" / name) if host.is_local else f"{root}/deployments/{name}"
+    if dep.manager == "compose":
+        from tui.managers.compose import ComposeManager
+
+        compose = dep.compose_command or (["podman-compose"] if dep.engine == "podman" else ["docker-compose"])
+        return ComposeManager(transport, dep.compose_dir, dep.service, state_dir, engine=dep.engine,
+                              compose=compose, container=dep.container, stop_timeout=dep.stop_timeout_s)
+    from tui.managers.docker import DockerManager
+
+    return DockerManager(transport, dep.container, state_dir, engine=dep.engine, image=dep.image,
+                         run_args=dep.run_args, command=dep.command, stop_timeout=dep.stop_timeout_s)
 
 
 def make_prober(settings: Settings, endpoint: str, preset: Preset) -> Prober:

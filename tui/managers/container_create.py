@@ -1,0 +1,210 @@
+"""The `docker create` options that make a container again as `inspect` shows it, with another command.
+
+A flag change of a `docker run` deployment recreates the container: everything it was made with (image, GPU
+requests and devices, volumes and mounts, ports, environment, network, restart policy, labels, limits) must come
+back unchanged, and only the command differ. The CLI has no "create from this JSON", so the options are rebuilt
+from the inspect record; values the image itself provides (its environment, labels, entrypoint, working dir,
+healthcheck) are left to the image, so the new inspect record equals the old one. Pure: tested on real records.
+
+Not carried: anonymous volumes (a `-v /path` without a source gets a new, empty volume) and settings the CLI cannot
+express; `unsupported()` names them so the recreate can say so instead of silently dropping them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def _gpus(req: dict[str, Any]) -> str | None:
+    """One DeviceRequest as `--gpus`' value (None if it is not a GPU request)."""
+    caps = req.get("Capabilities") or []
+    if not any("gpu" in c for c in caps):
+        return None
+    ids = req.get("DeviceIDs") or []
+    count = req.get("Count")
+    parts = [f'"device={",".join(ids)}"' if ids else ("all" if count == -1 else f"count={count or 0}")]
+    if req.get("Driver"):
+        parts.append(f"driver={req['Driver']}")
+    extra = sorted({c for cs in caps for c in cs} - {"gpu"})
+    if extra:
+        parts.append(f'"capabilities={",".join(["gpu", *extra])}"')
+    if len(parts) == 1 and count not in (None, -1) and not ids:
+        return str(count)
+    return ",".join(parts)
+
+
+def _ports(host: dict[str, Any]) -> list[str]:
+    out = []
+    for port, binds in sorted((host.get("PortBindings") or {}).items()):
+        for b in binds or [{}]:
+            ip, hp = b.get("HostIp") or "", b.get("HostPort") or ""
+            out += ["-p", f"{ip}:{hp}:{port}" if ip else (f"{hp}:{port}" if hp else port)]
+    return out
+
+
+def _mounts(host: dict[str, Any]) -> list[str]:
+    out = []
+    for b in host.get("Binds") or []:
+        out += ["-v", b]
+    for m in host.get("Mounts") or []:
+        fields = [f"type={m.get('Type', 'volume')}"]
+        if m.get("Source"):
+            fields.append(f"source={m['Source']}")
+        fields.append(f"target={m['Target']}")
+        if m.get("ReadOnly"):
+            fields.append("readonly")
+        out += ["--mount", ",".join(fields)]
+    for path, opts in sorted((host.get("Tmpfs") or {}).items()):
+        out += ["--tmpfs", f"{path}:{opts}" if opts else path]
+    return out
+
+
+def _network(info: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The network options, and the further networks to connect the container to after it is created."""
+    mode = str((info.get("HostConfig") or {}).get("NetworkMode") or "default")
+    nets = (info.get("NetworkSettings") or {}).get("Networks") or {}
+    if mode == "default":
+        return [], []
+    out = ["--network", mode]
+    short = str(info.get("Id", ""))[:12]
+    own = nets.get(mode) or {}
+    for alias in own.get("Aliases") or []:
+        if alias != short:
+            out += ["--network-alias", alias]
+    ipam = own.get("IPAMConfig") or {}
+    if ipam.get("IPv4Address"):
+        out += ["--ip", ipam["IPv4Address"]]
+    return out, sorted(n for n in nets if n != mode)
+
+
+def _not_from_image(values: Sequence[str], image_values: Sequence[str]) -> list[str]:
+    given = set(image_values)
+    return [v for v in values if v not in given]
+
+
+def create_options(info: dict[str, Any], image: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(options for `docker create`, further networks to connect) that make `info`'s container again; `image` is
+    `docker image inspect` of its image."""
+    cfg, host = info.get("Config") or {}, info.get("HostConfig") or {}
+    icfg = image.get("Config") or {}
+    o: list[str] = ["--name", str(info.get("Name", "")).lstrip("/")]
+    for e in _not_from_image(cfg.get("Env") or [], icfg.get("Env") or []):
+        o += ["-e", e]
+    ilabels = icfg.get("Labels") or {}
+    for k, v in sorted((cfg.get("Labels") or {}).items()):
+        if ilabels.get(k) != v:
+            o += ["--label", f"{k}={v}"]
+    if cfg.get("User"):
+        o += ["--user", cfg["User"]]
+    if cfg.get("WorkingDir") and cfg["WorkingDir"] != icfg.get("WorkingDir"):
+        o += ["--workdir", cfg["WorkingDir"]]
+    if cfg.get("Hostname") and cfg["Hostname"] != str(info.get("Id", ""))[:12]:
+        o += ["--hostname", cfg["Hostname"]]
+    if cfg.get("Tty"):
+        o.append("--tty")
+    if cfg.get("OpenStdin"):
+        o.append("--interactive")
+    if cfg.get("StopSignal") and cfg["StopSignal"] != icfg.get("StopSignal"):
+        o += ["--stop-signal", cfg["StopSignal"]]
+    if cfg.get("StopTimeout") is not None:
+        o += ["--stop-timeout", str(cfg["StopTimeout"])]
+    o += _healthcheck(cfg.get("Healthcheck"), icfg.get("Healthcheck"))
+    exposed = set(cfg.get("ExposedPorts") or {}) - set(icfg.get("ExposedPorts") or {})
+    for port in sorted(exposed - set(host.get("PortBindings") or {})):
+        o += ["--expose", port]
+    o += _host_options(host)
+    net, more = _network(info)
+    o += net
+    return o, more
+
+
+def _healthcheck(hc: dict[str, Any] | None, image_hc: dict[str, Any] | None) -> list[str]:
+    if not hc or hc == image_hc:
+        return []
+    test = hc.get("Test") or []
+    if test[:1] == ["NONE"]:
+        return ["--no-healthcheck"]
+    out = []
+    if test[:1] == ["CMD-SHELL"]:
+        out += ["--health-cmd", test[1]]
+    elif test[:1] == ["CMD"]:  # the CLI writes only the shell form; the words joined are what a shell runs
+        out += ["--health-cmd", " ".join(test[1:])]
+    for key, opt in (("Interval", "--health-interval"), ("Timeout", "--health-timeout"),
+                     ("StartPeriod", "--health-start-period")):
+        if hc.get(key):
+            out += [opt, f"{hc[key]}ns"]  # nanoseconds: a Go duration the CLI parses back exactly
+    if hc.get("Retries"):
+        out += ["--health-retries", str(hc["Retries"])]
+    return out
+
+
+def _host_options(host: dict[str, Any]) -> list[str]:
+    o: list[str] = []
+    for req in host.get("DeviceRequests") or []:
+        g = _gpus(req)
+        if g is not None:
+            o += ["--gpus", g]
+    for d in host.get("Devices") or []:
+        o += ["--device", f"{d['PathOnHost']}:{d.get('PathInContainer') or d['PathOnHost']}:"
+                          f"{d.get('CgroupPermissions') or 'rwm'}"]
+    o += _mounts(host)
+    o += _ports(host)
+    if host.get("PublishAllPorts"):
+        o.append("--publish-all")
+    rp = host.get("RestartPolicy") or {}
+    if rp.get("Name") not in (None, "", "no"):
+        n = rp.get("MaximumRetryCount") or 0
+        o += ["--restart", f"{rp['Name']}:{n}" if rp["Name"] == "on-failure" and n else rp["Name"]]
+    for key, opt in (("IpcMode", "--ipc"), ("PidMode", "--pid"), ("UTSMode", "--uts"), ("CpusetCpus", "--cpuset-cpus"),
+                     ("CgroupParent", "--cgroup-parent")):
+        if host.get(key) and not (key == "IpcMode" and host[key] in ("private", "shareable")):
+            o += [opt, str(host[key])]
+    if host.get("Runtime") and host["Runtime"] != "runc":
+        o += ["--runtime", host["Runtime"]]
+    if host.get("ShmSize") and host["ShmSize"] != 67108864:
+        o += ["--shm-size", str(host["ShmSize"])]
+    for key, opt in (("Memory", "--memory"), ("MemorySwap", "--memory-swap"), ("MemoryReservation",
+                                                                             "--memory-reservation")):
+        if host.get(key):
+            o += [opt, str(host[key])]
+    if host.get("NanoCpus"):
+        o += ["--cpus", f"{host['NanoCpus'] / 1e9:g}"]
+    for flag, key in (("--privileged", "Privileged"), ("--init", "Init"), ("--rm", "AutoRemove"),
+                      ("--read-only", "ReadonlyRootfs")):
+        if host.get(key):
+            o.append(flag)
+    for key, opt in (("CapAdd", "--cap-add"), ("CapDrop", "--cap-drop"), ("SecurityOpt", "--security-opt"),
+                     ("GroupAdd", "--group-add"), ("ExtraHosts", "--add-host"), ("Dns", "--dns"),
+                     ("DnsSearch", "--dns-search"), ("DnsOptions", "--dns-option")):
+        for v in host.get(key) or []:
+            o += [opt, v]
+    for u in host.get("Ulimits") or []:
+        o += ["--ulimit", f"{u['Name']}={u['Soft']}:{u['Hard']}"]
+    for k, v in sorted((host.get("Sysctls") or {}).items()):
+        o += ["--sysctl", f"{k}={v}"]
+    log = host.get("LogConfig") or {}
+    if log.get("Type"):
+        o += ["--log-driver", log["Type"]]
+        for k, v in sorted((log.get("Config") or {}).items()):
+            o += ["--log-opt", f"{k}={v}"]
+    return o
+
+
+def split_command(argv: Sequence[str], image_entrypoint: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(entrypoint option, command) for a server command line: the image's entrypoint is left to the image when the
+    line begins with it; otherwise the line's first word becomes the entrypoint and the rest its command."""
+    argv, entry = list(argv), list(image_entrypoint)
+    if argv[:len(entry)] == entry:
+        return [], argv[len(entry):]
+    return ["--entrypoint", argv[0]], argv[1:]
+
+
+def unsupported(info: dict[str, Any]) -> list[str]:
+    """What a recreate cannot carry over, in words (anonymous volumes come back empty)."""
+    out = []
+    binds = {b.split(":")[1] if ":" in b else b for b in (info.get("HostConfig") or {}).get("Binds") or []}
+    for m in info.get("Mounts") or []:
+        if m.get("Type") == "volume" and len(str(m.get("Name", ""))) == 64 and m.get("Destination") not in binds:
+            out.append(f"anonymous volume at {m.get('Destination')}")
+    return out

@@ -1,0 +1,118 @@
+"""What `docker inspect` (or `podman inspect`) says about a container, as the UnitState every manager reports, and
+the container engine's error messages as the one line a user can act on.
+
+Pure functions of the CLI's JSON and text, so the rules are tested on real outputs without a daemon. A run of a
+container is its ID plus its `State.StartedAt`: a restart by the container's own restart policy gets a new
+StartedAt, so it is a new invocation (its readiness must be proven again), never "still ready".
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from tui.managers import ManagerError, PermanentError
+from tui.model import UnitState
+
+#: exit statuses of a run that was stopped, not crashed: 0, and SIGTERM as a Python server without a handler
+#: reports it (systemd counts SIGTERM as a clean end too)
+CLEAN_EXITS = frozenset({0, 143})
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?")
+
+
+def parse_time(text: str) -> float | None:
+    """RFC 3339 with nanoseconds (Go's format) as epoch seconds; None for Go's zero time (never happened)."""
+    m = _STAMP.match(text or "")
+    if not m or text.startswith("0001-"):
+        return None
+    tz = m[3] or "Z"
+    base = datetime.fromisoformat(m[1] + ("+00:00" if tz == "Z" else tz))
+    frac = float("0." + m[2]) if m[2] else 0.0
+    return base.astimezone(UTC).timestamp() + frac
+
+
+def stamp_key(text: str) -> tuple[str, int] | None:
+    """An exact, sortable key for one of `docker logs --timestamps`' stamps (floats lose the nanoseconds that tell
+    two lines apart): the second, and the nanoseconds. None when it is no stamp."""
+    m = _STAMP.match(text)
+    if not m or (m[3] not in (None, "Z")):
+        return None
+    return m[1], int((m[2] or "0").ljust(9, "0")[:9])
+
+
+def invocation_of(info: dict[str, Any]) -> str:
+    """The run: the container's ID and the start of this run; "" for a container never started."""
+    started = str(info.get("State", {}).get("StartedAt") or "")
+    if parse_time(started) is None:
+        return ""
+    return f"{str(info.get('Id', ''))[:12]}@{started}"
+
+
+def command_of(info: dict[str, Any]) -> list[str]:
+    """The server's command line: the entrypoint and the command, as the container runs them."""
+    cfg = info.get("Config") or {}
+    return [str(a) for a in (cfg.get("Entrypoint") or [])] + [str(a) for a in (cfg.get("Cmd") or [])]
+
+
+def unit_of(info: dict[str, Any], *, stop_asked: str = "") -> UnitState:
+    """The container's state; `stop_asked` is the run bringup was asked to stop (its exit is then a clean one)."""
+    st = info.get("State") or {}
+    inv = invocation_of(info)
+    argv = tuple(command_of(info))
+    started, finished = parse_time(str(st.get("StartedAt") or "")), parse_time(str(st.get("FinishedAt") or ""))
+    restarts = int(info.get("RestartCount") or 0)
+    status = str(st.get("Status") or "")
+    code = st.get("ExitCode")
+    code = int(code) if isinstance(code, int) else None
+    if status == "restarting" or st.get("Restarting"):
+        # the run has ended and the restart policy will start the next one: that one is a new invocation
+        return UnitState(active="failed", sub="restarting", invocation=inv, exit_status=code, n_restarts=restarts,
+                         started_at=started, exited_at=finished, argv=argv)
+    if status in ("running", "paused") or (st.get("Running") and status != "removing"):
+        health = str((st.get("Health") or st.get("Healthcheck") or {}).get("Status") or "")
+        sub = "paused" if status == "paused" else health or "running"
+        return UnitState(active="active", sub=sub, main_pid=int(st.get("Pid") or 0), invocation=inv,
+                         n_restarts=restarts, started_at=started, argv=argv)
+    if not inv:
+        return UnitState(active="inactive", sub=status or "created", argv=argv)
+    if st.get("OOMKilled"):
+        return UnitState(active="failed", sub="oom-killed", invocation=inv, exit_status=code, n_restarts=restarts,
+                         started_at=started, exited_at=finished, argv=argv)
+    clean = stop_asked == inv or code in CLEAN_EXITS
+    return UnitState(active="inactive" if clean else "failed", sub="dead" if clean else "exited", invocation=inv,
+                     exit_status=code, n_restarts=restarts, started_at=started, exited_at=finished, argv=argv)
+
+
+def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, name: str = "",
+                 image: str = "") -> ManagerError:
+    """The one line for a failed `docker`/`podman` command: what is wrong and what fixes it, the engine's own words
+    after it. Permanent when waiting cannot fix it (a missing image, a taken port, no NVIDIA runtime)."""
+    err = " ".join(stderr.split())[:300] or f"exit {rc}"
+    low = err.lower()
+    if "permission denied" in low and ("socket" in low or "docker.sock" in low):
+        return PermanentError(f"{where}: permission denied on the {engine} socket: add the user to the `{engine}` "
+                              f"group (usermod -aG {engine} USER, then log in again) ({err})")
+    if "cannot connect to the docker daemon" in low or "is the docker daemon running" in low or \
+            "cannot connect to podman" in low:
+        return ManagerError(f"{where}: the {engine} daemon is not running (start it: systemctl start {engine}) "
+                            f"({err})")
+    if 'could not select device driver ""' in low or "could not select device driver" in low:
+        return PermanentError(f"{where}: the NVIDIA container runtime is missing: install nvidia-container-toolkit "
+                              f"and restart {engine}, or remove the GPU request ({err})")
+    if "port is already allocated" in low or "address already in use" in low:
+        port = re.search(r":(\d+)(?: failed|: bind)", err)
+        which = f"port {port[1]}" if port else "a published port"
+        return PermanentError(f"{where}: {which} is already taken on the host: stop what holds it, or publish "
+                              f"another port ({err})")
+    if ("unable to find image" in low or "no such image" in low or "pull access denied" in low
+            or "manifest unknown" in low or "repository does not exist" in low
+            or "image not known" in low):
+        return PermanentError(f"{where}: image {image or '?'} is not on the host and could not be pulled: "
+                              f"`{engine} load` or build it there ({err})")
+    if "no such container" in low or "no such object" in low or "no container with name" in low:
+        return PermanentError(f"{where}: container {name or '?'} not found (`{engine} ps -a` lists what is "
+                              f"there) ({err})")
+    if ("executable file not found" in low or "no such file or directory" in low) and "exec" in low:
+        return PermanentError(f"{where}: the container's command cannot be run ({err})")
+    return ManagerError(f"{where}: `{engine} {what}` failed: {err}")

@@ -1,0 +1,355 @@
+"""The `docker` manager: a container by name, driven with the `docker` (or `podman`) CLI on its host.
+
+- State from `inspect` (container_state.py); a run is the container's ID plus its StartedAt, so a restart by the
+  container's restart policy is a new run.
+- The server's flags are the container's command (entrypoint + command). A change is written as the next command
+  (`argv.json`, for the container it was written against); the start that follows recreates the container with
+  everything else it was made with (container_create.py) and the new command. The previous command is kept.
+- The log: `logs --timestamps --follow --since`, both streams; a dropped stream resumes from the last stamp, the
+  lines of that stamp already delivered skipped, so nothing is lost or repeated.
+- GPU attribution: the container's processes as host PIDs (`docker top`; podman's `hpid`), which is what the
+  driver reports, not the container's own PID namespace.
+- Bringup's own records (next/previous/last-ready command, the stop asked, the lock) live in a state directory on
+  the container's host, reached through the same transport, local or SSH; every command is an argv list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from tui.managers import AsyncLock, ManagerError, PermanentError
+from tui.managers.container_create import create_options, split_command, unsupported
+from tui.managers.container_state import command_of, engine_error, invocation_of, parse_time, stamp_key, unit_of
+from tui.managers.file_lock import FileLock
+from tui.managers.remote_lock import RemoteLock
+from tui.model import LogLine, UnitState
+from tui.transport import Transport, TransportError
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: `sh -c` with the command as its arguments: the container's stderr joins its stdout on the one stream a
+#: transport reads (over SSH a pty merges them already); no user text is in the script itself
+_BOTH_STREAMS = ["sh", "-c", 'exec "$@" 2>&1', "bringup-logs"]
+
+
+class DockerManager:
+    kind = "docker"
+    can_control = True
+
+    def __init__(self, transport: Transport, container: str, state_dir: str, *, engine: str = "docker",
+                 image: str = "", run_args: Sequence[str] = (), command: Sequence[str] = (),
+                 stop_timeout: float = 120.0) -> None:
+        if not NAME.match(container):
+            raise PermanentError(f"not a container name: {container!r} (letters, digits, _ . -)")
+        self.transport = transport
+        self.container = container
+        self.state_dir = state_dir.rstrip("/")
+        self.engine = engine
+        self.image = image
+        self.run_args = list(run_args)
+        self.command = list(command)
+        self.stop_timeout = stop_timeout
+        self.target = f"container {container}"
+        self._dir_made = False
+        #: the last inspect record of the container (None: there is none)
+        self._info: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ the engine's CLI
+
+    @property
+    def where(self) -> str:
+        return f"{self.transport.name}: {self.engine}"
+
+    async def _cli(self, args: Sequence[str], timeout: float = 30.0, *, what: str = "") -> str:
+        res = await self.transport.run([self.engine, *args], timeout=timeout)
+        if res.rc != 0:
+            raise engine_error(self.engine, self.transport.name, what or args[0], res.error_text or res.text,
+                               res.rc, name=self.container, image=self.image)
+        return res.text
+
+    async def inspect(self) -> dict[str, Any] | None:
+        """The container's inspect record, or None when there is no such container."""
+        res = await self.transport.run([self.engine, "container", "inspect", self.container], timeout=30)
+        if res.rc != 0:
+            err = engine_error(self.engine, self.transport.name, "inspect", res.error_text, res.rc,
+                               name=self.container)
+            if isinstance(err, PermanentError) and "not found" in str(err):
+                self._info = None
+                return None
+            raise err
+        try:
+            data = json.loads(res.text)
+        except ValueError:
+            raise ManagerError(f"{self.where} inspect printed no JSON: {res.text[:200]}") from None
+        self._info = data[0] if isinstance(data, list) and data else None
+        return self._info
+
+    async def _container(self) -> dict[str, Any]:
+        info = await self.inspect()
+        if info is None:
+            raise PermanentError(f"{self.transport.name}: container {self.container} not found (`{self.engine} ps "
+                                 "-a` lists what is there; set image and command to let bringup create it)")
+        return info
+
+    # ------------------------------------------------------------------ bringup's records on the host
+
+    def _p(self, name: str) -> str:
+        return f"{self.state_dir}/{name}"
+
+    async def _ensure_dir(self) -> None:
+        if not self._dir_made:
+            res = await self.transport.run(["mkdir", "-p", self.state_dir], timeout=10)
+            if res.rc != 0:
+                raise PermanentError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
+            self._dir_made = True
+
+    async def _read_json(self, name: str) -> Any:
+        data = await self.transport.read_file(self._p(name))
+        try:
+            return json.loads(data) if data else None
+        except ValueError:
+            return None
+
+    async def _write_json(self, name: str, value: Any) -> None:
+        await self._ensure_dir()
+        await self.transport.write_file(self._p(name), json.dumps(value).encode())
+
+    # ------------------------------------------------------------------ state
+
+    async def state(self) -> UnitState:
+        info = await self.inspect()
+        if info is None:
+            if not self.image:
+                await self._container()  # says so, permanently: nothing can create it
+            return UnitState(active="inactive", sub="no container", argv=tuple(await self.read_argv()))
+        stop = await self._read_json("stop.json")
+        asked = str(stop.get("invocation") or "") if isinstance(stop, dict) else ""
+        return unit_of(info, stop_asked=asked)
+
+    async def pids(self, unit: UnitState) -> set[int] | None:
+        """Host PIDs of the container's processes: what the GPU driver reports, whatever namespace they are in."""
+        if not unit.running:
+            return set()
+        args = ["top", self.container, "hpid"] if self.engine == "podman" else ["top", self.container, "-eo", "pid"]
+        try:
+            text = await self._cli(args, timeout=10)
+        except ManagerError:
+            return None
+        pids = {int(w) for line in text.splitlines()[1:] for w in line.split()[:1] if w.isdigit()}
+        return pids | ({unit.main_pid} if unit.main_pid > 0 else set())
+
+    # ------------------------------------------------------------------ start / stop
+
+    async def start(self, argv: Sequence[str]) -> None:
+        if not argv:
+            raise ManagerError("refusing to start a container with an empty command")
+        info = await self.inspect()
+        if info is None:
+            await self._create_new(argv)
+        elif (info.get("State") or {}).get("Running"):
+            raise ManagerError(f"{self.target} is already running; stop it first")
+        elif command_of(info) != list(argv):
+            await self._recreate(info, argv)
+        await self._cli(["start", self.container], timeout=60)
+        self._info = None
+
+    async def _image_config(self, image: str) -> dict[str, Any]:
+        text = await self._cli(["image", "inspect", image], what="image inspect")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        return data[0] if isinstance(data, list) and data else {}
+
+    async def _create_new(self, argv: Sequence[str]) -> None:
+        if not self.image:
+            await self._container()
+        entry = ((await self._image_config(self.image)).get("Config") or {}).get("Entrypoint") or []
+        ep, cmd = split_command(argv, entry)
+        await self._cli(["create", "--name", self.container, *self.run_args, *ep, self.image, *cmd], timeout=120)
+
+    async def _recreate(self, info: dict[str, Any], argv: Sequence[str]) -> None:
+        """The container again, with the new command: the old one is renamed aside until the new one exists, and
+        put back if it cannot be made."""
+        image = str((info.get("Config") or {}).get("Image") or "")
+        icfg = await self._image_config(image)
+        opts, more_networks = create_options(info, icfg)
+        ep, cmd = split_command(argv, (icfg.get("Config") or {}).get("Entrypoint") or [])
+        aside = f"{self.container}-bringup-old-{str(info.get('Id', ''))[:8]}"
+        await self._cli(["rename", self.container, aside])
+        try:
+            await self._cli(["create", *opts, *ep, image, *cmd], timeout=120)
+            for net in more_networks:
+                await self._cli(["network", "connect", net, self.container])
+        except BaseException:
+            await self.transport.run([self.engine, "rm", "-f", self.container], timeout=30)
+            await self.transport.run([self.engine, "rename", aside, self.container], timeout=30)
+            raise
+        await self._cli(["rm", aside])
+
+    def recreate_caveats(self) -> list[str]:
+        """What the last recreate could not carry over (anonymous volumes), for the caller to say."""
+        return unsupported(self._info) if self._info else []
+
+    async def stop(self) -> None:
+        info = await self.inspect()
+        if info is None or not (info.get("State") or {}).get("Running"):
+            return
+        await self._write_json("stop.json", {"invocation": invocation_of(info), "at": time.time()})
+        await self._cli(["stop", "-t", f"{self.stop_timeout:.0f}", self.container], timeout=self.stop_timeout + 30)
+
+    # ------------------------------------------------------------------ logs
+
+    def _since(self, unit: UnitState) -> str:
+        """Where this run's log begins: after the previous run of the same container ended (inspect shows that
+        end while the new run lives), else the container's whole log (a new container has no older lines)."""
+        info = self._info
+        if info is None or invocation_of(info) != unit.invocation:
+            return ""
+        return str((info.get("State") or {}).get("FinishedAt") or "") if unit.running else ""
+
+    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+        """This run's lines from its first on, then live, both streams; ends when the run has ended."""
+        if self._info is None or invocation_of(self._info) != unit.invocation:
+            await self.inspect()
+        since = self._since(unit)
+        floor = stamp_key(since) if parse_time(since) is not None else None
+        last: tuple[str, int] | None = None
+        at_last = 0  # lines of stamp `last` delivered: a resume from that stamp skips as many
+        backoff = 0.5
+        while True:
+            argv = [self.engine, "logs", "--timestamps", "--follow"]
+            start = _stamp_text(last) if last else (since if floor else "")
+            if start:
+                argv += ["--since", start]
+            skip = at_last if last else 0
+            try:
+                delivering = False  # whether the stamped line that the current pieces continue was delivered
+                async for raw in self.transport.stream([*_BOTH_STREAMS, *argv, self.container]):
+                    stamp, _, text = raw.partition(" ")
+                    key = stamp_key(stamp)
+                    if key is None:
+                        # a piece after a carriage return (a progress bar) continues its stamped line; before any
+                        # stamped line it is the engine's own words (no such container...): the state says those
+                        if delivering and last is not None:
+                            yield LogLine(at=parse_time(_stamp_text(last)) or time.time(), text=raw,
+                                          invocation=unit.invocation)
+                        continue
+                    delivering = False
+                    if floor is not None and key <= floor:
+                        continue  # the previous run's last lines
+                    if key == last and skip > 0:
+                        skip -= 1
+                        continue
+                    if key == last:
+                        at_last += 1
+                    else:
+                        last, at_last = key, 1
+                    delivering = True
+                    at = parse_time(stamp)
+                    yield LogLine(at=at if at is not None else time.time(), text=text, invocation=unit.invocation)
+                    backoff = 0.5
+            except TransportError:
+                pass
+            # `logs --follow` ends with the run, or when its stream drops: which of the two, the container says
+            try:
+                now = await self.inspect()
+            except (ManagerError, TransportError):
+                now = self._info
+            if now is None or invocation_of(now) != unit.invocation or not (now.get("State") or {}).get("Running"):
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+    def log_source(self, invocation: str) -> str:
+        return f"`{self.engine} logs {self.container}` on {self.transport.name}"
+
+    async def read_log(self, invocation: str) -> list[LogLine]:
+        """The log of a run that ended before it was followed (only the container's latest run can be told)."""
+        info = self._info if self._info is not None else await self.inspect()
+        if info is None or invocation_of(info) != invocation:
+            return []
+        st = info.get("State") or {}
+        argv = [*_BOTH_STREAMS, self.engine, "logs", "--timestamps"]
+        if parse_time(str(st.get("FinishedAt") or "")) is not None and not st.get("Running"):
+            argv += ["--until", str(st["FinishedAt"])]
+        res = await self.transport.run([*argv, self.container], timeout=60)
+        # a second's margin before the start: the engine stamps StartedAt after the process may have printed
+        begin = (parse_time(str(st.get("StartedAt") or "")) or 0.0) - 1.0
+        out = []
+        for piece in _stamped(res.text.splitlines()):
+            if piece is not None and piece[0] >= begin:
+                out.append(LogLine(at=piece[0], text=piece[1], invocation=invocation))
+        return out
+
+    # ------------------------------------------------------------------ flags
+
+    async def read_argv(self) -> list[str]:
+        """The command the next start uses: one written for the container that still exists, else its own."""
+        info = self._info if self._info is not None else await self.inspect()
+        pending = await self._read_json("argv.json")
+        cid = str(info.get("Id", "")) if info else ""
+        if isinstance(pending, dict) and pending.get("container", "") == cid and isinstance(pending.get("argv"), list):
+            return [str(a) for a in pending["argv"]]
+        if info is not None:
+            return command_of(info)
+        return list(self.command)
+
+    async def write_argv(self, argv: Sequence[str]) -> None:
+        if not argv:
+            raise ManagerError("refusing to write an empty command")
+        info = await self.inspect()
+        await self.save_argv("previous", await self.read_argv())
+        await self._write_json("argv.json", {"argv": list(argv), "container": str(info.get("Id", "")) if info else ""})
+
+    async def read_saved_argv(self, which: str) -> list[str] | None:
+        saved = await self._read_json(f"argv.{which}.json")
+        return [str(a) for a in saved] if isinstance(saved, list) else None
+
+    async def save_argv(self, which: str, argv: Sequence[str]) -> None:
+        await self._write_json(f"argv.{which}.json", list(argv))
+
+    def lock(self, purpose: str, change: str = "") -> AsyncLock:
+        if self.transport.name == "local":
+            return FileLock(self._p("restart.lock"), purpose, change)
+        return _DirLock(self, purpose, change)
+
+
+class _DirLock(RemoteLock):
+    """The remote lock, in a state directory made first (flock(1) cannot open a file in a missing one)."""
+
+    def __init__(self, manager: DockerManager, purpose: str, change: str) -> None:
+        super().__init__(manager.transport, manager._p("restart.lock"), purpose, change)
+        self._manager = manager
+
+    async def __aenter__(self) -> Any:
+        await self._manager._ensure_dir()
+        return await super().__aenter__()
+
+    async def holder(self) -> Any:
+        await self._manager._ensure_dir()
+        return await super().holder()
+
+
+def _stamp_text(key: tuple[str, int]) -> str:
+    return f"{key[0]}.{key[1]:09d}Z"
+
+
+def _stamped(lines: Sequence[str]) -> list[tuple[float, str] | None]:
+    """`docker logs --timestamps` lines as (time, text); a piece after a carriage return keeps its line's time."""
+    out: list[tuple[float, str] | None] = []
+    at: float | None = None
+    for raw in lines:
+        for piece_no, piece in enumerate(raw.split("\r")):
+            stamp, _, text = piece.partition(" ")
+            t = parse_time(stamp) if piece_no == 0 and stamp_key(stamp) is not None else None
+            if t is not None:
+                at = t
+                out.append((t, text))
+            elif at is not None:
+                out.append((at, piece))
+    return out
