@@ -93,6 +93,48 @@ class FlagConfig(Strict):
         return FlagSpec(self.name.lstrip("-"), self.kind, self.help, tuple(self.choices), key=self.key)
 
 
+def _gpu_list(v: object) -> object:
+    """`gpus`: a list, or "all" (also from the environment: BRINGUP_DEPLOYMENTS__K26__GPUS='[0, 1]' or 0,1)."""
+    if not isinstance(v, str):
+        return v
+    text = v.strip()
+    if text.lower() == "all":
+        return []  # every GPU on the host, as with no list at all
+    try:
+        parsed = json.loads(text) if text.startswith("[") else [int(x) for x in text.split(",")]
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, list):
+        return parsed
+    raise ValueError(f'a list of GPU indices such as [0, 1, 2, 3], or "all"; not {v!r}')
+
+
+class NodeConfig(Strict):
+    """One node of a deployment that spans several hosts. The first node is the head: it serves HTTP."""
+
+    host: str
+    #: the node's own unit (systemd; default: the deployment's `unit`) or command line (process)
+    unit: str = ""
+    command: list[str] = Field(default_factory=list)
+    gpus: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    #: whether flags edited for the deployment are written to this node's command line (false for a node that
+    #: runs something else, a `ray start --block` worker)
+    flags: bool = True
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _all_gpus(cls, v: object) -> object:
+        return _gpu_list(v)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_list(cls, v: object) -> object:
+        if isinstance(v, str):
+            raise ValueError(f'an argv list such as {json.dumps(v.split()[:3])[:-1]}, ...], not a shell string')
+        return v
+
+
 class DeploymentConfig(Strict):
     host: str = "local"
     manager: Literal["systemd", "process", "none", "docker", "compose"] = "process"
@@ -132,10 +174,17 @@ class DeploymentConfig(Strict):
     #: this deployment's STALLED threshold, when not `probe.stall_after_s` (a server slower or faster than most:
     #: the demo's runs at its time scale)
     stall_after_s: float | None = Field(None, gt=0)
+    #: the nodes of a deployment that spans several hosts, head first (empty: one node, `host`)
+    nodes: list[NodeConfig] = Field(default_factory=list)
+    #: flags whose value is each node's own, besides those the preset knows (SGLang `--node-rank`, ...)
+    node_flags: list[str] = Field(default_factory=list)
 
     @property
     def host_label(self) -> str:
-        """The host as the console and the CLI name it: the built-in demo's host is this machine."""
+        """The host as the console and the CLI name it: the built-in demo's host is this machine; a deployment over
+        several nodes is on each node's host, head first."""
+        if len(self.nodes) > 1:
+            return ",".join(dict.fromkeys(n.host for n in self.nodes))
         return "local" if self.host == "demo-host" else self.host
 
     @field_validator("command", "run_args", "compose_command", mode="before")
@@ -148,18 +197,7 @@ class DeploymentConfig(Strict):
     @field_validator("gpus", mode="before")
     @classmethod
     def _all_gpus(cls, v: object) -> object:
-        if not isinstance(v, str):
-            return v
-        text = v.strip()
-        if text.lower() == "all":
-            return []  # every GPU on the host, as with no list at all
-        try:  # from the environment: BRINGUP_DEPLOYMENTS__K26__GPUS='[0, 1]' or 0,1
-            parsed = json.loads(text) if text.startswith("[") else [int(x) for x in text.split(",")]
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, list):
-            return parsed
-        raise ValueError(f'a list of GPU indices such as [0, 1, 2, 3], or "all"; not {v!r}')
+        return _gpu_list(v)
 
     @field_validator("preset")
     @classmethod
@@ -175,8 +213,14 @@ class DeploymentConfig(Strict):
             raise ValueError(f"endpoint must start with http:// or https://, got {v!r}")
         return v.rstrip("/")
 
+    @property
+    def multinode(self) -> bool:
+        return len(self.nodes) > 1
+
     @model_validator(mode="after")
     def _manager_needs(self) -> DeploymentConfig:
+        if self.nodes:
+            return self._nodes_need()
         if self.manager == "systemd" and not self.unit:
             raise ValueError("manager = 'systemd' needs unit = 'NAME.service'")
         if self.manager == "process" and not self.command:
@@ -195,6 +239,32 @@ class DeploymentConfig(Strict):
             for key in ("container", "image", "run_args", "compose_dir", "service"):
                 if key in self.model_fields_set:
                     raise ValueError(f"{key} is for manager = 'docker' or 'compose', not {self.manager!r}")
+        return self
+
+    def _nodes_need(self) -> DeploymentConfig:
+        if self.manager not in ("systemd", "process"):
+            raise ValueError(f"nodes: a deployment over several nodes needs manager = 'systemd' or 'process', "
+                             f"not {self.manager!r}")
+        if self.gpus:
+            raise ValueError("nodes: give each node its own gpus = [...], not the deployment's")
+        if "host" in self.model_fields_set and self.host != self.nodes[0].host:
+            raise ValueError(f"host = {self.host!r} but the first node (the head, which serves HTTP) is on "
+                             f"{self.nodes[0].host!r}; leave host out")
+        seen: set[tuple[str, str]] = set()
+        for i, n in enumerate(self.nodes):
+            what = f"nodes[{i}] (host {n.host!r})"
+            if self.manager == "systemd" and not (n.unit or self.unit):
+                raise ValueError(f"{what}: manager = 'systemd' needs unit = 'NAME.service' (the node's or the "
+                                 "deployment's)")
+            if self.manager == "process" and not n.command:
+                raise ValueError(f"{what}: manager = 'process' needs the node's own command = [...]")
+            ident = (n.host, n.unit or self.unit or str(i))
+            if self.manager == "systemd" and ident in seen:
+                raise ValueError(f"{what}: the same unit on the same host twice")
+            seen.add(ident)
+        self.host = self.nodes[0].host
+        if self.manager == "systemd" and not self.unit:
+            self.unit = self.nodes[0].unit
         return self
 
 
@@ -408,4 +478,8 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
         if d.host != "local" and d.host not in settings.hosts:
             raise ConfigError(f"{where}: deployments.{name}.host: unknown host {d.host!r}; "
                               f"add [hosts.{d.host}] with ssh = \"...\"")
+        for i, n in enumerate(d.nodes):
+            if n.host != "local" and n.host not in settings.hosts:
+                raise ConfigError(f"{where}: deployments.{name}.nodes[{i}].host: unknown host {n.host!r}; "
+                                  f"add [hosts.{n.host}] with ssh = \"...\"")
     return settings

@@ -67,6 +67,9 @@ class UnitState:
     started_at: float | None = None  # wall clock, seconds
     exited_at: float | None = None
     argv: tuple[str, ...] = ()
+    #: the run has ended or failed, but some of its processes still run (a node of a deployment over several
+    #: nodes outlived another's exit): a stop still has something to stop
+    lingering: bool = False
 
     @property
     def running(self) -> bool:
@@ -248,6 +251,8 @@ class GpuSample:
     sm_clock_mhz: float | None = None
     lost: bool = False
     error: str = ""
+    #: the host of this GPU, in a deployment over several nodes (its `index` is then a key: lifecycle/nodes.py)
+    host: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ async def cmd_status_all(settings: Settings, args: argparse.Namespace) -> int:
         except (TransportError, ManagerError, OSError, httpx.HTTPError) as err:  # its row's note, not the end
             note = f"{type(err).__name__}: {err}"
         d = snapshot_dict(e.snapshot(time.time()), {}, time.time())
-        down = fleet.link(name).down
+        down = fleet.host_down(name)
         d["note"] = f"host down: {down}" if down else note  # the link's own word says it once
         d["deployment_gpus"] = list(e.deployment_gpus())
         return d

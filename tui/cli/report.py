@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
 from tui.model import Failure, GpuSnapshot, Snapshot
 
 #: lines of a failure's excerpt a command prints: the end of a traceback, where its cause is
@@ -49,10 +50,16 @@ def fmt_s(x: float) -> str:
 def gpus_dict(g: GpuSnapshot | None) -> Any:
     if g is None:
         return None
+    names = host_names(g.gpus)  # several nodes: each GPU and process says its host, with the host's own numbers
+
+    def gpu(key: int | None) -> int | None:
+        return None if key is None else split_gpu(key)[1]
     return {"error": g.error or None, "gpus": [
-        {"index": x.index, "name": x.name, "mem_used_mib": x.mem_used_mib, "mem_total_mib": x.mem_total_mib,
-         "util_pct": x.util_pct, "temp_c": x.temp_c, "power_w": x.power_w, "lost": x.lost} for x in g.gpus],
-        "processes": [{"pid": p.pid, "name": p.name, "gpu": p.gpu_index, "used_mib": p.used_mib}
+        {"index": gpu(x.index), "name": x.name, "mem_used_mib": x.mem_used_mib, "mem_total_mib": x.mem_total_mib,
+         "util_pct": x.util_pct, "temp_c": x.temp_c, "power_w": x.power_w, "lost": x.lost,
+         **({"host": x.host} if names else {})} for x in g.gpus],
+        "processes": [{"pid": split_pid(p.pid)[1], "name": p.name, "gpu": gpu(p.gpu_index), "used_mib": p.used_mib,
+                       **({"host": node_name(split_pid(p.pid)[0], names)} if names else {})}
                       for p in g.processes]}
 
 

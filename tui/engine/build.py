@@ -3,17 +3,22 @@ each chosen from the config. Kept apart from the engine so that what runs is not
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from tui.collectors.probes import Prober
 from tui.config import DeploymentConfig, HostConfig, Settings
+from tui.lifecycle.nodes import gpu_key
 from tui.lifecycle.presets import Preset
 from tui.managers import Manager
+from tui.managers.multinode import MultiNodeManager, Node
 from tui.managers.none import NoManager
 from tui.managers.process import ProcessManager
 from tui.transport import Transport
 from tui.transport.local import LocalTransport
+
+from .host_gpus import HostGpuStream
 
 
 def make_transport(host: HostConfig) -> Transport:
@@ -37,6 +42,44 @@ def make_manager(settings: Settings, name: str, dep: DeploymentConfig, host: Hos
     from tui.managers.systemd import SystemdManager
 
     return SystemdManager(transport, dep.unit, sudo=host.sudo, stop_timeout=dep.stop_timeout_s)
+
+
+@dataclass
+class NodeLink:
+    """A node's host as a deployment over several nodes reaches it: its name, config, transport and GPU stream
+    (the fleet's, shared with other deployments on that host, or the engine's own)."""
+
+    name: str
+    host: HostConfig
+    transport: Transport
+    gpus: HostGpuStream
+
+
+def node_deployment(dep: DeploymentConfig, i: int) -> DeploymentConfig:
+    """Node i of a deployment as a deployment of one node: its unit or command, its env, its GPUs."""
+    n = dep.nodes[i]
+    return dep.model_copy(update={"host": n.host, "unit": n.unit or dep.unit, "command": list(n.command),
+                                  "env": {**dep.env, **n.env}, "gpus": list(n.gpus), "nodes": []})
+
+
+def make_multinode(settings: Settings, name: str, dep: DeploymentConfig, preset: Preset,
+                   links: list[NodeLink]) -> MultiNodeManager:
+    nodes = []
+    for i, link in enumerate(links):
+        one = node_deployment(dep, i)
+        nodes.append(Node(link.name, make_manager(settings, f"{name}/node-{i}", one, link.host, link.transport),
+                          flags=dep.nodes[i].flags))
+    return MultiNodeManager(nodes, (*preset.node_flags, *(f.lstrip("-") for f in dep.node_flags)))
+
+
+def gpu_keys(dep: DeploymentConfig) -> list[int]:
+    """The deployment's GPUs as the tracker knows them: the indices on one node; keyed by node on several, where
+    every node must list its GPUs for the list to be known (else: every GPU of the nodes' hosts)."""
+    if not dep.nodes:
+        return list(dep.gpus)
+    if not all(n.gpus for n in dep.nodes):
+        return []
+    return [gpu_key(i, g) for i, n in enumerate(dep.nodes) for g in n.gpus]
 
 
 def make_container_manager(settings: Settings, name: str, dep: DeploymentConfig, host: HostConfig,

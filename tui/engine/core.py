@@ -35,11 +35,12 @@ from tui.model import (
 from tui.transport import Transport, TransportError
 
 from . import view
-from .build import forwarded_endpoint, make_manager, make_prober, make_transport
+from .build import NodeLink, forwarded_endpoint, gpu_keys, make_manager, make_multinode, make_prober, make_transport
 from .cadence import ProbeCadence
-from .gpus import GpuTracker
+from .gpus import GpuSampler, GpuTracker
 from .host_gpus import HostGpuStream
 from .logs import LogFollower
+from .node_gpus import NodesGpuStream
 from .probes import probe_loop
 from .readouts import StreamReadouts
 from .throughput import ThroughputTracker, metrics_loop
@@ -49,9 +50,11 @@ from .updates import CollectorFailed, GpusSampled, LogsRead, PhaseChanged, Throu
 
 class Engine(StreamReadouts):
     def __init__(self, settings: Settings, name: str, dep: DeploymentConfig, *,
-                 transport: Transport | None = None, gpu_stream: HostGpuStream | None = None) -> None:
+                 transport: Transport | None = None, gpu_stream: HostGpuStream | None = None,
+                 node_links: list[NodeLink] | None = None) -> None:
         """`transport` and `gpu_stream`: the host's, shared with the other deployments on it (tui/engine/fleet.py);
-        given, they are the giver's to close. Without them the engine opens its own, as a single deployment's."""
+        given, they are the giver's to close. Without them the engine opens its own, as a single deployment's.
+        `node_links`: the same, for each node of a deployment over several nodes (head first)."""
         self.settings = settings
         self.name = name
         self.host = settings.host(dep.host)
@@ -60,10 +63,19 @@ class Engine(StreamReadouts):
         self.flag_specs: list[FlagSpec] = [*self.preset.flags, *(f.spec() for f in dep.extra_flags)]
         self.transport = transport or make_transport(self.host)
         self._owns_transport = transport is None
-        self.manager: Manager = make_manager(settings, name, dep, self.host, self.transport)
+        #: the links of a deployment over several nodes that this engine opened (and closes)
+        self._own_links: list[NodeLink] = []
+        shared: HostGpuStream | NodesGpuStream | None = gpu_stream
+        self.manager: Manager
+        if dep.multinode:
+            links = node_links or self._open_links(dep)
+            self.manager = make_multinode(settings, name, dep, self.preset, links)
+            shared = NodesGpuStream([ln.name for ln in links], [ln.gpus for ln in links])
+        else:
+            self.manager = make_manager(settings, name, dep, self.host, self.transport)
         self.prober = make_prober(settings, dep.endpoint, self.preset)
-        self.gpu = GpuTracker(self.host, self.transport, dep.gpus,
-                              settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=gpu_stream)
+        self.gpu = GpuTracker(self.host, self.transport, gpu_keys(dep),
+                              settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
         self.tput = ThroughputTracker(self.preset)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
         self.probe_poke = asyncio.Event()
@@ -90,7 +102,19 @@ class Engine(StreamReadouts):
     @dep.setter
     def dep(self, dep: DeploymentConfig) -> None:  # a command may narrow it (its own --timeout)
         self._dep = dep
-        self.gpu.configured = tuple(dep.gpus)
+        self.gpu.configured = tuple(gpu_keys(dep))
+
+    def _open_links(self, dep: DeploymentConfig) -> list[NodeLink]:
+        """A deployment over several nodes watched alone: a connection and a GPU stream per node host (the head's
+        connection is the engine's own)."""
+        by_host: dict[str, NodeLink] = {}
+        for n in dep.nodes:
+            if n.host not in by_host:
+                cfg = self.settings.host(n.host)
+                tr = self.transport if n.host == dep.host else make_transport(cfg)
+                by_host[n.host] = NodeLink(n.host, cfg, tr, HostGpuStream(GpuSampler(cfg, tr)))
+                self._own_links.append(by_host[n.host])
+        return [by_host[n.host] for n in dep.nodes]
 
     # ------------------------------------------------------------------ the reducer and the listeners
 
@@ -172,6 +196,12 @@ class Engine(StreamReadouts):
             async with asyncio.timeout(3.0):
                 await self.prober.close()
         self.gpu.close()
+        for link in self._own_links:
+            await link.gpus.close()
+            if link.transport is not self.transport:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(3.0):
+                        await link.transport.close()
         if not self._owns_transport:  # the host's shared connection: the fleet closes it after its last engine
             return
         with contextlib.suppress(Exception):

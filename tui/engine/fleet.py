@@ -21,7 +21,7 @@ from tui.config import DEMO, HostConfig, Settings
 from tui.model import LogLine, Snapshot
 from tui.transport import Transport
 
-from .build import make_transport
+from .build import NodeLink, make_transport
 from .core import Engine
 from .gpus import GpuSampler
 from .host_gpus import HostGpuStream
@@ -73,18 +73,38 @@ class Fleet:
         self._starts: list[asyncio.Task[None]] = []
         for name in names if names is not None else deployment_names(settings):
             dep = settings.deployments[name]
-            link = self.hosts.get(dep.host)
-            if link is None:
-                config = settings.host(dep.host)
-                transport = transport_for(config)
-                link = HostLink(dep.host, config, transport, HostGpuStream(GpuSampler(config, transport)))
-                self.hosts[dep.host] = link
+            link = self._host_link(dep.host, transport_for)
             link.deployments.append(name)
-            engine = Engine(settings, name, dep, transport=link.transport, gpu_stream=link.gpus)
+            nodes = None
+            if dep.multinode:  # every node's host is a link of the fleet's, shared like any other
+                nodes = []
+                for n in dep.nodes:
+                    nl = self._host_link(n.host, transport_for)
+                    if name not in nl.deployments:
+                        nl.deployments.append(name)
+                    nodes.append(NodeLink(n.host, nl.config, nl.transport, nl.gpus))
+            engine = Engine(settings, name, dep, transport=link.transport, gpu_stream=link.gpus, node_links=nodes)
             self.engines[name] = engine
             recent: deque[LogLine] = deque(maxlen=RECENT_LINES)
             self._recent[name] = recent
             engine.subscribe(partial(_keep_lines, keep=recent))
+
+    def _host_link(self, host: str, transport_for: Callable[[HostConfig], Transport]) -> HostLink:
+        link = self.hosts.get(host)
+        if link is None:
+            config = self.settings.host(host)
+            transport = transport_for(config)
+            link = HostLink(host, config, transport, HostGpuStream(GpuSampler(config, transport)))
+            self.hosts[host] = link
+        return link
+
+    def host_down(self, deployment: str) -> str:
+        """Why a host of the deployment cannot be reached ("" when every one can): a node's host names itself."""
+        dep = self.settings.deployments[deployment]
+        if not dep.multinode:
+            return self.link(deployment).down
+        downs = [f"{n.host}: {d}" for n in dep.nodes if (d := self.hosts[n.host].down)]
+        return "; ".join(dict.fromkeys(downs))
 
     def start(self) -> None:
         """Start every engine, each in a task of its own: an engine's start forwards its endpoint over its host's
@@ -102,7 +122,7 @@ class Fleet:
         """Every deployment as of `now`, in the config's order. No I/O: what the engines have read so far."""
         out = []
         for name, e in self.engines.items():
-            out.append(DeploymentView(e.snapshot(now), tuple(e.deployment_gpus()), self.link(name).down))
+            out.append(DeploymentView(e.snapshot(now), tuple(e.deployment_gpus()), self.host_down(name)))
         return out
 
     async def close(self) -> None:

@@ -28,6 +28,7 @@ from tui.transport import Transport, TransportError
 
 if TYPE_CHECKING:
     from .host_gpus import HostGpuStream
+    from .node_gpus import NodesGpuStream
 
 #: samples kept per series: 10 minutes at 1 Hz, fixed memory
 HISTORY = 600
@@ -101,7 +102,7 @@ class GpuSampler:
 
 class GpuTracker:
     def __init__(self, host: HostConfig, transport: Transport, configured: Sequence[int],
-                 baseline_path: Path, *, shared: HostGpuStream | None = None) -> None:
+                 baseline_path: Path, *, shared: HostGpuStream | NodesGpuStream | None = None) -> None:
         self.host = host
         self.transport = transport
         #: the deployment's GPUs from its config; empty: every GPU of the host

@@ -26,6 +26,9 @@ _JOURNAL_ISO = re.compile(
     r"^(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?) "
     r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: "
 )
+#: the node a line came from, in a deployment over several nodes (tui/managers/multinode.py): the outermost
+#: wrapper, kept in the body an excerpt shows, so that a failure names the node that printed it
+_NODE = re.compile(r"^\u27e6(?P<node>[^\u27e7\s]{1,64})\u27e7 ")
 _COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\| ")
 #: a CI runner's or `docker logs --timestamps`' stamp before the line: `[2025-12-15T20:35:11Z] `,
 #: `2024-03-30T14:16:55.598106565Z `
@@ -143,9 +146,19 @@ def split_output(chunk: str) -> list[str]:
     return [p for p in re.split(r"\r\n|\r|\n", chunk) if p.strip()]
 
 
+def node_tag(name: str) -> str:
+    """What a line of node `name` starts with: `⟦gpu-b⟧ `."""
+    return f"\u27e6{name}\u27e7 "
+
+
 def clean(raw: str, ref_year: int = 2026) -> CleanLine:
     """Strip every known wrapper from one line. `ref_year` dates timestamps that carry no year (journald, vLLM)."""
     text = sanitize(raw)
+    tag = ""
+    if text[:1] == "\u27e6":
+        m = _NODE.match(text)
+        if m:
+            tag, text = m.group(0), text[m.end():]
     ts: float | None = None
     ident = ""
     m = _JOURNAL_SHORT.match(text)
@@ -176,7 +189,7 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
         text = text[m.end():]
     if text.startswith("^C"):  # a terminal's echo of Ctrl-C, pasted with the line that followed it
         text = text[2:]
-    body = text
+    body = tag + text if tag else text
     m = _SGLANG.match(text)
     if m:
         if m["gpu"] is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tui.lifecycle.nodes import describe_gpus, describe_pid, host_names
 from tui.model import Attribution, GpuSnapshot
 
 GIB = 1024.0
@@ -32,11 +33,13 @@ class ReleaseStatus:
     released: bool
     held_mib: dict[int, float]
     holders: tuple[int, ...]
+    #: the nodes' hosts, on a deployment over several nodes (GPU and PID keys are named by them)
+    names: tuple[str, ...] = ()
 
     def describe(self) -> str:
         total = sum(self.held_mib.values()) / GIB
-        gpus = ranges(i for i, v in sorted(self.held_mib.items()) if v > 0)
-        who = f" by PID {', '.join(str(p) for p in self.holders)}" if self.holders else ""
+        gpus = describe_gpus((i for i, v in sorted(self.held_mib.items()) if v > 0), self.names)
+        who = f" by PID {', '.join(describe_pid(p, self.names) for p in self.holders)}" if self.holders else ""
         if gpus:
             return f"{total:.1f} GiB held on GPU {gpus}{who}"
         return f"old processes still on the GPUs{who}" if who else "released"
@@ -62,7 +65,7 @@ def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],
         extra = g.mem_used_mib - base
         held[i] = extra if extra > tolerance_mib or old else 0.0
     released = not holders and all(v <= 0 for v in held.values())
-    return ReleaseStatus(released, held, tuple(sorted(holders)))
+    return ReleaseStatus(released, held, tuple(sorted(holders)), host_names(snap.gpus))
 
 
 

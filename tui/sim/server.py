@@ -27,10 +27,11 @@ from urllib.parse import urlsplit
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from . import gpus
+    from . import gpus, nodes
     from .scenarios import SCENARIOS
 except ImportError:
     import gpus  # type: ignore[no-redef]
+    import nodes  # type: ignore[no-redef]
     from scenarios import SCENARIOS  # type: ignore[no-redef]
 
 VERSION = "0.5.23-sim"
@@ -78,6 +79,13 @@ might be incorrect.
 For debugging consider passing CUDA_LAUNCH_BLOCKING=1
 Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
 """
+
+
+NCCL_ERROR = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+              ":3356, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3\n"
+              "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+NCCL_ABORTED = ("torch.distributed.DistBackendError: NCCL communicator was aborted on rank 0. Original reason for "
+                "failure was: NCCL error: remote process exited or there was a network error")
 
 
 class _Stop(BaseException):
@@ -128,6 +136,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a("--sim-crash-after-requests", type=int, default=0, metavar="N",
       help="crash (a scheduler killed) when the N-th streamed chat request arrives; once per --sim-state-dir "
       "(a marker file there), so the run that replaces it serves on")
+    a("--nnodes", type=int, default=1, help="nodes the server spans (--tp-size is over all of them)")
+    a("--node-rank", type=int, default=0)
+    a("--dist-init-addr", help="HOST:PORT of node 0's rendezvous (needed with --nnodes > 1)")
+    a("--sim-crash-after", type=float, default=0.0, metavar="S",
+      help="S seconds (times --time-scale) after this node's bring-up, die of an NCCL error (a worker node's "
+      "crash: the head then hangs until its watchdog fires)")
     a("--sim-burst-rate", type=int, default=20_000, help="log-burst: lines per second")
     a("--sim-burst-seconds", type=float, default=10.0, help="log-burst: how long (not scaled)")
     a("--sim-burst-after", type=float, default=10.0, help="log-burst: seconds after ready (not scaled)")
@@ -156,9 +170,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ns.mem_fraction_static = ns.mem_fraction_static or 0.907
     if ns.sim_release_delay is None:
         ns.sim_release_delay = 12.0 if ns.scenario == "oom-on-fast-restart" else 2.0
-    ns.gpu_ids = [int(x) for x in ns.sim_gpu_ids.split(",")] if ns.sim_gpu_ids else list(range(ns.tp_size))
-    if len(ns.gpu_ids) != ns.tp_size or max(ns.gpu_ids) >= ns.sim_gpus or min(ns.gpu_ids) < 0:
-        p.error(f"need {ns.tp_size} GPU ids in 0..{ns.sim_gpus - 1}, got {ns.gpu_ids}")
+    if ns.nnodes < 1 or ns.tp_size % ns.nnodes or not 0 <= ns.node_rank < ns.nnodes:
+        p.error("--nnodes must divide --tp-size, and --node-rank must be in 0..nnodes-1")
+    if ns.nnodes > 1 and not ns.dist_init_addr:
+        p.error("--nnodes > 1 needs --dist-init-addr HOST:PORT")
+    per_node = ns.tp_size // ns.nnodes  # each node runs its share of the TP ranks, one per local GPU
+    ns.gpu_ids = [int(x) for x in ns.sim_gpu_ids.split(",")] if ns.sim_gpu_ids else list(range(per_node))
+    if len(ns.gpu_ids) != per_node or max(ns.gpu_ids) >= ns.sim_gpus or min(ns.gpu_ids) < 0:
+        p.error(f"need {per_node} GPU ids in 0..{ns.sim_gpus - 1}, got {ns.gpu_ids}")
     if ns.ep_size < 1 or ns.tp_size % ns.ep_size:
         p.error("--ep-size must divide --tp-size")
     ns.graphs = not ns.disable_cuda_graph and ns.cuda_graph_backend_decode != "disabled"
@@ -168,8 +187,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 class Log:
     """SGLang's ``[date time(.ms)( TPr)( EPr)] msg`` lines on stdout, flushed per line; bars on stderr."""
 
-    def __init__(self, tp: int, ep: int) -> None:
+    def __init__(self, tp: int, ep: int, first: int = 0, count: int | None = None) -> None:
         self.tp, self.ep = tp, ep
+        #: this node's TP ranks: all of them on one node, its share on each of several
+        self.first, self.count = first, tp if count is None else count
         self.ms = os.environ.get("SGLANG_LOG_MS") == "1"
         self.lock = threading.RLock()
         self.quiet = False
@@ -187,7 +208,7 @@ class Log:
                 sys.stdout.flush()
 
     def ranks(self, msg: str) -> None:
-        for r in range(self.tp):
+        for r in range(self.first, self.first + self.count):
             self.line(msg, r)
 
     def bar(self, desc: str, n: int, total: int, t0: float, shards: bool) -> None:
@@ -224,7 +245,12 @@ class Sim:
 
     def __init__(self, a: argparse.Namespace) -> None:
         self.a, self.scale, self.pid = a, a.time_scale, os.getpid()
-        self.log = Log(a.tp_size, a.ep_size)
+        per_node = a.tp_size // a.nnodes
+        self.log = Log(a.tp_size, a.ep_size, a.node_rank * per_node, per_node)
+        self.rank0 = a.node_rank * per_node  # this node's first TP rank
+        self.head: nodes.Head | None = None
+        self.worker: nodes.Worker | None = None
+        self.peer_lost_at: float | None = None
         self.rng = random.Random(a.sim_seed)
         self.algo: str | None = a.speculative_algorithm
         self.state = "starting"  # starting -> warmup -> ready -> stopping | stale
@@ -370,6 +396,7 @@ class Sim:
         L.line(f"server_args=ServerArgs({shown})")
         self.sleep(1.0)
         L.ranks("Init torch distributed begin.")
+        self.join_nodes()
         self.sleep(1.5)
         self.set_mem(0.53, 2)
         L.ranks(f"Init torch distributed ends. mem usage={self.used_gib:.2f} GB")
@@ -384,7 +411,7 @@ class Sim:
         for what, gib, shards, secs, klass in loads:
             L.ranks(f"Load weight begin. avail mem={self.avail():.2f} GB")
             el = self.load(what, gib, shards, secs)
-            for r in range(a.tp_size):
+            for r in range(self.rank0, self.rank0 + len(a.gpu_ids)):
                 L.line(f"Load weight end. elapsed={el * (1 + 0.004 * r):.2f} s, type={klass}, {quant}"
                        f"avail mem={self.avail():.2f} GB, mem usage={gib:.2f} GB.", r)
             if what == "draft" and self.algo == "DFLASH":
@@ -413,7 +440,7 @@ class Sim:
         L.line(f"max_total_num_tokens={self.max_tokens}, chunked_prefill_size=8192, "
                f"max_prefill_tokens=16384, max_running_requests={self.max_running}, "
                f"context_len={CONTEXT_LEN}, "
-               f"available_gpu_mem={self.avail():.2f} GB", 0)
+               f"available_gpu_mem={self.avail():.2f} GB", self.rank0)
 
     def serve(self) -> int:
         """Bind only now (connection refused before), warm up with real requests to ourselves, then serve."""
@@ -460,6 +487,54 @@ class Sim:
                        "Triggering SIGQUIT for cleanup...")
                 self.die(None, None,
                          "SIGQUIT received. signum=3, frame=None. It usually means one child failed.")
+
+    # ---- several nodes -------------------------------------------------------------------------------
+    def join_nodes(self) -> None:
+        """Init torch distributed across nodes: the head waits for every worker, a worker for the head."""
+        a = self.a
+        if a.nnodes == 1:
+            return
+        if a.node_rank == 0:
+            self.head = nodes.Head(a.dist_init_addr, a.nnodes, self.node_lost)
+            self.head.wait_joined()
+        else:
+            self.worker = nodes.Worker(a.dist_init_addr, a.node_rank, self.head_lost)
+            self.worker.join()
+
+    def node_lost(self, rank: int) -> None:
+        """A worker left: the head's next collective never completes. Nothing is printed until the watchdog fires
+        (a real head is stuck inside NCCL), and nothing is served meanwhile."""
+        if self.peer_lost_at is not None or self.stop_requested:
+            return
+        self.peer_lost_at = time.time()
+
+        def watchdog() -> None:
+            time.sleep(self.a.watchdog_timeout * self.scale)
+            if self.stop_requested or self.dying:
+                return
+            self.log.line(f"Scheduler watchdog timeout (self.watchdog_timeout={self.a.watchdog_timeout:g}, "
+                          "self.soft=False)", self.rank0)
+            self.die(None, None, SIGQUIT_CHILD)
+        threading.Thread(target=watchdog, daemon=True).start()
+
+    def head_lost(self) -> None:
+        """The head is gone: a worker's next collective fails with an NCCL error (unless it is stopping too)."""
+        time.sleep(1.0 * self.scale)  # a deployment being stopped stops its workers too: give that a moment
+        if self.stop_requested or self.dying:
+            return
+        self.die(self.rank0, traceback_text(TB_REPLAY, NCCL_ABORTED), SIGQUIT_CHILD)
+
+    def serve_as_worker(self) -> int:
+        """A worker node serves no HTTP: it reports its bring-up done and runs its share of every forward."""
+        assert self.worker is not None
+        self.state = "ready"
+        self.worker.ready()
+        self.set_mem(self.used_gib, 0)
+        crash_at = time.time() + self.a.sim_crash_after * self.scale if self.a.sim_crash_after else None
+        while True:
+            time.sleep(0.05)
+            if crash_at and time.time() >= crash_at:
+                self.die(self.rank0, traceback_text(TB_REPLAY, NCCL_ERROR), SIGQUIT_CHILD)
 
     def burst(self, after: float) -> None:
         """log-burst: decode lines at --sim-burst-rate for --sim-burst-seconds, each numbered and stamped with
@@ -512,6 +587,10 @@ class Sim:
         signal.signal(signal.SIGINT, on_signal)
         try:
             self.bringup()
+            if self.worker is not None:
+                return self.serve_as_worker()
+            if self.head is not None:
+                self.head.wait_ready()
             return self.serve()
         except _Stop as e:
             return self.stop(int(e.args[0]))
@@ -600,8 +679,8 @@ class Sim:
             time.sleep(0.05)
             now = time.time()
             dt, prev = now - prev, now
-            if self.state in ("stale", "stopping"):
-                continue
+            if self.state in ("stale", "stopping") or self.peer_lost_at is not None:
+                continue  # (a lost node: every forward waits on a collective that never completes)
             with self.cond:
                 tokens, n_dec, crash = self.step(now, dt)
                 w_tokens += tokens

@@ -150,6 +150,9 @@ class Preset:
     #: what a traceback must say for a failure in the graph-capture phase to be a CUDA graph failure (vLLM's
     #: graph-capture phase also covers torch.compile); None: the phase alone says so
     graph_evidence: Alternation | None = None
+    #: flags whose value is each node's own in a deployment over several nodes: kept per node when the
+    #: deployment's flags are edited (tui/lifecycle/nodes.py)
+    node_flags: tuple[str, ...] = ()
 
     def infer_phase(self, text: str, phase: Phase) -> Phase:
         """The phase a failure belongs to: the one reached, or, if no marker was seen, the traceback's."""

@@ -162,6 +162,7 @@ def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
 THROUGHPUT_LINE = re.compile(r"Decode batch(?: \[\d+\])?[.,]\s*(?P<rest>.*)$")
 
 SGLANG = Preset(
+    node_flags=("node-rank",),
     name="sglang",
     markers=MARKERS,
     ready=READY,

@@ -143,6 +143,7 @@ HINTS = HintTable(
 THROUGHPUT_LINE = re.compile(r"Avg generation throughput: (?P<tps>[\d.]+) tokens/s")
 
 VLLM = Preset(
+    node_flags=("node-rank", "headless", "data-parallel-start-rank", "data-parallel-rank", "data-parallel-size-local"),
     name="vllm",
     markers=MARKERS,
     ready=READY,

@@ -1,0 +1,326 @@
+"""A deployment over several nodes, as one manager: a node manager (systemd or process) per host, head first.
+
+Why one manager rather than an engine per node: the deployment has one phase, one lock and one restart, and the
+engine, the restart protocol and the console already speak to one manager. What makes several nodes one run:
+
+- The run is the head's invocation. A worker's run belongs to it once it is seen after the head's previous run
+  (a new invocation of its own, or its first): until every worker's has, the deployment is `activating` and says
+  which node it waits for. A bound worker that exits, or restarts by itself, fails the deployment at once with
+  the node named: a head whose worker died hangs in its next collective until its watchdog fires, minutes later,
+  and says nothing meanwhile.
+- The log is every node's journal, each line tagged with its node (`lifecycle.lines.node_tag`), so a worker's
+  fatal line is the deployment's, and the excerpt names where it was printed.
+- Flags are edited once (the head's command line); each node's keeps its node-specific flags
+  (`lifecycle.nodes.node_argv`). The lock is the head's; taking it first proves every node answers, so a node
+  that cannot be reached stops a restart before anything is stopped.
+- GPU readings and PIDs of node N are keyed apart from other nodes' (`lifecycle.nodes`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from tui.lifecycle.lines import node_tag
+from tui.lifecycle.nodes import node_argv, pid_key
+from tui.managers import AsyncLock, Manager, ManagerError
+from tui.model import LockInfo, LogLine, UnitState
+from tui.transport import TransportError
+
+T = TypeVar("T")
+
+#: how long the lock waits for each node to answer before a restart is refused
+REACH_TIMEOUT_S = 15.0
+
+
+@dataclass
+class Node:
+    name: str
+    manager: Manager
+    #: whether the deployment's flags are written to this node's command line
+    flags: bool = True
+
+
+def _named(name: str, e: Exception) -> Exception:
+    """The same error, saying which node it came from (its kind and permanence kept)."""
+    if isinstance(e, TransportError):
+        return TransportError(f"node {name}: {e}", permanent=e.permanent, kind=e.kind)
+    err = type(e)(f"node {name}: {e}") if isinstance(e, ManagerError) else ManagerError(f"node {name}: {e}")
+    if getattr(e, "permanent", False):
+        err.permanent = True  # type: ignore[attr-defined]
+    return err
+
+
+class MultiNodeManager:
+    can_control = True
+
+    def __init__(self, nodes: Sequence[Node], node_flags: Sequence[str]) -> None:
+        self.nodes = list(nodes)
+        self.node_flags = tuple(node_flags)
+        head = self.nodes[0].manager
+        self.kind = head.kind
+        self.target = f"{head.target} on {len(self.nodes)} nodes ({', '.join(n.name for n in self.nodes)})"
+        #: per step of a restart, per node ("gpu-b: stopped in 1.2 s"); the restart protocol sets it
+        self.progress: Callable[[str, str], None] | None = None
+        #: head invocation -> the worker invocations bound to that run ("" while not yet seen)
+        self._bound: dict[str, list[str]] = {}
+        self._head = ""  # the head invocation last seen
+        #: every node's reading of the run last seen, head first: what follow() and pids() work from
+        self._parts: dict[str, tuple[UnitState, ...]] = {}
+        self._bound_changed = asyncio.Event()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes)
+
+    def _tell(self, step: str, detail: str) -> None:
+        if self.progress is not None:
+            self.progress(step, detail)
+
+    async def _each(self, fn: Callable[[Node], Awaitable[T]]) -> list[T]:
+        """`fn` on every node at once; the first failure, named by its node, is raised once all have answered."""
+        async def one(n: Node) -> T:
+            try:
+                return await fn(n)
+            except (TransportError, ManagerError, OSError) as e:
+                raise _named(n.name, e) from e
+        results = await asyncio.gather(*(one(n) for n in self.nodes), return_exceptions=True)
+        out: list[T] = []
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+            out.append(r)
+        return out
+
+    # ------------------------------------------------------------------ the run
+
+    async def state(self) -> UnitState:
+        parts = tuple(await self._each(lambda n: n.manager.state()))
+        return self.combine(parts)
+
+    def combine(self, parts: Sequence[UnitState]) -> UnitState:
+        """The deployment's state from every node's, head first (pure but for the bindings it keeps)."""
+        head, workers = parts[0], parts[1:]
+        inv = head.invocation
+        if inv and inv not in self._bound:
+            before = self._bound.get(self._head)
+            # first sight: whatever the workers run now is this run's; after a run of the head's we saw, a worker's
+            # run is this one's only when it is not the run it had then
+            self._bound[inv] = [w.invocation if before is None or w.invocation != before[i] else ""
+                                for i, w in enumerate(workers)]
+            for old in [k for k in self._bound if k not in (inv, self._head)]:
+                del self._bound[old]
+            self._bound_changed.set()
+        if inv:
+            self._head = inv
+        bound = self._bound.get(inv, [""] * len(workers))
+        for i, w in enumerate(workers):
+            if not bound[i] and w.invocation and (self._prev_of(inv, i) != w.invocation):
+                bound[i] = w.invocation
+                self._bound_changed.set()
+        self._parts[inv] = tuple(parts)
+        if len(self._parts) > 4:
+            for k in list(self._parts)[:-4]:
+                del self._parts[k]
+        started = [head.started_at] + [w.started_at for i, w in enumerate(workers) if bound[i]]
+        unit = replace(head, started_at=max((s for s in started if s is not None), default=None))
+        if not head.running:
+            others = [self.nodes[i + 1].name for i, w in enumerate(workers) if w.running]
+            return replace(unit, lingering=bool(others),
+                           sub=unit.sub + (f"; still running on {', '.join(others)}" if others else ""))
+        for i, w in enumerate(workers):
+            name = self.nodes[i + 1].name
+            if bound[i] and (w.invocation != bound[i] or not w.running):
+                why = (f"node {name} exited" + (f" (status {w.exit_status})" if w.exit_status is not None else "")
+                       if w.invocation == bound[i] else f"node {name} restarted by itself")
+                return replace(unit, active="failed", sub=why, exit_status=w.exit_status, lingering=True,
+                               exited_at=w.exited_at or head.exited_at)
+        waiting = [self.nodes[i + 1].name for i in range(len(workers)) if not bound[i]]
+        if waiting:
+            return replace(unit, active="activating", sub=f"waiting for {', '.join(waiting)} to start")
+        return unit
+
+    def _prev_of(self, inv: str, i: int) -> str:
+        """Worker i's run bound to the head's run before `inv` (a leftover: not `inv`'s)."""
+        keys = list(self._bound)
+        at = keys.index(inv) if inv in keys else len(keys)
+        return self._bound[keys[at - 1]][i] if at > 0 else ""
+
+    def _node_units(self, unit: UnitState) -> tuple[UnitState, ...] | None:
+        return self._parts.get(unit.invocation)
+
+    async def start(self, argv: Sequence[str]) -> None:
+        """Head first (it hosts the rendezvous) with `argv`, then each worker with its own command line (written
+        with the head's by write_argv)."""
+        for i, n in enumerate(self.nodes):
+            line = list(argv) if i == 0 else await n.manager.read_argv()
+            self._tell("start", f"{n.name}: starting" + (" (head)" if i == 0 else ""))
+            try:
+                await n.manager.start(line)
+            except (TransportError, ManagerError, OSError) as e:
+                raise _named(n.name, e) from e
+            self._tell("start", f"{n.name}: start asked")
+
+    async def stop(self) -> None:
+        """Every node at once: a worker left running holds its GPUs and its end of the collectives."""
+        async def one(n: Node) -> None:
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            self._tell("stop", f"{n.name}: stopping")
+            await n.manager.stop()
+            self._tell("stop", f"{n.name}: stopped in {loop.time() - t0:.1f} s")
+        await self._each(one)
+
+    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+        """Every node's log of the run, merged as it arrives, each line tagged with its node; a worker whose run
+        is bound later (started after the head) is followed from its first line once it is."""
+        parts = self._node_units(unit)
+        if parts is None:
+            return
+        queue: asyncio.Queue[LogLine | int] = asyncio.Queue()
+        tasks: dict[int, asyncio.Task[None]] = {}
+
+        async def pump(i: int, st: UnitState) -> None:
+            tag = node_tag(self.nodes[i].name)
+            try:
+                async for line in self.nodes[i].manager.follow(st):
+                    queue.put_nowait(LogLine(line.at, tag + line.text, unit.invocation, line.cursor))
+            finally:
+                queue.put_nowait(i)
+
+        def bind_new() -> None:
+            now = self._node_units(unit) or parts
+            bound = self._bound.get(unit.invocation, [])
+            for i, st in enumerate(now):
+                if i in tasks:
+                    continue
+                if i == 0 or (i - 1 < len(bound) and bound[i - 1] and st.invocation == bound[i - 1]):
+                    tasks[i] = asyncio.create_task(pump(i, st), name=f"bringup-node-log-{self.nodes[i].name}")
+
+        bind_new()
+        ended: set[int] = set()
+        try:
+            while True:
+                if 0 in ended and ended >= set(tasks):
+                    return  # the head's log has ended, and every log followed with it
+                self._bound_changed.clear()
+                bind_new()
+                getter = asyncio.ensure_future(queue.get())
+                waker = asyncio.ensure_future(self._bound_changed.wait())
+                done, _ = await asyncio.wait({getter, waker}, return_when=asyncio.FIRST_COMPLETED)
+                waker.cancel()
+                if getter not in done:
+                    getter.cancel()
+                    continue
+                item = getter.result()
+                if isinstance(item, int):
+                    ended.add(item)
+                    continue
+                yield item
+        finally:
+            for t in tasks.values():
+                t.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    def log_source(self, invocation: str) -> str:
+        where = getattr(self.nodes[0].manager, "log_source", None)
+        head = where(invocation) if where is not None else ""
+        return f"{head} (head); each node's own log on its host" if head else ""
+
+    async def read_log(self, invocation: str) -> list[LogLine]:
+        """An ended run's log on every node, merged by time (a run that came and went between two readings)."""
+        parts = self._parts.get(invocation)
+        if parts is None:
+            return []
+        out: list[LogLine] = []
+        for i, st in enumerate(parts):
+            read = getattr(self.nodes[i].manager, "read_log", None)
+            if read is None or not st.invocation:
+                continue
+            tag = node_tag(self.nodes[i].name)
+            with contextlib.suppress(TransportError, ManagerError, OSError):
+                out += [LogLine(ln.at, tag + ln.text, invocation, ln.cursor) for ln in await read(st.invocation)]
+        out.sort(key=lambda ln: ln.at)
+        return out
+
+    async def pids(self, unit: UnitState) -> set[int] | None:
+        parts = self._node_units(unit)
+        if parts is None:
+            return None
+        out: set[int] = set()
+        for i, st in enumerate(parts):
+            got = await self.nodes[i].manager.pids(st)
+            if got is None:
+                return None
+            out |= {pid_key(i, p) for p in got}
+        return out
+
+    # ------------------------------------------------------------------ flags
+
+    async def read_argv(self) -> list[str]:
+        return await self.nodes[0].manager.read_argv()
+
+    async def write_argv(self, argv: Sequence[str]) -> None:
+        """The head's line as given; each worker's with the same edit (node_argv). Every node's new line is
+        computed before any is written: a node that cannot be read leaves every node as it was."""
+        lines = await self._each(lambda n: n.manager.read_argv())
+        before = lines[0]
+        for i, (n, own) in enumerate(zip(self.nodes, lines, strict=True)):
+            if not n.flags and i:
+                continue
+            try:
+                await n.manager.write_argv(list(argv) if i == 0 else node_argv(before, argv, own, self.node_flags))
+            except (TransportError, ManagerError, OSError) as e:
+                raise _named(n.name, e) from e
+
+    async def read_saved_argv(self, which: str) -> list[str] | None:
+        return await self.nodes[0].manager.read_saved_argv(which)
+
+    async def save_argv(self, which: str, argv: Sequence[str]) -> None:
+        await self.nodes[0].manager.save_argv(which, argv)
+
+    def lock(self, purpose: str, change: str = "") -> AsyncLock:
+        return NodesLock(self, self.nodes[0].manager.lock(purpose, change))
+
+
+class NodesLock:
+    """The head's lock, taken only once every node has answered: a restart that could reach the head but not a
+    worker would stop the head and leave the worker's run holding its GPUs."""
+
+    def __init__(self, mgr: MultiNodeManager, head: AsyncLock) -> None:
+        self.mgr, self.head = mgr, head
+
+    async def __aenter__(self) -> LockInfo:
+        info = await self.head.__aenter__()
+        try:
+            async with asyncio.timeout(REACH_TIMEOUT_S):
+                await self.mgr._each(lambda n: n.manager.state())
+        except BaseException as e:
+            await self.head.__aexit__(None, None, None)
+            if isinstance(e, TimeoutError):
+                raise ManagerError(f"a node did not answer within {REACH_TIMEOUT_S:g} s: nothing was stopped") from e
+            if isinstance(e, TransportError):
+                raise TransportError(f"{e}: nothing was stopped", permanent=e.permanent, kind=e.kind) from e
+            if isinstance(e, ManagerError):
+                raise ManagerError(f"{e}: nothing was stopped") from e
+            raise
+        return info
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.head.__aexit__(*exc)
+
+    async def still_held(self) -> bool:
+        return await self.head.still_held()
+
+    async def retake(self) -> LockInfo:
+        return await self.head.retake()
+
+    async def holder(self) -> LockInfo | None:
+        return await self.head.holder()
+
+    async def note(self, step: str) -> None:
+        await self.head.note(step)
