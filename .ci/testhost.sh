@@ -8,7 +8,7 @@
 # /run/systemd/system), and the cgroups are hybrid: /sys/fs/cgroup a tmpfs, cgroup v1 name=systemd at
 # /sys/fs/cgroup/systemd and cgroup2 at /sys/fs/cgroup/unified, both writable. Not pure cgroup2, v1 only, or systemd.
 #
-# One host per checkout (rootfs). `up` records its TESTHOST_NAME, TESTHOST_SSH_PORT and TESTHOST_SIM_PORT in
+# One host per state directory (rootfs; TESTHOST_DIR, default .testhost/). `up` records its TESTHOST_NAME, TESTHOST_SSH_PORT and TESTHOST_SIM_PORT in
 # .testhost/run/host.env; the other commands use that record, unless a variable is set (which wins, with a warning
 # when it disagrees with the running host). A second `up` with another name or port is refused while one runs.
 #
@@ -17,7 +17,9 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TH=$REPO/.testhost
+# TESTHOST_DIR: another state directory (its own rootfs, keys, record), for a second host at once: the nodes of a
+# deployment over two hosts (tests/test_multinode_testhost.py)
+TH=$(realpath -m "${TESTHOST_DIR:-$REPO/.testhost}")
 ROOTFS=$TH/rootfs
 RUN=$TH/run
 KEYS=$TH/keys

@@ -22,7 +22,8 @@ from tests.simdeploy import settings_for
 from tui.config import Settings
 
 #: the modules whose tests act on the systemd test host (.ci/testhost.sh): its unit, lock, journal and sshd
-TESTHOST_MODULES = frozenset({"test_remote.py", "test_remote_lock.py", "test_ssh_faults.py", "test_faults.py"})
+TESTHOST_MODULES = frozenset({"test_remote.py", "test_remote_lock.py", "test_ssh_faults.py", "test_faults.py",
+                              "test_multinode_testhost.py"})
 #: a test elsewhere that asks for one of these fixtures reaches the test host too
 TESTHOST_FIXTURES = frozenset({"testhost", "ssh_config", "conf"})
 TESTHOST_GROUP = "testhost"

@@ -87,7 +87,7 @@ def test_a_workers_run_is_bound_to_the_heads_and_its_exit_fails_the_deployment()
     assert u.active == "active" and u.started_at == 6.0
     # the worker exits while the head runs on (it hangs in its next collective): failed at once, naming it
     u = m.combine([_st("h2", started=5.0), _st("w2", "failed", 6.0, status=9)])
-    assert u.active == "failed" and u.lingering and "node b exited (status 9)" == u.sub
+    assert u.active == "failed" and u.lingering and u.sub == "node b exited (status 9)" and u.ended_on == "b"
     # a worker restarted by itself is no part of the head's run either
     u = m.combine([_st("h2", started=5.0), _st("w3", started=9.0)])
     assert u.active == "failed" and "restarted by itself" in u.sub

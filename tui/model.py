@@ -70,6 +70,8 @@ class UnitState:
     #: the run has ended or failed, but some of its processes still run (a node of a deployment over several
     #: nodes outlived another's exit): a stop still has something to stop
     lingering: bool = False
+    #: the node whose exit ended the run, on a deployment over several nodes: a failure names it
+    ended_on: str = ""
 
     @property
     def running(self) -> bool:

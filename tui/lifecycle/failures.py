@@ -70,7 +70,8 @@ def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> Lifec
     if kind == FailureKind.UNKNOWN:
         kind = FailureKind.EXIT
     shown = s.blocks.exit_lines()
-    words = exit_words(u.exit_status, s.session.log_source, shown=bool(shown), explained=kind != FailureKind.EXIT)
+    words = exit_words(u.exit_status, s.session.log_source, shown=bool(shown), explained=kind != FailureKind.EXIT,
+                       when=f" on node {u.ended_on}" if u.ended_on else "")
     s = fail(s, preset, end, (*shown, words), kind, open_=True)
     return replace(s, excerpt=Excerpt.AWAITING_CAUSE if kind == FailureKind.EXIT else Excerpt.OPEN)
 

@@ -129,7 +129,7 @@ class MultiNodeManager:
         unit = replace(head, started_at=max((s for s in started if s is not None), default=None))
         if not head.running:
             others = [self.nodes[i + 1].name for i, w in enumerate(workers) if w.running]
-            return replace(unit, lingering=bool(others),
+            return replace(unit, lingering=bool(others), ended_on=self.nodes[0].name if inv else "",
                            sub=unit.sub + (f"; still running on {', '.join(others)}" if others else ""))
         for i, w in enumerate(workers):
             name = self.nodes[i + 1].name
@@ -137,7 +137,7 @@ class MultiNodeManager:
                 why = (f"node {name} exited" + (f" (status {w.exit_status})" if w.exit_status is not None else "")
                        if w.invocation == bound[i] else f"node {name} restarted by itself")
                 return replace(unit, active="failed", sub=why, exit_status=w.exit_status, lingering=True,
-                               exited_at=w.exited_at or head.exited_at)
+                               exited_at=w.exited_at or head.exited_at, ended_on=name)
         waiting = [self.nodes[i + 1].name for i in range(len(workers)) if not bound[i]]
         if waiting:
             return replace(unit, active="activating", sub=f"waiting for {', '.join(waiting)} to start")
