@@ -35,6 +35,7 @@ from .commands import cmd_bench, cmd_flags, cmd_replay, cmd_status
 from .exporter import cmd_exporter
 from .follow import cmd_demo, cmd_wait
 from .report import error, fmt_s, gpus_dict, out, render_status, snapshot_dict
+from .serve import cmd_serve
 from .sweep import cmd_sweep
 
 __all__ = [
@@ -52,21 +53,28 @@ EXIT_SUPERSEDED = ExitCode.SUPERSEDED
 HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], Awaitable[int]]] = {
     "status": cmd_status, "wait": cmd_wait, "start": cmd_start, "restart": cmd_restart, "stop": cmd_stop,
     "flags": cmd_flags, "demo": cmd_demo, "bench": cmd_bench, "sweep": cmd_sweep, "exporter": cmd_exporter,
+    "serve": cmd_serve,
 }
 
 
 def _need_terminal(what: str) -> None:
     """The console reads keys from stdin and draws on stderr: without a terminal on both it would wait for keys
     that never come (a script that forgot its subcommand would hang, with a demo server started behind it)."""
+    if os.environ.get("TEXTUAL_DRIVER"):  # a driver of its own (textual-serve's web driver): no terminal needed
+        return
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         hint = "bringup demo --headless" if what == "demo" else "bringup status | wait | restart"
         raise UsageError(f"the {what} needs a terminal (stdin and stderr are not one here); for scripts: {hint}")
 
 
-def run_console(settings: Settings, deployment: str | None, read_only: bool) -> int:
+def run_console(settings: Settings, deployment: str | list[str] | None, read_only: bool) -> int:
+    """One deployment named: its console; several: the overview of those; none: the only one, or all."""
     from tui.app import run_app
 
-    return run_app(settings, deployment, read_only=read_only)
+    names = [deployment] if isinstance(deployment, str) else list(deployment or [])
+    if len(names) > 1:
+        return run_app(settings, None, read_only=read_only, fleet=[settings.deployment(n)[0] for n in names])
+    return run_app(settings, names[0] if names else None, read_only=read_only)
 
 
 def run_async(coro: Any) -> Any:

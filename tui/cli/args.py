@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c0 = add("console", "the console (the default when no command is given)",
              "Open the console on a deployment (the only one configured, or the one named).", json=False)
-    c0.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    c0.add_argument("deployment", nargs="*", help=DEPLOYMENT_HELP + " (several: the overview of those)")
     c0.add_argument("--read-only", action="store_true", dest="console_read_only",
                     help="console without restart, start/stop or flag keys")
 
@@ -210,6 +210,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where to serve /metrics (default 127.0.0.1:9464; loopback only unless --allow-remote)")
     ex.add_argument("--allow-remote", action="store_true",
                     help="allow a non-loopback --listen address (the metrics have no authentication)")
+
+    sv = add("serve", "the console in a browser (textual-serve), read-only unless --allow-actions",
+             "Serve the console to a web browser through textual-serve: each browser tab runs its own console on "
+             "the named deployments (none: the one configured, or the overview of all; several: the overview of "
+             "those). Read-only unless --allow-actions; loopback only unless --token, which prints an access "
+             "token once that the page asks for. From another machine: `ssh -L 8000:127.0.0.1:8000 HOST`, then "
+             "open http://127.0.0.1:8000 (README.md: The console in a browser).\n\n"
+             "  bringup serve k26\n  bringup serve --listen 0.0.0.0:8000 --token k26")
+    sv.add_argument("deployments", nargs="*", metavar="deployment", help=DEPLOYMENT_HELP + " (several: the overview)")
+    sv.add_argument("--listen", default="127.0.0.1:8000", metavar="HOST:PORT",
+                    help="where to serve (default 127.0.0.1:8000; a non-loopback address needs --token)")
+    sv.add_argument("--allow-actions", action="store_true",
+                    help="the full console: restart, flags and start/stop work from the browser too")
+    sv.add_argument("--token", action="store_true",
+                    help="ask for an access token (generated, printed once at start); needed off loopback")
 
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "

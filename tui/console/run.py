@@ -46,9 +46,11 @@ def _on_hangup(settings: Settings, name: str, stop_demo: bool) -> None:
         os._exit(ExitCode.HANGUP)
 
 
-def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False) -> int:
-    """`deployment` None with several configured: the fleet overview first (one deployment: that one's console)."""
-    fleet = deployment_names(settings) if deployment is None else []
+def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False,
+            fleet: list[str] | None = None) -> int:
+    """`deployment` None with several configured: the fleet overview first (one deployment: that one's console);
+    `fleet`: the overview of those deployments only."""
+    fleet = list(fleet) if fleet else deployment_names(settings) if deployment is None else []
     if len(fleet) < 2:
         fleet = []
     name = fleet[0] if fleet else settings.deployment(deployment)[0]
