@@ -256,3 +256,15 @@ def test_a_node_that_cannot_be_reached_refuses_the_restart_before_anything_stops
             tmp_path / "state" / "deployments" / "mn" / "node-0" / "argv.json").exists() else True
     finally:
         bringup(cfg, "stop", "mn")
+
+
+def test_the_gpu_panel_groups_the_nodes_gpus_by_host() -> None:
+    from widgets.gpus import _S, rows_for
+
+    snap = merge(("gpu-a", "gpu-b"), [_gpus(2, 0.0, 0), _gpus(2, 900.0, 77)])
+    rows = rows_for(snap, {}, [0, 1, gpu_key(1, 0), gpu_key(1, 1)], 0, False, 80)
+    texts = ["".join(t for t, _ in r) for r in rows]
+    a, b = texts.index("  gpu-a"), texts.index("  gpu-b")
+    assert a < b and texts[a + 1].startswith("● 0 ") and texts[b + 1].startswith("● 0 "), texts
+    assert not any("1000" in t for t in texts)  # keys never shown
+    assert all(style in _S for r in rows for _, style in r if style)  # every style is one the panel can draw

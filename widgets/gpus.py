@@ -26,7 +26,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.lifecycle.release import ranges
+from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_names, split_gpu
 from tui.model import Attribution, GpuSample, GpuSnapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -158,7 +158,7 @@ def columns(gpus: Sequence[GpuSample], width: int) -> Columns:
     limit; what is left grows the bar and the history. The least telling column goes first: the history, then the
     temperature (a hot GPU is still named in a note), then the bar."""
     live = [g for g in gpus if not g.lost]
-    index = 2 + max((len(str(g.index)) for g in gpus), default=1) + 1  # "● 0 "
+    index = 2 + max((len(str(split_gpu(g.index)[1])) for g in gpus), default=1) + 1  # "● 0 "
     memory = max((len(_mem_text(g)) for g in live), default=8)
     power = max([len(" power"), *(len(_power_text(g, False)) for g in live)])
     power_cap = max([len(" power"), *(len(_power_text(g, True)) for g in live)])
@@ -209,13 +209,15 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
     rows: list[Row] = []
     mine = set(gpus)
     a = attribution
+    names = host_names(snap.gpus)  # a deployment over several nodes: GPUs grouped by host, named host:index
     if a is not None and a.previous_mib > 0:
-        rows += _note(f"previous run still holds {a.previous_mib / 1024:.1f} GiB on GPU {ranges(a.previous_gpus)}",
+        rows += _note(f"previous run still holds {a.previous_mib / 1024:.1f} GiB on GPU "
+                      f"{describe_gpus(a.previous_gpus, names)}",
                       "bold yellow", width)
     elif releasing:  # no process tree known: during the release wait every process here is the old run's
         old = [p for p in snap.processes if p.gpu_index in mine and p.pid != server_pid]
         held = sum(p.used_mib or 0 for p in old) / 1024
-        pids = ",".join(sorted({str(p.pid) for p in old})[:3])
+        pids = ",".join(sorted({describe_pid(p.pid, names) for p in old})[:3])
         rows += _note(f"releasing: {held:.1f} GiB still held by the previous run"
                       + (f" (pid {pids})" if pids else ""), "bold yellow", width)
     c = columns(snap.gpus, width)
@@ -227,10 +229,15 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
     outside_mib = 0.0
     hot: list[str] = []
     digits = c.index - 3
+    host = ""
     for g in snap.gpus:
         row: list[tuple[str, str]] = []
+        if g.host and g.host != host:
+            host = g.host
+            rows.append(((f"  {host}", "bold"),))
         ours = g.index in mine or not mine
-        row.append((f"{MARK if g.index in mine else ' '} {g.index:>{digits}} ", "bold" if ours else "dim"))
+        local = split_gpu(g.index)[1]
+        row.append((f"{MARK if g.index in mine else ' '} {local:>{digits}} ", "bold" if ours else "dim"))
         if g.lost:
             row.append((f"LOST {g.error or 'GPU lost'}", "bold red"))
             rows.append(tuple(row))
@@ -262,7 +269,7 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
         if c.temp:
             row.append((f" {_n(g.temp_c, '.0f')}°C".rjust(TEMP_W), temp_style or "dim"))
         elif temp_style:
-            hot.append(f"GPU {g.index} {g.temp_c:.0f}°C")
+            hot.append(f"GPU {gpu_label(g)} {g.temp_c:.0f}°C")
         capped = g.power_w is not None and bool(g.power_limit_w) and g.power_w >= POWER_CAP * (g.power_limit_w or 0)
         row.append((_power_text(g, c.power_cap).rjust(c.power), "yellow" if capped else "dim"))
         if c.history:
@@ -271,12 +278,12 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
         rows.append(tuple(row))
     if over:
         what = f"the server's budget ({budget:.0%}) and headroom" if budget is not None else f"{WARN_UNKNOWN:.0%}"
-        rows += _note(f"memory above {what} on GPU {ranges(over)}", "yellow", width)
+        rows += _note(f"memory above {what} on GPU {describe_gpus(over, names)}", "yellow", width)
     if full:
-        rows += _note(f"memory nearly full ({FULL:.0%}+) on GPU {ranges(full)}", "bold red", width)
+        rows += _note(f"memory nearly full ({FULL:.0%}+) on GPU {describe_gpus(full, names)}", "bold red", width)
     if outside:
-        rows += _note(f"GPU {ranges(outside)}, outside the deployment: {outside_mib / 1024:.1f} GiB held by "
-                      "other processes", "magenta", width)
+        rows += _note(f"GPU {describe_gpus(outside, names)}, outside the deployment: {outside_mib / 1024:.1f} GiB "
+                      "held by other processes", "magenta", width)
     if hot:
         rows += _note("hot: " + ", ".join(hot), "yellow", width)
     if a is not None and a.other_mib > 0 and not a.note:
