@@ -9,6 +9,7 @@ StartedAt, so it is a new invocation (its readiness must be proven again), never
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,13 +33,19 @@ def parse_time(text: str) -> float | None:
     return base.astimezone(UTC).timestamp() + frac
 
 
-def stamp_key(text: str) -> tuple[str, int] | None:
-    """An exact, sortable key for one of `docker logs --timestamps`' stamps (floats lose the nanoseconds that tell
-    two lines apart): the second, and the nanoseconds. None when it is no stamp."""
+def stamp_key(text: str) -> int | None:
+    """One of `docker logs --timestamps`' stamps as exact nanoseconds since the epoch (a float loses the
+    nanoseconds that tell two lines apart); None when it is no stamp."""
     m = _STAMP.match(text)
     if not m or (m[3] not in (None, "Z")):
         return None
-    return m[1], int((m[2] or "0").ljust(9, "0")[:9])
+    whole = int(datetime.fromisoformat(m[1] + "+00:00").timestamp())
+    return whole * 1_000_000_000 + int((m[2] or "0").ljust(9, "0")[:9])
+
+
+def stamp_text(ns: int) -> str:
+    """Nanoseconds since the epoch as the RFC 3339 stamp `logs --since` takes (docker and podman alike)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 1_000_000_000)) + f".{ns % 1_000_000_000:09d}Z"
 
 
 def invocation_of(info: dict[str, Any]) -> str:

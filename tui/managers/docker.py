@@ -24,7 +24,15 @@ from typing import Any
 
 from tui.managers import AsyncLock, ManagerError, PermanentError
 from tui.managers.container_create import create_options, split_command, unsupported
-from tui.managers.container_state import command_of, engine_error, invocation_of, parse_time, stamp_key, unit_of
+from tui.managers.container_state import (
+    command_of,
+    engine_error,
+    invocation_of,
+    parse_time,
+    stamp_key,
+    stamp_text,
+    unit_of,
+)
 from tui.managers.file_lock import FileLock
 from tui.managers.remote_lock import RemoteLock
 from tui.model import LogLine, UnitState
@@ -34,6 +42,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: `sh -c` with the command as its arguments: the container's stderr joins its stdout on the one stream a
 #: transport reads (over SSH a pty merges them already); no user text is in the script itself
 _BOTH_STREAMS = ["sh", "-c", 'exec "$@" 2>&1', "bringup-logs"]
+#: how far before the newest line a resumed log starts: further than stderr ever lags stdout in the CLI's output
+RESUME_MARGIN_NS = 5_000_000_000
 
 
 class DockerManager:
@@ -213,45 +223,50 @@ class DockerManager:
         return str((info.get("State") or {}).get("FinishedAt") or "") if unit.running else ""
 
     async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
-        """This run's lines from its first on, then live, both streams; ends when the run has ended."""
+        """This run's lines from its first on, then live, both streams; ends when the run has ended.
+
+        The engine's CLI does not keep stdout and stderr in order with each other (a stderr line can arrive after
+        later stdout lines), so a resume after a drop starts RESUME_MARGIN_NS before the newest stamp seen and
+        skips, stamp by stamp, the lines already delivered: none lost, none twice."""
         if self._info is None or invocation_of(self._info) != unit.invocation:
             await self.inspect()
         since = self._since(unit)
         floor = stamp_key(since) if parse_time(since) is not None else None
-        last: tuple[str, int] | None = None
-        at_last = 0  # lines of stamp `last` delivered: a resume from that stamp skips as many
+        delivered: dict[int, int] = {}  # stamp -> lines of that stamp delivered
+        newest = 0
+        at = 0.0
         backoff = 0.5
         while True:
             argv = [self.engine, "logs", "--timestamps", "--follow"]
-            start = _stamp_text(last) if last else (since if floor else "")
+            start = max(newest - RESUME_MARGIN_NS, floor or 0) if newest else floor
             if start:
-                argv += ["--since", start]
-            skip = at_last if last else 0
+                argv += ["--since", stamp_text(start)]
+            again: dict[int, int] = {}  # stamp -> lines of that stamp read on this stream
+            delivering = False  # whether the stamped line that the current pieces continue was delivered
             try:
-                delivering = False  # whether the stamped line that the current pieces continue was delivered
                 async for raw in self.transport.stream([*_BOTH_STREAMS, *argv, self.container]):
                     stamp, _, text = raw.partition(" ")
                     key = stamp_key(stamp)
                     if key is None:
                         # a piece after a carriage return (a progress bar) continues its stamped line; before any
                         # stamped line it is the engine's own words (no such container...): the state says those
-                        if delivering and last is not None:
-                            yield LogLine(at=parse_time(_stamp_text(last)) or time.time(), text=raw,
-                                          invocation=unit.invocation)
+                        if delivering:
+                            yield LogLine(at=at, text=raw, invocation=unit.invocation)
                         continue
                     delivering = False
                     if floor is not None and key <= floor:
                         continue  # the previous run's last lines
-                    if key == last and skip > 0:
-                        skip -= 1
-                        continue
-                    if key == last:
-                        at_last += 1
-                    else:
-                        last, at_last = key, 1
+                    n = again[key] = again.get(key, 0) + 1
+                    if n <= delivered.get(key, 0):
+                        continue  # delivered before the stream dropped
+                    delivered[key] = n
+                    newest = max(newest, key)
+                    if len(delivered) > 20000:  # only the margin's stamps can come again
+                        delivered = {k: v for k, v in delivered.items() if k >= newest - 2 * RESUME_MARGIN_NS}
+                        again = {k: v for k, v in again.items() if k in delivered}
                     delivering = True
-                    at = parse_time(stamp)
-                    yield LogLine(at=at if at is not None else time.time(), text=text, invocation=unit.invocation)
+                    at = key / 1e9
+                    yield LogLine(at=at, text=text, invocation=unit.invocation)
                     backoff = 0.5
             except TransportError:
                 pass
@@ -284,7 +299,7 @@ class DockerManager:
         for piece in _stamped(res.text.splitlines()):
             if piece is not None and piece[0] >= begin:
                 out.append(LogLine(at=piece[0], text=piece[1], invocation=invocation))
-        return out
+        return sorted(out, key=lambda x: x.at)  # stable: a line's pieces stay in order
 
     # ------------------------------------------------------------------ flags
 
@@ -333,10 +348,6 @@ class _DirLock(RemoteLock):
     async def holder(self) -> Any:
         await self._manager._ensure_dir()
         return await super().holder()
-
-
-def _stamp_text(key: tuple[str, int]) -> str:
-    return f"{key[0]}.{key[1]:09d}Z"
 
 
 def _stamped(lines: Sequence[str]) -> list[tuple[float, str] | None]:

@@ -1,0 +1,445 @@
+"""Container deployments (`manager = "docker"` and `"compose"`) against a real Docker daemon.
+
+The daemon and the simulated server's image come from `.ci/containers.sh` (dockerd started by hand, the image built
+from a debootstrapped rootfs): `eval "$(bash .ci/containers.sh env)"` points DOCKER_HOST at it. Without a daemon the
+tests are skipped; BRINGUP_DOCKER=required (set by .ci/run) makes that a failure. Every test names its containers
+after itself and a random suffix and publishes a free port, so they run in parallel; they wait on conditions, never
+a fixed sleep.
+
+The simulated GPUs record the sim's own PID, which the host's `nvidia-smi` stand-in must be able to see: the sim's
+containers share the host's PID namespace (`--pid host`), as the real driver reports host PIDs. That container PIDs
+are found as host PIDs at all is proven without it (test_pids_are_host_pids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.config_toml import ConfigFile
+from tests.ports import free_port
+from tests.simdeploy import ALL_GPUS, sim_host
+from tui.config import DeploymentConfig, ProbeConfig
+from tui.managers.docker import DockerManager
+from tui.model import LogLine
+from tui.transport.local import LocalTransport
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+IMAGE = os.environ.get("BRINGUP_DOCKER_IMAGE", "bringup/sim:test")
+#: inspect fields that belong to one container, not to its configuration: a recreate changes them and only them
+PER_CONTAINER = ("Id", "Created", "State", "Name", "HostnamePath", "HostsPath", "ResolvConfPath", "LogPath",
+                 "GraphDriver", "NetworkSettings.SandboxID", "NetworkSettings.SandboxKey",
+                 "NetworkSettings.EndpointID", "NetworkSettings.Networks.bridge.EndpointID", "Config.Hostname",
+                 "NetworkSettings.Networks.bridge.IPAddress", "NetworkSettings.IPAddress",
+                 "NetworkSettings.Networks.bridge.MacAddress", "NetworkSettings.MacAddress", "Mounts")
+
+
+def _need(what: str) -> None:
+    if os.environ.get("BRINGUP_DOCKER") == "required":
+        pytest.fail(f"{what}, but BRINGUP_DOCKER=required (.ci/run starts the daemon: .ci/containers.sh)")
+    pytest.skip(f"{what} (bash .ci/containers.sh install up image; eval \"$(bash .ci/containers.sh env)\"); "
+                "BRINGUP_DOCKER=required makes this a failure")
+
+
+def docker(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)}: {r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="session")
+def daemon() -> str:
+    if shutil.which("docker") is None:
+        _need("no docker CLI")
+    if docker("info", "--format", "{{.ServerVersion}}", check=False, timeout=20).returncode != 0:
+        _need("no Docker daemon answers at DOCKER_HOST")
+    if docker("image", "inspect", IMAGE, check=False).returncode != 0:
+        _need(f"the simulated server's image {IMAGE} is not built")
+    return IMAGE
+
+
+def until(what: str, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Deployment:
+    """One container deployment of the simulated server, through the `bringup` CLI."""
+
+    def __init__(self, tmp: Path, name: str) -> None:
+        self.tmp, self.name = tmp, name
+        self.container = f"bu-{name}-{uuid.uuid4().hex[:8]}"
+        self.port = free_port()
+        self.simgpu = tmp / "simgpu"
+        self.simgpu.mkdir(parents=True, exist_ok=True)
+        self.config = tmp / "config.toml"
+
+    def sim(self, *extra: str) -> list[str]:
+        return ["python3", "-u", "-m", "tui.sim", "--host", "0.0.0.0", "--port", str(self.port), "--tp-size", "8",
+                "--enable-metrics", "--sim-state-dir", "/simgpu", "--time-scale", "0.1", *extra]
+
+    def publish(self) -> list[str]:
+        return ["--pid", "host", "--init", "-p", f"127.0.0.1:{self.port}:{self.port}", "-v", f"{self.simgpu}:/simgpu"]
+
+    def write(self, **dep: Any) -> None:
+        d = DeploymentConfig(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
+                             release_tolerance_mib=512, stop_timeout_s=20, **dep)
+        ConfigFile(state_dir=self.tmp / "state", probe=ProbeConfig(interval_s=0.3),
+                   hosts={"simhost": sim_host(self.simgpu)}, deployments={self.name: d}).write(self.config)
+
+    def docker_run(self, *sim_args: str, run_args: tuple[str, ...] = ()) -> None:
+        self.write(manager="docker", container=self.container, image=IMAGE, run_args=[*self.publish(), *run_args],
+                   command=self.sim(*sim_args))
+
+    def bringup(self, *args: str, timeout: float = 90, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PY, "-m", "tui", "--config", str(self.config), *args], capture_output=True,
+                              text=True, timeout=timeout, cwd=self.tmp, env={**os.environ, **(env or {})})
+
+    def status(self) -> dict[str, Any]:
+        r = self.bringup("status", self.name, "--json")
+        return json.loads(r.stdout.splitlines()[-1])
+
+    def inspect(self, name: str = "") -> dict[str, Any]:
+        return json.loads(docker("inspect", name or self.container).stdout)[0]
+
+
+@pytest.fixture
+def make(daemon: str, tmp_path: Path) -> Iterator[Callable[[str], Deployment]]:
+    made: list[Deployment] = []
+
+    def new(name: str) -> Deployment:
+        d = Deployment(tmp_path / name, name)
+        made.append(d)
+        return d
+
+    yield new
+    for d in made:
+        names = docker("ps", "-aq", "--filter", f"name={d.container}", check=False).stdout.split()
+        if names:
+            docker("rm", "-f", *names, check=False)
+
+
+def describe(r: subprocess.CompletedProcess[str]) -> str:
+    return f"rc={r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+
+
+def flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flat(v, f"{prefix}.{k}" if prefix else k))
+    return out
+
+
+def configuration(info: dict[str, Any]) -> dict[str, Any]:
+    """The inspect record less what belongs to one container (its ID, its endpoints and addresses, the alias
+    the engine gives it by its ID)."""
+    out = {k: v for k, v in flat(info).items() if not any(k == p or k.startswith(p + ".") for p in PER_CONTAINER)
+           and not k.endswith((".EndpointID", ".IPAddress", ".MacAddress"))}
+    for k, v in out.items():
+        if k.endswith(".Aliases") and isinstance(v, list):
+            out[k] = [a for a in v if a != info["Id"][:12]]
+    return out
+
+
+# ---------------------------------------------------------------------------- bring-up, flags, recreate
+
+
+def test_docker_run_deployment_comes_up_ready_and_a_flag_change_recreates_it_with_all_else_unchanged(
+        make: Callable[[str], Deployment]) -> None:
+    d = make("flags")
+    # every kind of setting a GPU deployment uses that this machine can run: env, labels, volumes, ports, a user
+    # network with an alias, a restart policy, limits, shm, ulimits, init
+    net = f"{d.container}-net"
+    docker("network", "create", net)
+    try:
+        d.docker_run(run_args=("-e", "HF_HOME=/models", "--label", "team=infer", "--network", net,
+                               "--network-alias", "sglang", "--restart", "on-failure:2", "--memory", "2g",
+                               "--shm-size", "1g", "--ulimit", "nofile=4096:8192", "-v", f"{d.tmp}:/data:ro",
+                               "--stop-timeout", "15"))
+        r = d.bringup("start", d.name)
+        assert r.returncode == 0, describe(r)
+        s = d.status()
+        assert s["phase"] == "ready", s
+        before = d.inspect()
+        assert s["invocation"] == f"{before['Id'][:12]}@{before['State']['StartedAt']}"
+        assert s["attribution"]["current_mib"] > 0, s["attribution"]  # the GPU memory is this run's, by host PID
+
+        r = d.bringup("restart", d.name, "--set", "disable-cuda-graph", "--yes")
+        assert r.returncode == 0, describe(r)
+        after = d.inspect()
+        assert after["Id"] != before["Id"]
+        assert after["Config"]["Cmd"] == [*before["Config"]["Cmd"], "--disable-cuda-graph"]
+        old, new = configuration(before), configuration(after)
+        old.pop("Config.Cmd"), new.pop("Config.Cmd"), old.pop("Args"), new.pop("Args")
+        assert old == new, {k: (old.get(k), new.get(k)) for k in set(old) | set(new) if old.get(k) != new.get(k)}
+        assert [m["Destination"] for m in after["Mounts"]] == [m["Destination"] for m in before["Mounts"]]
+        assert "sglang" in after["NetworkSettings"]["Networks"][net]["Aliases"]
+        assert d.status()["phase"] == "ready"
+        # the previous command is kept for rollback, and no container is left aside
+        prev = json.loads((d.tmp / "state" / "deployments" / d.name / "argv.previous.json").read_text())
+        assert prev == before["Config"]["Cmd"]
+        assert docker("ps", "-aq", "--filter", f"name={d.container}-bringup-old").stdout.strip() == ""
+    finally:
+        docker("rm", "-f", d.container, check=False)
+        docker("network", "rm", net, check=False)
+
+
+def test_pids_are_host_pids(make: Callable[[str], Deployment]) -> None:
+    """A container in its own PID namespace: its processes are found as the host's PIDs, what the driver shows."""
+    d = make("pids")
+    docker("run", "-d", "--name", d.container, IMAGE, "python3", "-c",
+           "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)")
+    m = DockerManager(LocalTransport(), d.container, str(d.tmp / "state"))
+    unit = asyncio.run(m.state())
+    assert unit.running and unit.main_pid > 0
+    pids = asyncio.run(m.pids(unit))
+    assert pids is not None and unit.main_pid in pids and len(pids) >= 2, pids
+    for pid in pids:  # each a host PID of a process in another namespace, where it has a PID of its own
+        nspid = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("NSpid:"))
+        assert len(nspid.split()) == 3, nspid
+
+
+# ---------------------------------------------------------------------------- failures of the demo scenarios
+
+
+@pytest.mark.parametrize("scenario,kind,hint", [
+    ("dflash-graph-crash", "cuda-graph", "disable-cuda-graph"),
+    ("crash-while-serving", "scheduler-died", ""),
+])
+def test_scenario_failures_have_their_kind_and_hint(make: Callable[[str], Deployment], scenario: str, kind: str,
+                                                     hint: str) -> None:
+    d = make(scenario.replace("-", ""))
+    extra = ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"] \
+        if scenario == "dflash-graph-crash" else []
+    d.docker_run(*extra, "--scenario", scenario)
+    r = d.bringup("start", d.name, "--no-wait")
+    assert r.returncode == 0, describe(r)
+    r = d.bringup("wait", d.name, "--timeout", "60", "--json")
+    last = json.loads(r.stdout.splitlines()[-1])
+    if scenario == "crash-while-serving":  # ready first, then the crash
+        assert last["result"] == "ready", describe(r)
+        r = d.bringup("wait", d.name, "--timeout", "60", "--json")
+        until("the crash", lambda: d.status()["phase"] == "failed")
+        f = d.status()["failure"]
+    else:
+        assert r.returncode == 1, describe(r)
+        f = d.status()["failure"]
+    assert f["kind"] == kind, f
+    assert hint in f["hint"], f
+    if scenario == "dflash-graph-crash":  # the whole traceback, read from the container's log
+        assert "Traceback (most recent call last):" in f["excerpt"], f
+        assert "cuda_graph_runner.py" in f["excerpt"], f
+
+
+def test_a_restart_by_the_restart_policy_is_a_new_run(make: Callable[[str], Deployment]) -> None:
+    d = make("policy")
+    d.docker_run("--scenario", "crash-while-serving", run_args=("--restart", "on-failure:3"))
+    assert d.bringup("start", d.name).returncode == 0
+    first = d.status()["invocation"]
+    m = DockerManager(LocalTransport(), d.container, str(d.tmp / "state"))
+    # the crash, and the restart the container's policy makes by itself: a run of its own, counted
+    unit = until("a restart by the policy", lambda: (u := asyncio.run(m.state())).invocation != first
+                 and u.running and u)
+    assert unit.n_restarts >= 1
+    r = d.bringup("wait", d.name, "--timeout", "60", "--json")
+    assert r.returncode == 0, describe(r)
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last["result"] == "ready" and last["invocation"] != first, last  # proven again, on the new run
+
+
+# ---------------------------------------------------------------------------- the log stream
+
+
+class DroppingTransport(LocalTransport):
+    """The real transport, whose log streams drop (a lost SSH channel, a restarted daemon): the k-th one after
+    k x `every` lines, so that each resumed stream re-reads what came before the drop and goes further."""
+
+    def __init__(self, every: int) -> None:
+        self.every, self.drops = every, 0
+
+    async def stream(self, argv: Any, *, env: Any = None) -> Any:  # type: ignore[override]
+        n = 0
+        async for line in super().stream(argv, env=env):
+            yield line
+            n += 1
+            if n >= self.every * (self.drops + 1) and "logs" in argv:
+                self.drops += 1
+                return
+
+
+def test_a_dropped_log_stream_resumes_without_loss_or_repetition(make: Callable[[str], Deployment]) -> None:
+    d = make("logs")
+    # both streams, lines in bursts (many share a stamp's microsecond neighbourhood), then the run goes on
+    script = ("import sys, time\n"
+              "for i in range(3000):\n"
+              "    print(i, file=sys.stderr if i % 3 == 0 else sys.stdout, flush=True)\n"
+              "print('done-err', file=sys.stderr, flush=True)\nprint('done-out', flush=True)\ntime.sleep(600)\n")
+    docker("run", "-d", "--name", d.container, IMAGE, "python3", "-c", script)
+    until("the last line", lambda: "done-out" in docker("logs", d.container).stdout)
+    transport = DroppingTransport(every=700)
+    m = DockerManager(transport, d.container, str(d.tmp / "state"))
+
+    async def read() -> list[LogLine]:
+        unit = await m.state()
+        got: list[LogLine] = []
+        ends = set()
+        async for line in m.follow(unit):  # each stream is in order within itself: its last line ends it
+            got.append(line)
+            if line.text.startswith("done-"):
+                ends.add(line.text)
+                if len(ends) == 2:
+                    break
+        return got
+
+    got = asyncio.run(asyncio.wait_for(read(), 60))
+    assert transport.drops >= 3
+    # every line once, each stream in its order (the engine stamps and hands over stdout and stderr apart: a
+    # stderr line can come after later stdout lines, so only within a stream is the order the program's)
+    texts = [x.text for x in got]
+    assert len(texts) == 3002 and set(texts) == {str(i) for i in range(3000)} | {"done-err", "done-out"}
+    err = [t for t in texts if t == "done-err" or (t.isdigit() and int(t) % 3 == 0)]
+    out = [t for t in texts if t == "done-out" or (t.isdigit() and int(t) % 3 != 0)]
+    assert err == [str(i) for i in range(0, 3000, 3)] + ["done-err"]
+    assert out == [str(i) for i in range(3000) if i % 3] + ["done-out"]
+
+
+# ---------------------------------------------------------------------------- Compose
+
+
+def test_compose_service_flag_change_writes_an_override_and_recreates_only_that_service(
+        make: Callable[[str], Deployment]) -> None:
+    if shutil.which("docker-compose") is None:
+        _need("no docker-compose")
+    d = make("compose")
+    proj = d.tmp / f"proj{uuid.uuid4().hex[:6]}"
+    proj.mkdir()
+    project_file = (
+        'version: "2.4"\nservices:\n'
+        f'  sim:\n    image: {IMAGE}\n    init: true\n    pid: host\n'
+        f'    ports: ["127.0.0.1:{d.port}:{d.port}"]\n    volumes: ["{d.simgpu}:/simgpu"]\n'
+        f'    labels: {{team: infer}}\n    command: {json.dumps(d.sim())}\n'
+        f'  other:\n    image: {IMAGE}\n    init: true\n    command: ["sleep", "600"]\n')
+    (proj / "docker-compose.yml").write_text(project_file)
+    d.container = proj.name  # compose names the containers after the project: cleaned up by that
+    compose = ["docker-compose", "--project-directory", str(proj), "-f", str(proj / "docker-compose.yml")]
+    try:
+        subprocess.run([*compose, "up", "-d"], check=True, capture_output=True, timeout=120)
+        d.write(manager="compose", compose_dir=str(proj), service="sim")
+        r = d.bringup("wait", d.name, "--timeout", "60")
+        assert r.returncode == 0, describe(r)
+        sim_before = d.inspect(f"{proj.name}_sim_1")
+        other_before = d.inspect(f"{proj.name}_other_1")
+        r = d.bringup("restart", d.name, "--set", "disable-cuda-graph", "--yes")
+        assert r.returncode == 0, describe(r)
+        assert (proj / "docker-compose.yml").read_text() == project_file  # the user's file, untouched
+        assert "--disable-cuda-graph" in (proj / "docker-compose.bringup.yml").read_text()
+        sim_after = d.inspect(f"{proj.name}_sim_1")
+        assert sim_after["Id"] != sim_before["Id"]
+        assert sim_after["Config"]["Cmd"] == [*sim_before["Config"]["Cmd"], "--disable-cuda-graph"]
+        assert sim_after["Config"]["Labels"]["team"] == "infer"
+        assert d.inspect(f"{proj.name}_other_1")["Id"] == other_before["Id"]  # only that service was recreated
+        assert d.status()["phase"] == "ready"
+    finally:
+        subprocess.run([*compose, "-f", str(proj / "docker-compose.bringup.yml"), "down", "-t", "1"],
+                       capture_output=True, timeout=120)
+
+
+# ---------------------------------------------------------------------------- errors, one line each
+
+
+def one_line(r: subprocess.CompletedProcess[str], *words: str) -> None:
+    """The command's last word (stderr for a reading, stdout for an action's outcome) says it, in one line."""
+    lines = [x for x in (r.stderr or r.stdout).splitlines() if x.strip()]
+    assert lines and all(w in lines[-1] for w in words), describe(r)
+    assert "Traceback" not in r.stdout + r.stderr, describe(r)
+
+
+def test_error_daemon_not_running(make: Callable[[str], Deployment]) -> None:
+    d = make("nodaemon")
+    d.write(manager="docker", container=d.container)
+    r = d.bringup("status", d.name, env={"DOCKER_HOST": f"unix://{d.tmp}/no.sock"})
+    one_line(r, "daemon is not running")
+
+
+def test_error_container_not_found(make: Callable[[str], Deployment]) -> None:
+    d = make("notfound")
+    d.write(manager="docker", container=d.container)
+    r = d.bringup("wait", d.name, "--timeout", "30")
+    assert r.returncode == 2, describe(r)
+    one_line(r, f"container {d.container} not found")
+
+
+def test_error_image_missing(make: Callable[[str], Deployment]) -> None:
+    d = make("noimage")
+    d.write(manager="docker", container=d.container, image=f"bringup/missing-{uuid.uuid4().hex[:6]}:1",
+            command=d.sim())
+    r = d.bringup("start", d.name)
+    assert r.returncode == 2, describe(r)
+    one_line(r, "is not on the host and could not be pulled")
+
+
+def test_error_port_already_taken(make: Callable[[str], Deployment]) -> None:
+    d = make("port")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", d.port))
+        holder.listen()
+        d.docker_run()
+        r = d.bringup("start", d.name)
+    assert r.returncode == 2, describe(r)
+    one_line(r, f"port {d.port} is already taken")
+
+
+def test_error_nvidia_runtime_missing(make: Callable[[str], Deployment]) -> None:
+    d = make("gpus")
+    d.docker_run(run_args=("--gpus", "all"))
+    r = d.bringup("start", d.name)
+    if r.returncode == 0:
+        pytest.skip("this host has the NVIDIA container runtime")
+    assert r.returncode == 2, describe(r)
+    one_line(r, "NVIDIA container runtime is missing")
+
+
+def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment]) -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run bringup as a user outside the docker group")
+    d = make("perm")
+    d.write(manager="docker", container=d.container)
+    home = Path(tempfile.mkdtemp(prefix="bringup-perm-"))  # the test's tmp dir is root's alone
+    try:
+        os.chmod(home, 0o777)
+        config = home / "config.toml"
+        config.write_text(d.config.read_text().replace(str(d.tmp / "state"), str(home / "state")))
+        os.chmod(config, 0o644)
+        r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", PY, "-m", "tui",
+                            "--config", str(config), "status", d.name], capture_output=True, text=True, timeout=60,
+                           cwd=str(ROOT), env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home)})
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    if "Permission denied" in r.stderr and "python" in r.stderr.lower() and "docker" not in r.stderr.lower():
+        pytest.skip(f"the unprivileged user cannot run this checkout's python: {r.stderr[-200:]}")
+    one_line(r, "permission denied on the docker socket")
