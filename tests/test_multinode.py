@@ -268,3 +268,19 @@ def test_the_gpu_panel_groups_the_nodes_gpus_by_host() -> None:
     assert a < b and texts[a + 1].startswith("● 0 ") and texts[b + 1].startswith("● 0 "), texts
     assert not any("1000" in t for t in texts)  # keys never shown
     assert all(style in _S for r in rows for _, style in r if style)  # every style is one the panel can draw
+
+
+def test_a_generation_counts_only_once_every_nodes_run_has_started() -> None:
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce
+    from tui.model import LogLine, Phase, ProbeResult, UnitObserved
+
+    p = get_preset("sglang")
+    s = initial(logs_available=True, stall_after=60)
+    s = reduce(s, UnitObserved(1.0, UnitState("activating", invocation="h", started_at=1.0)), p)
+    s = reduce(s, LogLine(2.0, "[2026-01-01 00:00:02] The server is fired up and ready to roll!", "h"), p)
+    s = reduce(s, UnitObserved(4.0, UnitState("active", invocation="h", started_at=3.5)), p)  # the worker joined
+    s = reduce(s, ProbeResult(3.2, "generate", True, 200, latency_s=0.1), p)  # sent before the worker started
+    assert s.phase != Phase.READY
+    s = reduce(s, ProbeResult(4.5, "generate", True, 200, latency_s=0.1), p)
+    assert s.phase == Phase.READY and s.invocation == "h"

@@ -216,6 +216,11 @@ def _unit_running(s: LifecycleState, u: UnitState, at: float) -> LifecycleState:
     if (u.invocation and u.invocation != s.invocation) or \
             (not s.invocation and s.phase in (Phase.STOPPED, Phase.STOPPING)):
         return new_invocation(s, u.invocation, u.started_at or at)
+    if (u.started_at and s.invocation_started is not None and u.started_at > s.invocation_started
+            and s.phase != Phase.READY):
+        # the run began later than first seen: a deployment over several nodes whose worker's run has joined the
+        # head's. A generation is evidence only once every part of the run has started
+        return replace(s, invocation_started=u.started_at)
     return s
 
 
