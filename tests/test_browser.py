@@ -1,0 +1,168 @@
+"""`bringup serve` in a real browser: Debian's Chromium driven by Playwright, the real textual-serve, and the
+simulated deployment as real processes on loopback. The page loads, the lifecycle panel follows the deployment
+through its phases as the CLI starts it, keys reach the console, an action key is refused in read-only mode (and
+the deployment is left alone), a wrong token is refused, and no session's console outlives the server.
+
+Skipped when Chromium or Playwright is missing, unless BRINGUP_BROWSER=required (.ci/run sets it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser import Screen, chromium, chromium_or_skip, console_processes, env, serve, wait_consoles
+from tests.ports import free_port
+from tests.simdeploy import write_config
+
+pytestmark = pytest.mark.slow
+
+PANELS = ("Lifecycle", "GPUs", "Log", "Throughput")
+STARTING = ("STARTING", "LOADING", "GRAPH-CAPTURE", "WARMUP")
+
+
+def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env(), cwd=cfg.parent, stdin=subprocess.DEVNULL)
+
+
+def invocation(cfg: Path) -> str:
+    """The run the deployment is on now, as `bringup status` says."""
+    r = bringup(cfg, "status", "sim", "--json")
+    run = json.loads(r.stdout.splitlines()[-1])["invocation"]
+    assert run, r.stdout
+    return str(run)
+
+
+def badge(screen: str) -> str:
+    """The lifecycle panel's phase badge: the first row inside the panel, e.g. `LOADING`."""
+    rows = screen.splitlines()
+    for i, row in enumerate(rows[:-1]):
+        if "─ Lifecycle" in row:
+            inside = rows[i + 1].split("│")
+            return inside[1].strip().split(" ")[0] if len(inside) > 1 else ""
+    return ""
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    path = chromium_or_skip()
+    with chromium(path) as b:
+        yield b
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Iterator[Path]:
+    """The simulated deployment `sim` in the test's tmp dir, stopped again at the end."""
+    path = write_config(tmp_path)
+    try:
+        yield path
+    finally:
+        bringup(path, "stop", "sim")
+
+
+def test_read_only_console_follows_a_bring_up_in_the_browser(browser: Any, cfg: Path) -> None:
+    with serve(cfg, "sim") as served:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        screen = Screen(page)
+        response = page.goto(served.url)
+        assert response is not None and response.status == 200
+        text = screen.wait_for("the four panels and the deployment stopped",
+                               lambda t: all(f"─ {p}" in t for p in PANELS) and badge(t) == "STOPPED")
+        assert "bringup — sim @ simhost" in text and "[read-only]" in text, text
+        assert len(console_processes(cfg)) == 1  # the session's own console
+
+        # the phase as it changes, seen in the browser while the CLI starts the deployment
+        r = bringup(cfg, "start", "sim", "--no-wait")
+        assert r.returncode == 0, r.stderr
+        seen = ["STOPPED"]
+
+        def ready(t: str) -> bool:
+            if (b := badge(t)) and b != seen[-1]:
+                seen.append(b)
+            return b == "READY"
+        text = screen.wait_for("the deployment ready", ready, timeout=90)
+        assert [b for b in seen if b in STARTING], seen  # through at least one start-up phase, in the panel
+        assert seen.index("STOPPED") < min(seen.index(b) for b in seen if b in STARTING) < seen.index("READY")
+        screen.wait_for("GPU rows and throughput", lambda t: "140 GiB" in t and "tok/s" in t)
+
+        # a key reaches the console: `?` opens the help, which says read-only mode is on; Esc closes it
+        screen.press("?")
+        screen.wait_text("read-only mode")
+        screen.press("Escape")
+        screen.wait_for("the help closed", lambda t: "read-only mode" not in t and badge(t) == "READY")
+
+        # an action key is refused, with the reason on screen, and nothing happens to the deployment
+        before = invocation(cfg)
+        screen.press("r")
+        screen.wait_text("read-only: no restart")
+        assert "Restart sim?" not in screen.text()
+        assert invocation(cfg) == before
+        assert badge(screen.text()) == "READY"
+        assert not screen.outside, screen.outside  # nothing fetched from outside the box
+        page.close()
+        wait_consoles(cfg, 0)  # the session closed: its console quits
+    assert console_processes(cfg) == []
+
+
+def test_a_wrong_token_is_refused(browser: Any, cfg: Path) -> None:
+    with serve(cfg, "sim", "--token", "--allow-actions") as served:
+        assert served.token and len(served.token) >= 32
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        screen = Screen(page)
+        # no token: the page asks for it, and no console starts
+        response = page.goto(served.url)
+        assert response is not None and response.status == 401
+        assert page.locator("input[name=token]").count() == 1
+        # a wrong one: 403, still no console
+        page.fill("input[name=token]", served.token[::-1])
+        with page.expect_navigation() as nav:
+            page.click("button[type=submit]")
+        assert nav.value is not None and nav.value.status == 403
+        assert "wrong token" in page.content()
+        bad = httpx.get(served.url, params={"token": "guess"}, timeout=10)
+        assert bad.status_code == 403
+        # the websocket and the static files are behind the gate too, not only the page
+        for path in ("ws", "static/js/textual.js"):
+            assert httpx.get(served.url + path, timeout=10).status_code == 403, path
+        assert console_processes(cfg) == []
+        # the right one: the console, with actions (`r` asks to restart rather than saying read-only)
+        page.fill("input[name=token]", served.token)
+        page.click("button[type=submit]")
+        screen.wait_for("the console", lambda t: badge(t) == "STOPPED")
+        assert page.url == served.url, page.url  # the token left the address bar for the cookie
+        assert "[read-only]" not in screen.text()
+        screen.press("r")
+        screen.wait_text("Restart sim?")
+        screen.press("n")
+        screen.wait_for("the dialog closed", lambda t: "Restart sim?" not in t)
+        assert badge(screen.text()) == "STOPPED"
+        page.close()
+        wait_consoles(cfg, 0)
+
+
+def test_loopback_checks_host_and_origin(cfg: Path) -> None:
+    """No browser needed: a name that is not loopback in the Host header (a rebinding page) and a websocket from
+    another origin are refused; the page itself answers."""
+    with serve(cfg, "sim") as served:
+        assert httpx.get(served.url, timeout=10).status_code == 200
+        assert httpx.get(served.url, headers={"Host": f"attacker.example:{served.port}"},
+                         timeout=10).status_code == 403
+        ws = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        r = httpx.get(served.url + "ws", headers={**ws, "Origin": "http://attacker.example"}, timeout=10)
+        assert r.status_code == 403
+        assert console_processes(cfg) == []
+
+
+def test_a_non_loopback_address_needs_a_token(cfg: Path) -> None:
+    r = bringup(cfg, "serve", "--listen", f"0.0.0.0:{free_port()}", timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "non-loopback" in lines[0] and "--token" in lines[0], r.stderr
