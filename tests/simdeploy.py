@@ -80,14 +80,16 @@ def systemd_deployment(port: int, host: str = "testhost", **settings: Any) -> De
                             **settings)
 
 
-def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1) -> Path:
-    """The console tests' deployment `sim`: a fast probe, the simulator's own flags hidden from the flags panel."""
+def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1, sim_args: Sequence[str] = ()) -> Path:
+    """The console tests' deployment `sim`: a fast probe, the simulator's own flags hidden from the flags panel;
+    `sim_args`, more of the simulator's own options (`--sim-crash-after-requests 1`)."""
     port = free_port()
     sim = sim_command(port, tmp / "simgpu", time_scale=time_scale)
     if scenario == "dflash-graph-crash":
         sim += ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"]
     if scenario:
         sim += ["--scenario", scenario]
+    sim += list(sim_args)
     dep = process_deployment(sim, port, stop_timeout_s=20, hide_flags=["--sim-", "--time-scale"])
     config = ConfigFile(state_dir=tmp / "state", probe=ProbeConfig(interval_s=0.3),
                         hosts={"simhost": sim_host(tmp / "simgpu")}, deployments={"sim": dep})

@@ -1,6 +1,7 @@
 """`bringup exporter`: its exposition parsed back with prometheus_client's parser, a real simulated deployment
 started with the CLI while the exporter's series follow it (stopped -> ready; a crash counted once), a real
-Prometheus scraping it, and the shipped alerting rules checked with `promtool test rules`."""
+Prometheus scraping it through a bring-up, a crash while serving and a `bringup restart` (queried through its HTTP
+API), and the shipped alerting rules checked with `promtool test rules`."""
 
 from __future__ import annotations
 
@@ -264,12 +265,39 @@ def test_a_crash_is_counted_once(tmp_path: Path) -> None:
         bringup(cfg, "stop", "sim")
 
 
+def crash_it(endpoint: str) -> None:
+    """One streamed chat request: the simulated server's scheduler dies on it (--sim-crash-after-requests 1),
+    as a real one does mid-serving; the stream may be cut, which is the point."""
+    body = {"model": "x", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 64}
+    try:
+        with httpx.stream("POST", f"{endpoint}/v1/chat/completions", json=body, timeout=30) as r:
+            for _ in r.iter_bytes():
+                pass
+    except httpx.HTTPError:
+        pass
+
+
+def phases_over_time(result: list[dict[str, Any]]) -> list[str]:
+    """A range query of `bringup_phase == 1` as the sequence of phases Prometheus recorded (repeats collapsed)."""
+    at = sorted((float(t), series["metric"]["phase"]) for series in result for t, _ in series["values"])
+    seq: list[str] = []
+    for _, phase in at:
+        if not seq or seq[-1] != phase:
+            seq.append(phase)
+    return seq
+
+
 @pytest.mark.slow
 def test_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
+    """A real Prometheus scraping the exporter every 500 ms while the deployment is started, crashes while serving
+    and is restarted by `bringup restart`: its HTTP API has the phases in that order, one failure counted, two runs,
+    and the shipped BringupDeploymentFailed alert firing while failed and gone once ready again."""
     prometheus = _binary("prometheus")
-    cfg = write_config(tmp_path)
+    cfg = write_config(tmp_path, sim_args=("--sim-crash-after-requests", "1"))
+    endpoint = str(load(str(cfg)).deployments["sim"].endpoint)
     prom_port = free_port()
     api = f"http://127.0.0.1:{prom_port}/api/v1/query"
+    t0 = time.time()
 
     def query(expr: str) -> list[dict[str, Any]]:
         r = httpx.get(api, params={"query": expr}, timeout=5).json()
@@ -307,6 +335,39 @@ def test_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
                 rules = httpx.get(f"http://127.0.0.1:{prom_port}/api/v1/rules", timeout=5).json()
                 names = {r["name"] for g in rules["data"]["groups"] for r in g["rules"]}
                 assert "BringupDeploymentFailed" in names, rules
+                first_run = query('bringup_info{deployment="sim"}')[0]["metric"]["invocation"]
+                assert first_run, first_run
+
+                # the scheduler dies while serving: failed, counted once, and the alert fires
+                crash_it(endpoint)
+                until("failed in Prometheus", lambda: one('bringup_phase{deployment="sim",phase="failed"}') == 1)
+                assert one('bringup_ready{deployment="sim"}') == 0
+                until("the failure counted", lambda: one('sum(bringup_failures_total{deployment="sim"})') == 1)
+                firing = 'ALERTS{alertname="BringupDeploymentFailed",alertstate="firing",deployment="sim"}'
+                until("BringupDeploymentFailed firing", lambda: one(firing) == 1)
+
+                # a restart by the CLI while Prometheus scrapes: a new run, ready, the alert resolved
+                r = bringup(cfg, "restart", "sim", "--yes")
+                assert r.returncode == 0, r.stdout + r.stderr
+                until("ready again in Prometheus", lambda: one('bringup_ready{deployment="sim"}') == 1)
+                second_run = query('bringup_info{deployment="sim"}')[0]["metric"]["invocation"]
+                assert second_run and second_run != first_run
+                until("the alert resolved", lambda: not query(firing))
+                assert one('sum(bringup_failures_total{deployment="sim"})') == 1  # a restart is no failure
+                runs = query('count(count_over_time(bringup_info{deployment="sim",invocation!=""}[5m]))')
+                assert float(runs[0]["value"][1]) == 2, runs
+
+                # the phases in Prometheus's own record, in order
+                rng = httpx.get(f"http://127.0.0.1:{prom_port}/api/v1/query_range", timeout=5, params={
+                    "query": 'bringup_phase{deployment="sim"} == 1', "start": f"{t0:.3f}",
+                    "end": f"{time.time():.3f}", "step": "0.25"}).json()
+                assert rng["status"] == "success", rng
+                seq = phases_over_time(rng["data"]["result"])
+                starting = {"starting", "loading", "graph-capture", "warmup", "stopping"}
+                assert seq[0] == "stopped" and seq[-1] == "ready", seq
+                fail = seq.index("failed")
+                assert "ready" in seq[:fail] and seq.count("failed") == 1, seq
+                assert starting & set(seq[fail + 1:-1]), seq  # the restart's own start-up phases, recorded
             finally:
                 prom.terminate()
                 try:
