@@ -161,12 +161,15 @@ async def test_enter_opens_the_deployment_and_escape_comes_back(tmp_path: Path,
         await pilot.press("enter")
         assert await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
         assert app.deployment == "charlie" and app.watch_ is app.fleet.engines["charlie"]  # type: ignore[union-attr]
+        # the one shown reads at the full pace; the rest only feed their rows, at the background pace
+        assert [n for n, e in app.fleet.engines.items() if not e.background] == ["charlie"]  # type: ignore[union-attr]
         assert "charlie @ box-c" in app.sub_title and "esc" in app.sub_title
         await pilot.press("escape")
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen))
         assert fleet_table(app).cursor == "charlie"  # where it was
         await pilot.press("up", "enter")
         assert await until(pilot, lambda: app.deployment == "bravo" and not isinstance(app.screen, FleetScreen))
+        assert [n for n, e in app.fleet.engines.items() if not e.background] == ["bravo"]  # type: ignore[union-attr]
         # the log filter first, then the overview
         await pilot.press("slash", *"x", "enter")
         await pilot.press("escape")

@@ -8,6 +8,7 @@ classic way to fail a warmup (sglang #2468), and a probe must not fall into it.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +16,17 @@ from urllib.parse import urlsplit
 import httpx
 
 from tui.model import ProbeResult
+
+_SSL: ssl.SSLContext | None = None
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every prober: httpx loads the CA bundle for each client otherwise (about 30 ms of CPU
+    each, 32 times over for a fleet of 16)."""
+    global _SSL
+    if _SSL is None:
+        _SSL = ssl.create_default_context()
+    return _SSL
 
 
 class Prober:
@@ -26,7 +38,7 @@ class Prober:
         self.health_path = health_path
         self.models_path = models_path
         self.model_id: str | None = None
-        self.client = httpx.AsyncClient(base_url=self.endpoint, trust_env=False,
+        self.client = httpx.AsyncClient(base_url=self.endpoint, trust_env=False, verify=_ssl_context(),
                                         timeout=httpx.Timeout(timeout, connect=min(1.0, timeout)))
 
     async def close(self) -> None:

@@ -181,6 +181,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
             return
         if self.watch_ is not None:
             self.watch_.unsubscribe(self._engine_updated)
+            self.watch_.background = True
+        w.background = False
         self._watching(w)
         self.snap = w.snapshot(self.clock())
         self.gpu_snap, self.gpu_history = w.gpus, {i: h[-SPARK_SAMPLES:] for i, h in w.gpu.mem_history().items()}

@@ -87,6 +87,10 @@ class Engine(StreamReadouts):
         #: (invocation, port) from the server's own "Uvicorn running on http://HOST:PORT" line
         self.listening: tuple[str, int] | None = None
         self.paused = False
+        #: a deployment of a fleet that no one is looking at (the overview shows its row only): its readings that
+        #: only feed figures come slower (/metrics every 5 s; the unit every 2 s once ready, the lock's holder every
+        #: 10 s); its log, its phase while in question and its failures come as fast as ever
+        self.background = False
         self._forwarded = False
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []

@@ -84,6 +84,7 @@ class Fleet:
                         nl.deployments.append(name)
                     nodes.append(NodeLink(n.host, nl.config, nl.transport, nl.gpus))
             engine = Engine(settings, name, dep, transport=link.transport, gpu_stream=link.gpus, node_links=nodes)
+            engine.background = True  # until a console opens it (tui/console/viewer.py)
             self.engines[name] = engine
             recent: deque[LogLine] = deque(maxlen=RECENT_LINES)
             self._recent[name] = recent

@@ -121,7 +121,7 @@ class UnitFollower:
     async def refresh_holder(self) -> None:
         """Who else holds the deployment's lock (a restart, start or stop by another bringup): named in the
         console while it happens, with what it changes, instead of phases moving for no visible reason."""
-        if time.monotonic() - self._holder_at < 2.0:
+        if time.monotonic() - self._holder_at < (10.0 if self.engine.background else 2.0):
             return
         self._holder_at = time.monotonic()
         try:
@@ -149,7 +149,8 @@ class UnitFollower:
                 self.permanent_error = err if getattr(err, "permanent", False) else None
                 e.note_error("unit", str(err))
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0 if e.state.phase == Phase.READY else 0.5):
+                ready_s = 2.0 if e.background else 1.0
+                async with asyncio.timeout(ready_s if e.state.phase == Phase.READY else 0.5):
                     await self._poke.wait()
             self._poke.clear()
 
