@@ -1,10 +1,13 @@
-"""Container deployments (`manager = "docker"` and `"compose"`) against a real Docker daemon.
+"""Container deployments (`manager = "docker"` and `"compose"`) against a real Docker daemon, and the same suite
+through podman (`engine = "podman"`) where its CLI agrees.
 
 The daemon and the simulated server's image come from `.ci/containers.sh` (dockerd started by hand, the image built
-from a debootstrapped rootfs): `eval "$(bash .ci/containers.sh env)"` points DOCKER_HOST at it. Without a daemon the
-tests are skipped; BRINGUP_DOCKER=required (set by .ci/run) makes that a failure. Every test names its containers
-after itself and a random suffix and publishes a free port, so they run in parallel; they wait on conditions, never
-a fixed sleep.
+from a debootstrapped rootfs; podman's store and config under the same directory, the same image loaded into it):
+`eval "$(bash .ci/containers.sh env)"` points DOCKER_HOST, CONTAINERS_CONF and CONTAINERS_STORAGE_CONF at them.
+Without an engine its tests are skipped; BRINGUP_DOCKER=required / BRINGUP_PODMAN=required (set by .ci/run) make
+that a failure. A case whose podman counterpart cannot be the same is skipped for podman with the reason. Every test
+names its containers after itself and a random suffix and publishes a free port, so they run in parallel; they wait
+on conditions, never a fixed sleep.
 
 The simulated GPUs record the sim's own PID, which the host's `nvidia-smi` stand-in must be able to see: the sim's
 containers share the host's PID namespace (`--pid host`), as the real driver reports host PIDs. That container PIDs
@@ -42,37 +45,52 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 IMAGE = os.environ.get("BRINGUP_DOCKER_IMAGE", "bringup/sim:test")
+ENGINES = ("docker", "podman")
 #: inspect fields that belong to one container, not to its configuration: a recreate changes them and only them
 PER_CONTAINER = ("Id", "Created", "State", "Name", "HostnamePath", "HostsPath", "ResolvConfPath", "LogPath",
                  "GraphDriver", "NetworkSettings.SandboxID", "NetworkSettings.SandboxKey",
                  "NetworkSettings.EndpointID", "NetworkSettings.Networks.bridge.EndpointID", "Config.Hostname",
                  "NetworkSettings.Networks.bridge.IPAddress", "NetworkSettings.IPAddress",
                  "NetworkSettings.Networks.bridge.MacAddress", "NetworkSettings.MacAddress", "Mounts")
+#: and podman's own per-container fields: its files, the command line that made it, its creation annotation
+PER_CONTAINER_PODMAN = ("ConmonPidFile", "PidFile", "StaticDir", "OCIConfigPath", "Rootfs", "Config.CreateCommand",
+                        "Config.Annotations.io.kubernetes.cri-o.Created", "HostConfig.LogConfig.Path",
+                        "Dependencies", "ExecIDs", "Path")
 
 
-def _need(what: str) -> None:
-    if os.environ.get("BRINGUP_DOCKER") == "required":
-        pytest.fail(f"{what}, but BRINGUP_DOCKER=required (.ci/run starts the daemon: .ci/containers.sh)")
+def _need(engine: str, what: str) -> None:
+    var = f"BRINGUP_{engine.upper()}"
+    if os.environ.get(var) == "required":
+        pytest.fail(f"{what}, but {var}=required (.ci/run starts the engine: .ci/containers.sh)")
     pytest.skip(f"{what} (bash .ci/containers.sh install up image; eval \"$(bash .ci/containers.sh env)\"); "
-                "BRINGUP_DOCKER=required makes this a failure")
+                f"{var}=required makes this a failure")
 
 
-def docker(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+def cli(engine: str, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)}: {r.stderr}")
+        raise AssertionError(f"{engine} {' '.join(args)}: {r.stderr}")
     return r
 
 
-@pytest.fixture(scope="session")
-def daemon() -> str:
-    if shutil.which("docker") is None:
-        _need("no docker CLI")
-    if docker("info", "--format", "{{.ServerVersion}}", check=False, timeout=20).returncode != 0:
-        _need("no Docker daemon answers at DOCKER_HOST")
-    if docker("image", "inspect", IMAGE, check=False).returncode != 0:
-        _need(f"the simulated server's image {IMAGE} is not built")
-    return IMAGE
+@pytest.fixture(scope="session", params=ENGINES)
+def daemon(request: pytest.FixtureRequest) -> str:
+    """The engine whose CLI the test drives, once it answers and holds the simulated server's image."""
+    engine = str(request.param)
+    if shutil.which(engine) is None:
+        _need(engine, f"no {engine} CLI")
+    if cli(engine, "info", "--format", "{{.Host.Arch}}" if engine == "podman" else "{{.ServerVersion}}",
+           check=False, timeout=20).returncode != 0:
+        _need(engine, "no Docker daemon answers at DOCKER_HOST" if engine == "docker" else
+              "podman does not run here (CONTAINERS_CONF: .ci/containers.sh env)")
+    if cli(engine, "image", "inspect", IMAGE, check=False).returncode != 0:
+        _need(engine, f"the simulated server's image {IMAGE} is not in {engine}'s store")
+    return engine
+
+
+def not_for_podman(engine: str, why: str) -> None:
+    if engine == "podman":
+        pytest.skip(f"podman: {why}")
 
 
 def until(what: str, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -88,8 +106,8 @@ def until(what: str, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
 class Deployment:
     """One container deployment of the simulated server, through the `bringup` CLI."""
 
-    def __init__(self, tmp: Path, name: str) -> None:
-        self.tmp, self.name = tmp, name
+    def __init__(self, tmp: Path, name: str, engine: str) -> None:
+        self.tmp, self.name, self.engine = tmp, name, engine
         self.container = f"bu-{name}-{uuid.uuid4().hex[:8]}"
         self.port = free_port()
         self.simgpu = tmp / "simgpu"
@@ -101,11 +119,13 @@ class Deployment:
                 "--enable-metrics", "--sim-state-dir", "/simgpu", "--time-scale", "0.1", *extra]
 
     def publish(self) -> list[str]:
-        return ["--pid", "host", "--init", "-p", f"127.0.0.1:{self.port}:{self.port}", "-v", f"{self.simgpu}:/simgpu"]
+        # podman refuses --init in the host's PID namespace; there the server is no PID 1 and needs none
+        init = [] if self.engine == "podman" else ["--init"]
+        return ["--pid", "host", *init, "-p", f"127.0.0.1:{self.port}:{self.port}", "-v", f"{self.simgpu}:/simgpu"]
 
     def write(self, **dep: Any) -> None:
         d = DeploymentConfig(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
-                             release_tolerance_mib=512, stop_timeout_s=20, **dep)
+                             release_tolerance_mib=512, stop_timeout_s=20, engine=self.engine, **dep)
         ConfigFile(state_dir=self.tmp / "state", probe=ProbeConfig(interval_s=0.3),
                    hosts={"simhost": sim_host(self.simgpu)}, deployments={self.name: d}).write(self.config)
 
@@ -122,8 +142,15 @@ class Deployment:
         r = self.bringup("status", self.name, "--json")
         return json.loads(r.stdout.splitlines()[-1])
 
+    def cli(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return cli(self.engine, *args, check=check, timeout=timeout)
+
     def inspect(self, name: str = "") -> dict[str, Any]:
-        return json.loads(docker("inspect", name or self.container).stdout)[0]
+        return json.loads(self.cli("container", "inspect", name or self.container).stdout)[0]
+
+    def manager(self, transport: LocalTransport | None = None) -> DockerManager:
+        return DockerManager(transport or LocalTransport(), self.container, str(self.tmp / "state"),
+                             engine=self.engine)
 
 
 @pytest.fixture
@@ -131,15 +158,15 @@ def make(daemon: str, tmp_path: Path) -> Iterator[Callable[[str], Deployment]]:
     made: list[Deployment] = []
 
     def new(name: str) -> Deployment:
-        d = Deployment(tmp_path / name, name)
+        d = Deployment(tmp_path / name, name, daemon)
         made.append(d)
         return d
 
     yield new
     for d in made:
-        names = docker("ps", "-aq", "--filter", f"name={d.container}", check=False).stdout.split()
+        names = d.cli("ps", "-aq", "--filter", f"name={d.container}", check=False).stdout.split()
         if names:
-            docker("rm", "-f", *names, check=False)
+            d.cli("rm", "-f", *names, check=False)
 
 
 def describe(r: subprocess.CompletedProcess[str]) -> str:
@@ -155,14 +182,17 @@ def flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def configuration(info: dict[str, Any]) -> dict[str, Any]:
+def configuration(info: dict[str, Any], engine: str) -> dict[str, Any]:
     """The inspect record less what belongs to one container (its ID, its endpoints and addresses, the alias
-    the engine gives it by its ID)."""
-    out = {k: v for k, v in flat(info).items() if not any(k == p or k.startswith(p + ".") for p in PER_CONTAINER)
+    the engine gives it by its ID; podman's files and the HOSTNAME it puts in the environment)."""
+    own = PER_CONTAINER + (PER_CONTAINER_PODMAN if engine == "podman" else ())
+    out = {k: v for k, v in flat(info).items() if not any(k == p or k.startswith(p + ".") for p in own)
            and not k.endswith((".EndpointID", ".IPAddress", ".MacAddress"))}
     for k, v in out.items():
         if k.endswith(".Aliases") and isinstance(v, list):
             out[k] = [a for a in v if a != info["Id"][:12]]
+    if isinstance(out.get("Config.Env"), list):
+        out["Config.Env"] = sorted(e for e in out["Config.Env"] if e != f"HOSTNAME={info['Id'][:12]}")
     return out
 
 
@@ -175,12 +205,15 @@ def test_docker_run_deployment_comes_up_ready_and_a_flag_change_recreates_it_wit
     # every kind of setting a GPU deployment uses that this machine can run: env, labels, volumes, ports, a user
     # network with an alias, a restart policy, limits, shm, ulimits, init
     net = f"{d.container}-net"
-    docker("network", "create", net)
+    d.cli("network", "create", net)
     try:
         d.docker_run(run_args=("-e", "HF_HOME=/models", "--label", "team=infer", "--network", net,
                                "--network-alias", "sglang", "--restart", "on-failure:2", "--memory", "2g",
                                "--shm-size", "1g", "--ulimit", "nofile=4096:8192", "-v", f"{d.tmp}:/data:ro",
-                               "--stop-timeout", "15"))
+                               "--stop-timeout", "15",
+                               # podman with a --ulimit of its own sets nproc from its defaults, above this
+                               # machine's limit (root lacks CAP_SYS_RESOURCE): given, it is one setting more
+                               *(("--ulimit", "nproc=32768:32768") if d.engine == "podman" else ())))
         r = d.bringup("start", d.name)
         assert r.returncode == 0, describe(r)
         s = d.status()
@@ -194,27 +227,28 @@ def test_docker_run_deployment_comes_up_ready_and_a_flag_change_recreates_it_wit
         after = d.inspect()
         assert after["Id"] != before["Id"]
         assert after["Config"]["Cmd"] == [*before["Config"]["Cmd"], "--disable-cuda-graph"]
-        old, new = configuration(before), configuration(after)
+        old, new = configuration(before, d.engine), configuration(after, d.engine)
         old.pop("Config.Cmd"), new.pop("Config.Cmd"), old.pop("Args"), new.pop("Args")
         assert old == new, {k: (old.get(k), new.get(k)) for k in set(old) | set(new) if old.get(k) != new.get(k)}
-        assert [m["Destination"] for m in after["Mounts"]] == [m["Destination"] for m in before["Mounts"]]
+        # (podman lists them in no fixed order)
+        assert sorted(m["Destination"] for m in after["Mounts"]) == sorted(m["Destination"] for m in before["Mounts"])
         assert "sglang" in after["NetworkSettings"]["Networks"][net]["Aliases"]
         assert d.status()["phase"] == "ready"
         # the previous command is kept for rollback, and no container is left aside
         prev = json.loads((d.tmp / "state" / "deployments" / d.name / "argv.previous.json").read_text())
         assert prev == before["Config"]["Cmd"]
-        assert docker("ps", "-aq", "--filter", f"name={d.container}-bringup-old").stdout.strip() == ""
+        assert d.cli("ps", "-aq", "--filter", f"name={d.container}-bringup-old").stdout.strip() == ""
     finally:
-        docker("rm", "-f", d.container, check=False)
-        docker("network", "rm", net, check=False)
+        d.cli("rm", "-f", d.container, check=False)
+        d.cli("network", "rm", net, check=False)
 
 
 def test_pids_are_host_pids(make: Callable[[str], Deployment]) -> None:
     """A container in its own PID namespace: its processes are found as the host's PIDs, what the driver shows."""
     d = make("pids")
-    docker("run", "-d", "--name", d.container, IMAGE, "python3", "-c",
-           "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)")
-    m = DockerManager(LocalTransport(), d.container, str(d.tmp / "state"))
+    d.cli("run", "-d", "--name", d.container, IMAGE, "python3", "-c",
+          "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)")
+    m = d.manager()
     unit = asyncio.run(m.state())
     assert unit.running and unit.main_pid > 0
     pids = asyncio.run(m.pids(unit))
@@ -261,7 +295,7 @@ def test_a_restart_by_the_restart_policy_is_a_new_run(make: Callable[[str], Depl
     d.docker_run("--scenario", "crash-while-serving", run_args=("--restart", "on-failure:3"))
     assert d.bringup("start", d.name).returncode == 0
     first = d.status()["invocation"]
-    m = DockerManager(LocalTransport(), d.container, str(d.tmp / "state"))
+    m = d.manager()
     # the crash, and the restart the container's policy makes by itself: a run of its own, counted
     unit = until("a restart by the policy", lambda: (u := asyncio.run(m.state())).invocation != first
                  and u.running and u)
@@ -299,10 +333,11 @@ def test_a_dropped_log_stream_resumes_without_loss_or_repetition(make: Callable[
               "for i in range(3000):\n"
               "    print(i, file=sys.stderr if i % 3 == 0 else sys.stdout, flush=True)\n"
               "print('done-err', file=sys.stderr, flush=True)\nprint('done-out', flush=True)\ntime.sleep(600)\n")
-    docker("run", "-d", "--name", d.container, IMAGE, "python3", "-c", script)
-    until("the last line", lambda: "done-out" in docker("logs", d.container).stdout)
-    transport = DroppingTransport(every=700)
-    m = DockerManager(transport, d.container, str(d.tmp / "state"))
+    d.cli("run", "-d", "--name", d.container, IMAGE, "python3", "-c", script)
+    until("the last line", lambda: "done-out" in d.cli("logs", d.container).stdout)
+    # podman's two streams are followed apart (its pieces of a line: DockerManager.follow), each dropping
+    transport = DroppingTransport(every=300 if d.engine == "podman" else 700)
+    m = d.manager(transport)
 
     async def read() -> list[LogLine]:
         unit = await m.state()
@@ -332,37 +367,49 @@ def test_a_dropped_log_stream_resumes_without_loss_or_repetition(make: Callable[
 
 
 def test_compose_service_flag_change_writes_an_override_and_recreates_only_that_service(
-        make: Callable[[str], Deployment]) -> None:
-    if shutil.which("docker-compose") is None:
-        _need("no docker-compose")
+        make: Callable[[str], Deployment], daemon: str) -> None:
+    tool = "podman-compose" if daemon == "podman" else "docker-compose"
+    if shutil.which(tool) is None:
+        _need(daemon, f"no {tool}")
     d = make("compose")
     proj = d.tmp / f"proj{uuid.uuid4().hex[:6]}"
     proj.mkdir()
+    init = "" if daemon == "podman" else "    init: true\n"  # podman: no --init in the host's PID namespace
     project_file = (
         'version: "2.4"\nservices:\n'
-        f'  sim:\n    image: {IMAGE}\n    init: true\n    pid: host\n'
+        f'  sim:\n    image: {IMAGE}\n{init}    pid: host\n'
         f'    ports: ["127.0.0.1:{d.port}:{d.port}"]\n    volumes: ["{d.simgpu}:/simgpu"]\n'
         f'    labels: {{team: infer}}\n    command: {json.dumps(d.sim())}\n'
         f'  other:\n    image: {IMAGE}\n    init: true\n    command: ["sleep", "600"]\n')
     (proj / "docker-compose.yml").write_text(project_file)
     d.container = proj.name  # compose names the containers after the project: cleaned up by that
-    compose = ["docker-compose", "--project-directory", str(proj), "-f", str(proj / "docker-compose.yml")]
+    # podman-compose has no --project-directory: the first file's directory is the project's
+    compose = [tool, *(["--project-directory", str(proj)] if tool == "docker-compose" else []),
+               "-f", str(proj / "docker-compose.yml")]
+
+    def container(service: str) -> str:
+        names = d.cli("ps", "-a", "--filter", f"label=com.docker.compose.project={proj.name}", "--filter",
+                      f"label=com.docker.compose.service={service}", "--format", "{{.Names}}").stdout.split()
+        assert len(names) == 1, names
+        return names[0]
+
     try:
-        subprocess.run([*compose, "up", "-d"], check=True, capture_output=True, timeout=120)
+        r = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, describe(r)
         d.write(manager="compose", compose_dir=str(proj), service="sim")
         r = d.bringup("wait", d.name, "--timeout", "60")
         assert r.returncode == 0, describe(r)
-        sim_before = d.inspect(f"{proj.name}_sim_1")
-        other_before = d.inspect(f"{proj.name}_other_1")
+        sim_before = d.inspect(container("sim"))
+        other_before = d.inspect(container("other"))
         r = d.bringup("restart", d.name, "--set", "disable-cuda-graph", "--yes")
         assert r.returncode == 0, describe(r)
         assert (proj / "docker-compose.yml").read_text() == project_file  # the user's file, untouched
         assert "--disable-cuda-graph" in (proj / "docker-compose.bringup.yml").read_text()
-        sim_after = d.inspect(f"{proj.name}_sim_1")
+        sim_after = d.inspect(container("sim"))
         assert sim_after["Id"] != sim_before["Id"]
         assert sim_after["Config"]["Cmd"] == [*sim_before["Config"]["Cmd"], "--disable-cuda-graph"]
         assert sim_after["Config"]["Labels"]["team"] == "infer"
-        assert d.inspect(f"{proj.name}_other_1")["Id"] == other_before["Id"]  # only that service was recreated
+        assert d.inspect(container("other"))["Id"] == other_before["Id"]  # only that service was recreated
         assert d.status()["phase"] == "ready"
     finally:
         subprocess.run([*compose, "-f", str(proj / "docker-compose.bringup.yml"), "down", "-t", "1"],
@@ -379,7 +426,8 @@ def one_line(r: subprocess.CompletedProcess[str], *words: str) -> None:
     assert "Traceback" not in r.stdout + r.stderr, describe(r)
 
 
-def test_error_daemon_not_running(make: Callable[[str], Deployment]) -> None:
+def test_error_daemon_not_running(make: Callable[[str], Deployment], daemon: str) -> None:
+    not_for_podman(daemon, "it has no daemon: each command is the engine itself, so none can be down")
     d = make("nodaemon")
     d.write(manager="docker", container=d.container)
     r = d.bringup("status", d.name, env={"DOCKER_HOST": f"unix://{d.tmp}/no.sock"})
@@ -414,9 +462,10 @@ def test_error_port_already_taken(make: Callable[[str], Deployment]) -> None:
     one_line(r, f"port {d.port} is already taken")
 
 
-def test_error_nvidia_runtime_missing(make: Callable[[str], Deployment]) -> None:
+def test_error_nvidia_runtime_missing(make: Callable[[str], Deployment], daemon: str) -> None:
     d = make("gpus")
-    d.docker_run(run_args=("--gpus", "all"))
+    # podman 4 has no --gpus: GPUs are CDI devices, which need the toolkit's CDI spec
+    d.docker_run(run_args=("--device", "nvidia.com/gpu=all") if daemon == "podman" else ("--gpus", "all"))
     r = d.bringup("start", d.name)
     if r.returncode == 0:
         pytest.skip("this host has the NVIDIA container runtime")
@@ -424,7 +473,9 @@ def test_error_nvidia_runtime_missing(make: Callable[[str], Deployment]) -> None
     one_line(r, "NVIDIA container runtime is missing")
 
 
-def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment]) -> None:
+def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment], daemon: str) -> None:
+    not_for_podman(daemon, "it has no socket to be kept from: another user runs rootless podman with a store of "
+                           "its own, where the container is simply not found")
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run bringup as a user outside the docker group")
     d = make("perm")
@@ -443,3 +494,22 @@ def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment]
     if "Permission denied" in r.stderr and "python" in r.stderr.lower() and "docker" not in r.stderr.lower():
         pytest.skip(f"the unprivileged user cannot run this checkout's python: {r.stderr[-200:]}")
     one_line(r, "permission denied on the docker socket")
+
+
+# ---------------------------------------------------------------------------- podman's records, without a daemon
+
+
+def test_podman_pieces_of_a_line_are_joined_and_its_entrypoint_split_by_the_process_it_runs() -> None:
+    from tui.managers.container_state import command_of, stamp_key
+    from tui.managers.docker import _joined
+
+    # `podman logs --timestamps` of a line written as "ab", then "cd\n" (podman 4.3.1, as printed)
+    assert _joined("2026-12-02T05:10:18.161557006Z", "ab2026-12-02T05:10:18.361743376Z cd") == "abcd"
+    # a stamp of the server's own, an hour off, is text
+    text = "at 2026-12-02T06:10:18.361743376Z done"
+    assert _joined("2026-12-02T05:10:18.161557006Z", text) == text
+    assert stamp_key("2026-12-02T06:10:18.5+01:00") == stamp_key("2026-12-02T05:10:18.5Z")
+    # podman 4's Entrypoint is one string; Path + Args (after its init) keep the words
+    info = {"Config": {"Entrypoint": "python3 -m tui.sim", "Cmd": ["--port", "1 2"]}, "Path": "/run/podman-init",
+            "Args": ["--", "python3", "-m", "tui.sim", "--port", "1 2"]}
+    assert command_of(info) == ["python3", "-m", "tui.sim", "--port", "1 2"]

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from tui.managers import ManagerError, PermanentError
-from tui.managers.container_state import command_of, engine_error, invocation_of
+from tui.managers.container_state import command_of, engine_error, entrypoint_of, invocation_of
 from tui.managers.docker import DockerManager
 from tui.model import UnitState
 from tui.transport import Transport
@@ -107,7 +107,10 @@ class ComposeManager(DockerManager):
         return [a for n in files for a in ("-f", f"{self.compose_dir}/{n}")]
 
     async def _compose(self, args: Sequence[str], timeout: float = 120.0) -> str:
-        argv = [*self.compose, "--project-directory", self.compose_dir, *await self._files(), *args]
+        # podman-compose has no --project-directory: it takes the first file's directory, the same one
+        where = [] if PurePosixPath(self.compose[0]).name == "podman-compose" else ["--project-directory",
+                                                                                     self.compose_dir]
+        argv = [*self.compose, *where, *await self._files(), *args]
         res = await self.transport.run(argv, timeout=timeout)
         if res.rc != 0:
             err = " ".join((res.error_text or res.text).split())[:300]
@@ -119,7 +122,7 @@ class ComposeManager(DockerManager):
         return res.text
 
     async def _write_override(self, argv: Sequence[str], info: dict[str, Any] | None) -> None:
-        entry = [str(a) for a in ((info or {}).get("Config") or {}).get("Entrypoint") or []]
+        entry = entrypoint_of(info) if info else []
         argv = list(argv)
         if argv[:len(entry)] == entry:
             ep, cmd = None, argv[len(entry):]

@@ -60,10 +60,14 @@ def _mounts(host: dict[str, Any]) -> list[str]:
     return out
 
 
-def _network(info: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _network(info: dict[str, Any], engine: str) -> tuple[list[str], list[str]]:
     """The network options, and the further networks to connect the container to after it is created."""
     mode = str((info.get("HostConfig") or {}).get("NetworkMode") or "default")
     nets = (info.get("NetworkSettings") or {}).get("Networks") or {}
+    if engine == "podman" and mode == "bridge":
+        # podman says "bridge" for any network of its own; the networks it is on are the ones listed, and
+        # its default one needs no option
+        mode = next((n for n in nets if n != PODMAN_NETWORK), "default") if nets else "default"
     if mode == "default":
         return [], []
     out = ["--network", mode]
@@ -78,19 +82,28 @@ def _network(info: dict[str, Any]) -> tuple[list[str], list[str]]:
     return out, sorted(n for n in nets if n != mode)
 
 
+#: podman's default network, and the environment podman gives every container itself (HOSTNAME is the old
+#: container's ID: passed on, it would name the wrong container)
+PODMAN_NETWORK = "podman"
+_PODMAN_ENV = ("container=podman", "TERM=xterm")
+
+
 def _not_from_image(values: Sequence[str], image_values: Sequence[str]) -> list[str]:
     given = set(image_values)
     return [v for v in values if v not in given]
 
 
-def create_options(info: dict[str, Any], image: dict[str, Any]) -> tuple[list[str], list[str]]:
+def create_options(info: dict[str, Any], image: dict[str, Any], engine: str = "docker"
+                   ) -> tuple[list[str], list[str]]:
     """(options for `docker create`, further networks to connect) that make `info`'s container again; `image` is
-    `docker image inspect` of its image."""
+    `docker image inspect` of its image, `engine` the CLI whose inspect record `info` is."""
     cfg, host = info.get("Config") or {}, info.get("HostConfig") or {}
     icfg = image.get("Config") or {}
     o: list[str] = ["--name", str(info.get("Name", "")).lstrip("/")]
+    own_env = {f"HOSTNAME={cfg.get('Hostname')}", *(_PODMAN_ENV if engine == "podman" else ())}
     for e in _not_from_image(cfg.get("Env") or [], icfg.get("Env") or []):
-        o += ["-e", e]
+        if e not in own_env:
+            o += ["-e", e]
     ilabels = icfg.get("Labels") or {}
     for k, v in sorted((cfg.get("Labels") or {}).items()):
         if ilabels.get(k) != v:
@@ -106,7 +119,7 @@ def create_options(info: dict[str, Any], image: dict[str, Any]) -> tuple[list[st
     if cfg.get("OpenStdin"):
         o.append("--interactive")
     if cfg.get("StopSignal") and cfg["StopSignal"] != icfg.get("StopSignal"):
-        o += ["--stop-signal", cfg["StopSignal"]]
+        o += ["--stop-signal", str(cfg["StopSignal"])]  # podman says it as a number
     if cfg.get("StopTimeout") is not None:
         o += ["--stop-timeout", str(cfg["StopTimeout"])]
     o += _healthcheck(cfg.get("Healthcheck"), icfg.get("Healthcheck"))
@@ -114,7 +127,7 @@ def create_options(info: dict[str, Any], image: dict[str, Any]) -> tuple[list[st
     for port in sorted(exposed - set(host.get("PortBindings") or {})):
         o += ["--expose", port]
     o += _host_options(host)
-    net, more = _network(info)
+    net, more = _network(info, engine)
     o += net
     return o, more
 
@@ -158,11 +171,11 @@ def _host_options(host: dict[str, Any]) -> list[str]:
         o += ["--restart", f"{rp['Name']}:{n}" if rp["Name"] == "on-failure" and n else rp["Name"]]
     for key, opt in (("IpcMode", "--ipc"), ("PidMode", "--pid"), ("UTSMode", "--uts"), ("CpusetCpus", "--cpuset-cpus"),
                      ("CgroupParent", "--cgroup-parent")):
-        if host.get(key) and not (key == "IpcMode" and host[key] in ("private", "shareable")):
+        if host.get(key) and not (key.endswith("Mode") and host[key] in ("private", "shareable")):
             o += [opt, str(host[key])]
-    if host.get("Runtime") and host["Runtime"] != "runc":
+    if host.get("Runtime") and host["Runtime"] not in ("runc", "oci"):  # podman's "oci": the configured one
         o += ["--runtime", host["Runtime"]]
-    if host.get("ShmSize") and host["ShmSize"] != 67108864:
+    if host.get("ShmSize") and host["ShmSize"] not in (67108864, 65536000):  # 64m: docker's and podman's
         o += ["--shm-size", str(host["ShmSize"])]
     for key, opt in (("Memory", "--memory"), ("MemorySwap", "--memory-swap"), ("MemoryReservation",
                                                                              "--memory-reservation")):
@@ -180,7 +193,9 @@ def _host_options(host: dict[str, Any]) -> list[str]:
         for v in host.get(key) or []:
             o += [opt, v]
     for u in host.get("Ulimits") or []:
-        o += ["--ulimit", f"{u['Name']}={u['Soft']}:{u['Hard']}"]
+        # podman names them as the kernel does (RLIMIT_NOFILE), which its --ulimit does not take
+        name = str(u["Name"]).lower().removeprefix("rlimit_")
+        o += ["--ulimit", f"{name}={u['Soft']}:{u['Hard']}"]
     for k, v in sorted((host.get("Sysctls") or {}).items()):
         o += ["--sysctl", f"{k}={v}"]
     log = host.get("LogConfig") or {}

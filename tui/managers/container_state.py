@@ -19,6 +19,8 @@ from tui.model import UnitState
 #: exit statuses of a run that was stopped, not crashed: 0, and SIGTERM as a Python server without a handler
 #: reports it (systemd counts SIGTERM as a clean end too)
 CLEAN_EXITS = frozenset({0, 143})
+#: the init process podman puts before the container's command with `--init` (inspect's Path)
+INIT_PATH = "/run/podman-init"
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?")
 
 
@@ -37,9 +39,11 @@ def stamp_key(text: str) -> int | None:
     """One of `docker logs --timestamps`' stamps as exact nanoseconds since the epoch (a float loses the
     nanoseconds that tell two lines apart); None when it is no stamp."""
     m = _STAMP.match(text)
-    if not m or (m[3] not in (None, "Z")):
+    if not m:
         return None
-    whole = int(datetime.fromisoformat(m[1] + "+00:00").timestamp())
+    # podman's log file keeps the offset of the host's time zone where conmon wrote it (docker's is always Z)
+    tz = "+00:00" if m[3] in (None, "Z") else m[3]
+    whole = int(datetime.fromisoformat(m[1] + tz).timestamp())
     return whole * 1_000_000_000 + int((m[2] or "0").ljust(9, "0")[:9])
 
 
@@ -56,10 +60,24 @@ def invocation_of(info: dict[str, Any]) -> str:
     return f"{str(info.get('Id', ''))[:12]}@{started}"
 
 
+def entrypoint_of(info: dict[str, Any]) -> list[str]:
+    """The container's entrypoint, word by word."""
+    cfg = info.get("Config") or {}
+    entry = cfg.get("Entrypoint") or []
+    if isinstance(entry, str):
+        # podman 4 joins the entrypoint's words with spaces, which loses where one ends: the process it runs
+        # (Path + Args, after podman's own init) still has them, ending with the command
+        cmd = [str(a) for a in (cfg.get("Cmd") or [])]
+        full = [str(info.get("Path") or ""), *[str(a) for a in (info.get("Args") or [])]]
+        if full[:1] == [INIT_PATH]:
+            full = full[2:] if full[1:2] == ["--"] else full[1:]
+        entry = full[:len(full) - len(cmd)] if full[len(full) - len(cmd):] == cmd else entry.split()
+    return [str(a) for a in entry]
+
+
 def command_of(info: dict[str, Any]) -> list[str]:
     """The server's command line: the entrypoint and the command, as the container runs them."""
-    cfg = info.get("Config") or {}
-    return [str(a) for a in (cfg.get("Entrypoint") or [])] + [str(a) for a in (cfg.get("Cmd") or [])]
+    return entrypoint_of(info) + [str(a) for a in ((info.get("Config") or {}).get("Cmd") or [])]
 
 
 def unit_of(info: dict[str, Any], *, stop_asked: str = "") -> UnitState:
@@ -104,9 +122,11 @@ def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, na
             "cannot connect to podman" in low:
         return ManagerError(f"{where}: the {engine} daemon is not running (start it: systemctl start {engine}) "
                             f"({err})")
-    if 'could not select device driver ""' in low or "could not select device driver" in low:
+    if "could not select device driver" in low or "unresolvable cdi devices" in low:
+        fix = "generate its CDI spec (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)" \
+            if engine == "podman" else f"restart {engine}"
         return PermanentError(f"{where}: the NVIDIA container runtime is missing: install nvidia-container-toolkit "
-                              f"and restart {engine}, or remove the GPU request ({err})")
+                              f"and {fix}, or remove the GPU request ({err})")
     if "port is already allocated" in low or "address already in use" in low:
         port = re.search(r":(\d+)(?: failed|: bind)", err)
         which = f"port {port[1]}" if port else "a published port"
@@ -114,7 +134,8 @@ def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, na
                               f"another port ({err})")
     if ("unable to find image" in low or "no such image" in low or "pull access denied" in low
             or "manifest unknown" in low or "repository does not exist" in low
-            or "image not known" in low):
+            or "image not known" in low or "did not resolve to an alias" in low
+            or "initializing source docker://" in low):
         return PermanentError(f"{where}: image {image or '?'} is not on the host and could not be pulled: "
                               f"`{engine} load` or build it there ({err})")
     if "no such container" in low or "no such object" in low or "no container with name" in low:

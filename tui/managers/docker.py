@@ -42,6 +42,11 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: `sh -c` with the command as its arguments: the container's stderr joins its stdout on the one stream a
 #: transport reads (over SSH a pty merges them already); no user text is in the script itself
 _BOTH_STREAMS = ["sh", "-c", 'exec "$@" 2>&1', "bringup-logs"]
+#: one of the two streams alone (podman: see _joined)
+_ONE_STREAM = {"stdout": ["sh", "-c", 'exec "$@" 2>/dev/null', "bringup-logs"],
+               "stderr": ["sh", "-c", 'exec "$@" 2>&1 >/dev/null', "bringup-logs"]}
+#: a stamp as podman 4 prints it before each piece of a line (always nine digits)
+_PIECE_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}(?:Z|[+-]\d\d:\d\d)) ")
 #: how far before the newest line a resumed log starts: further than stderr ever lags stdout in the CLI's output
 RESUME_MARGIN_NS = 5_000_000_000
 
@@ -187,7 +192,7 @@ class DockerManager:
         put back if it cannot be made."""
         image = str((info.get("Config") or {}).get("Image") or "")
         icfg = await self._image_config(image)
-        opts, more_networks = create_options(info, icfg)
+        opts, more_networks = create_options(info, icfg, self.engine)
         ep, cmd = split_command(argv, (icfg.get("Config") or {}).get("Entrypoint") or [])
         aside = f"{self.container}-bringup-old-{str(info.get('Id', ''))[:8]}"
         await self._cli(["rename", self.container, aside])
@@ -227,9 +232,43 @@ class DockerManager:
 
         The engine's CLI does not keep stdout and stderr in order with each other (a stderr line can arrive after
         later stdout lines), so a resume after a drop starts RESUME_MARGIN_NS before the newest stamp seen and
-        skips, stamp by stamp, the lines already delivered: none lost, none twice."""
+        skips, stamp by stamp, the lines already delivered: none lost, none twice.
+
+        podman keeps a line that reached it in pieces as pieces, each printed with its own stamp and only the
+        last with a newline, in the order of its log file: a piece of stdout can be followed by a line of stderr
+        before the rest of it. So for podman each stream is followed on its own, where a line's pieces are
+        consecutive, and joined (_joined)."""
         if self._info is None or invocation_of(self._info) != unit.invocation:
             await self.inspect()
+        if self.engine != "podman":
+            async for line in self._follow(unit, _BOTH_STREAMS):
+                yield line
+            return
+        queue: asyncio.Queue[LogLine | None] = asyncio.Queue(maxsize=1000)
+
+        async def pump(which: list[str]) -> None:
+            try:
+                async for line in self._follow(unit, which):
+                    await queue.put(line)
+            finally:
+                await queue.put(None)
+
+        tasks = [asyncio.create_task(pump(w)) for w in _ONE_STREAM.values()]
+        try:
+            ended = 0
+            while ended < len(tasks):
+                item = await queue.get()
+                if item is None:
+                    ended += 1
+                else:
+                    yield item
+            for t in tasks:
+                await t  # a stream that failed says so here
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _follow(self, unit: UnitState, streams: list[str]) -> AsyncIterator[LogLine]:
         since = self._since(unit)
         floor = stamp_key(since) if parse_time(since) is not None else None
         delivered: dict[int, int] = {}  # stamp -> lines of that stamp delivered
@@ -244,8 +283,10 @@ class DockerManager:
             again: dict[int, int] = {}  # stamp -> lines of that stamp read on this stream
             delivering = False  # whether the stamped line that the current pieces continue was delivered
             try:
-                async for raw in self.transport.stream([*_BOTH_STREAMS, *argv, self.container]):
+                async for raw in self.transport.stream([*streams, *argv, self.container]):
                     stamp, _, text = raw.partition(" ")
+                    if self.engine == "podman":
+                        text = _joined(stamp, text)
                     key = stamp_key(stamp)
                     if key is None:
                         # a piece after a carriage return (a progress bar) continues its stamped line; before any
@@ -289,14 +330,20 @@ class DockerManager:
         if info is None or invocation_of(info) != invocation:
             return []
         st = info.get("State") or {}
-        argv = [*_BOTH_STREAMS, self.engine, "logs", "--timestamps"]
+        argv = [self.engine, "logs", "--timestamps"]
         if parse_time(str(st.get("FinishedAt") or "")) is not None and not st.get("Running"):
             argv += ["--until", str(st["FinishedAt"])]
-        res = await self.transport.run([*argv, self.container], timeout=60)
+        # podman: each stream on its own, where a line's stamped pieces are consecutive (follow says why)
+        streams = list(_ONE_STREAM.values()) if self.engine == "podman" else [_BOTH_STREAMS]
+        lines: list[str] = []
+        for which in streams:
+            res = await self.transport.run([*which, *argv, self.container], timeout=60)
+            lines += [_podman_line(raw) for raw in res.text.splitlines()] if self.engine == "podman" \
+                else res.text.splitlines()
         # a second's margin before the start: the engine stamps StartedAt after the process may have printed
         begin = (parse_time(str(st.get("StartedAt") or "")) or 0.0) - 1.0
         out = []
-        for piece in _stamped(res.text.splitlines()):
+        for piece in _stamped(lines):
             if piece is not None and piece[0] >= begin:
                 out.append(LogLine(at=piece[0], text=piece[1], invocation=invocation))
         return sorted(out, key=lambda x: x.at)  # stable: a line's pieces stay in order
@@ -348,6 +395,29 @@ class _DirLock(RemoteLock):
     async def holder(self) -> Any:
         await self._manager._ensure_dir()
         return await super().holder()
+
+
+def _joined(stamp: str, text: str) -> str:
+    """A podman line whose later pieces each carry a stamp of their own (`ab<stamp> cd`), as the line it was.
+
+    A stamp counts as a piece's only when it is no earlier than the line's and within a minute of it: a server
+    printing nanosecond RFC 3339 stamps of its own then loses only those that fall in that minute, after a word."""
+    first = stamp_key(stamp)
+    if first is None or "T" not in text:
+        return text
+    out: list[str] = []
+    at = 0
+    for m in _PIECE_STAMP.finditer(text):
+        key = stamp_key(m[1])
+        if m.start() > 0 and key is not None and first <= key <= first + 60_000_000_000:
+            out.append(text[at:m.start()])
+            at = m.end()
+    return "".join(out) + text[at:] if out else text
+
+
+def _podman_line(raw: str) -> str:
+    stamp, sep, text = raw.partition(" ")
+    return f"{stamp}{sep}{_joined(stamp, text)}"
 
 
 def _stamped(lines: Sequence[str]) -> list[tuple[float, str] | None]:
