@@ -331,7 +331,10 @@ class DockerManager:
             return []
         st = info.get("State") or {}
         argv = [self.engine, "logs", "--timestamps"]
-        if parse_time(str(st.get("FinishedAt") or "")) is not None and not st.get("Running"):
+        # podman: no --until, since conmon stamps the last lines when it reads them, after the FinishedAt of the
+        # exit (the fatal line would be cut); a stopped container's run is the last in its log anyway
+        if parse_time(str(st.get("FinishedAt") or "")) is not None and not st.get("Running") \
+                and self.engine != "podman":
             argv += ["--until", str(st["FinishedAt"])]
         # podman: each stream on its own, where a line's stamped pieces are consecutive (follow says why)
         streams = list(_ONE_STREAM.values()) if self.engine == "podman" else [_BOTH_STREAMS]
