@@ -650,3 +650,15 @@ def test_flags_lists_booleans_on_or_off_and_values_as_the_console_does(bu: Bring
     assert "-" in {v for k, v in rows.items() if k not in ("disable-cuda-graph",)}  # a value flag it lacks
     j = {row["name"]: row["value"] for row in json.loads(bu.run("flags", bu.name, "--json").out)["flags"]}
     assert j["disable-cuda-graph"] is False and j["tp-size"].isdigit()
+
+
+def test_a_slow_stop_says_what_the_old_run_still_holds_while_it_stops(make_bringup: Callable[..., Bringup]) -> None:
+    # stale-health: after SIGTERM the old process lingers 8 s x time scale (2.4 s here), holding its GPU memory
+    bu = make_bringup(scenario="stale-health", time_scale=0.3)
+    bu.bring_up()
+    pid = bu.current()["pid"]  # type: ignore[index]
+    res = bu.run("restart", bu.name, "--yes", timeout=90)
+    assert res.rc == 0, res.describe()
+    held = [x for x in res.out.splitlines() if "stop" in x and "stopping:" in x]
+    assert held, res.describe()
+    assert "GiB held on GPU" in held[0] and str(pid) in held[0], held

@@ -7,8 +7,9 @@ because the old process still held its memory. Readings that stop (a dropped lin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from tui.lifecycle.release import release_status
 from tui.model import GpuSnapshot, Step
@@ -69,6 +70,39 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
             raise RestartError(f"GPU memory was not released within {timeout:g} s ({st.describe()}); "
                                "not starting, to avoid a CUDA OOM")
         await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def stop_progress(engine: EngineView, old: set[int], on_step: Callable[[Step], None],
+                        every: float = 1.0) -> AsyncIterator[None]:
+    """While a stop is under way, what the old run still holds, once a second from fresh GPU readings ("stopping:
+    30.0 GiB held on GPU 3 by PID 5127"): a tree whose ranks leave one by one takes a while to stop (the manager
+    waits for every process), and which rank is the straggler is the thing to know then."""
+    async def watch() -> None:
+        shown = ""
+        gpus = engine.deployment_gpus()
+        while True:
+            await asyncio.sleep(every)
+            try:
+                snap = await engine.fresh_gpus(max_age=every)
+            except (TransportError, OSError):
+                continue
+            if snap is None or snap.error or not snap.gpus:
+                continue
+            st = release_status(snap, gpus or [g.index for g in snap.gpus], old, engine.baseline_mib,
+                                engine.dep.release_tolerance_mib)
+            engine.observe_gpus(snap)
+            desc = "" if st.released else f"stopping: {st.describe()}"
+            if desc and desc != shown:
+                on_step(Step("stop", "running", desc))
+                shown = desc
+    task = asyncio.create_task(watch(), name="bringup-stop-progress")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 def old_pids(engine: EngineView) -> set[int]:

@@ -23,7 +23,7 @@ from tui.model import Failure, Outcome, Phase, Step, UnitState
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import LockLost, RestartError, Superseded
 from tui.ops.guard import LockGuard, Progress
-from tui.ops.release_wait import old_pids, wait_for_release
+from tui.ops.release_wait import old_pids, stop_progress, wait_for_release
 from tui.transport import TransportError
 
 __all__ = ["EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "RestartError", "Step", "Superseded",
@@ -247,7 +247,8 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
         engine.action("stop")
         t0 = time.monotonic()
         progress.asked = "stop"
-        await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
+        async with stop_progress(engine, pids, step):
+            await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
         progress.stopped = True
         guard.saw(await engine.poll_unit())
         step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
@@ -347,7 +348,8 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     engine.action("stop")
     t0 = time.monotonic()
     progress.asked = "stop"
-    await guard.act("stop", engine.manager.stop, also_runs=[(unit.invocation, False)])
+    async with stop_progress(engine, pids, step):
+        await guard.act("stop", engine.manager.stop, also_runs=[(unit.invocation, False)])
     progress.stopped = True
     took = time.monotonic() - t0
     guard.saw(await engine.poll_unit())
