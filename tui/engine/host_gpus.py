@@ -49,8 +49,12 @@ class HostGpuStream:
         finally:
             self._followers.remove(deliver)
             if not self._followers and self._task is not None:
-                self._task.cancel()
-                self._task = None
+                task, self._task = self._task, None
+                task.cancel()
+                # until its command is reaped: a console that quits right after must not leave `nvidia-smi -lms`
+                # running in a session of its own
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait({task}, timeout=3.0)
 
     async def once(self) -> GpuSnapshot | None:
         """One sample now, for a deployment that must not wait for the stream (a restart's release wait)."""
