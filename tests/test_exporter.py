@@ -354,6 +354,12 @@ def test_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
                 assert second_run and second_run != first_run
                 until("the alert resolved", lambda: not query(firing))
                 assert one('sum(bringup_failures_total{deployment="sim"})') == 1  # a restart is no failure
+                # the restart, seen by its lock record: counted once, ready, with how long it held the lock
+                until("the restart counted", lambda: one(
+                    'bringup_restarts_total{deployment="sim",outcome="ready"}') == 1)
+                assert one('sum(bringup_restarts_total{deployment="sim"})') == 1
+                assert one('bringup_restart_duration_seconds_count{deployment="sim"}') == 1
+                assert 0 < one('bringup_restart_duration_seconds_sum{deployment="sim"}') < 120
                 runs = query('count(count_over_time(bringup_info{deployment="sim",invocation!=""}[5m]))')
                 assert float(runs[0]["value"][1]) == 2, runs
 

@@ -6,8 +6,13 @@ status` would say at that moment. `prometheus_client` serves and formats them (n
 HTTP server answers in a thread of its own, and the collector hands the reading of the engines to the event loop
 that runs them, so a scrape never reads an engine halfway through an update.
 
-The one thing kept here is the failure counter: a counter must count failures as they happen, by invocation, never
-twice for one run, and must not go down when the run is restarted and its failure is gone from the snapshot.
+Two things are kept here. The failure counter: a counter must count failures as they happen, by invocation, never
+twice for one run, and must not go down when the run is restarted and its failure is gone from the snapshot. And
+the restarts: the exporter restarts nothing, but every bringup that restarts a deployment holds its lock, with a
+record of who, why and since when, from the first step until ready or failed. A holder whose purpose is a restart
+is seen (the lock read every 2 s: a restart shorter than that can be missed); when it lets go, the restart is
+counted with its duration, and its outcome is the phase the exporter's own engine then reaches, ready or failed
+(what the restart itself said is not to be known from here).
 """
 
 from __future__ import annotations
@@ -21,14 +26,15 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from prometheus_client import ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tui.engine.core import Engine
 from tui.engine.fleet import Fleet
-from tui.engine.updates import Update
+from tui.engine.updates import HolderChanged, Update
+from tui.lifecycle.nodes import describe_gpus, host_names
 from tui.lifecycle.release import attribute
-from tui.model import FailureKind, Phase
+from tui.model import FailureKind, LockInfo, Phase
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 #: a failure whose cause is still arriving (the traceback after an exit) is counted once it is known, or this long
@@ -39,6 +45,12 @@ SCRAPE_TIMEOUT_S = 5.0
 MIB = 1024 * 1024
 OWNERS = ("this_run", "previous_run", "other")
 SOURCES = ("unit", "gpus", "metrics")
+#: a restart's outcome: the phase its run reached once the lock was let go (`other`: neither within the time below)
+OUTCOMES = ("ready", "failed", "other")
+#: how long after the lock is let go the outcome may take to show in the exporter's own engine (its own probe)
+OUTCOME_WAIT_S = 30.0
+#: restart durations, seconds: a fast restart of a small model to a 548 GB one that waits minutes for its memory
+RESTART_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0)
 
 
 class ListenError(ValueError):
@@ -81,6 +93,15 @@ class _Seen:
     failures: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in FailureKind})
     phase: Phase | None = None
     since: float = 0.0
+    #: the restart in progress (another bringup holds the lock for one), and one let go whose outcome is awaited
+    restarting: LockInfo | None = None
+    ended: tuple[LockInfo, float] | None = None
+    restarts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    durations: list[float] = field(default_factory=list)
+
+    def bucket_counts(self) -> list[tuple[str, float]]:
+        out = [(f"{b:g}", float(sum(d <= b for d in self.durations))) for b in RESTART_BUCKETS]
+        return [*out, ("+Inf", float(len(self.durations)))]
 
 
 class FleetCollector(Collector):
@@ -92,12 +113,39 @@ class FleetCollector(Collector):
         self.loop = loop
         self._seen: dict[str, _Seen] = {name: _Seen() for name in fleet.engines}
         for name, engine in fleet.engines.items():
+            engine.watch_holders = True  # others' restarts are counted by their lock records
             engine.subscribe(partial(self._on_update, name, engine))
 
     # ------------------------------------------------------------------ failures, as they happen
 
-    def _on_update(self, name: str, engine: Engine, _update: Update) -> None:
-        self.note_failure(name, engine, time.time())
+    def _on_update(self, name: str, engine: Engine, update: Update) -> None:
+        now = time.time()
+        self.note_failure(name, engine, now)
+        if isinstance(update, HolderChanged):
+            self.note_holder(name, update.holder, now)
+        self.note_outcome(name, engine, now)
+
+    def note_holder(self, name: str, holder: LockInfo | None, now: float) -> None:
+        seen = self._seen[name]
+        was = seen.restarting
+        if was is not None and (holder is None or holder.token != was.token):
+            seen.ended, seen.restarting = (was, now), None
+        if holder is not None and holder.purpose.startswith("restart") and seen.restarting is None:
+            seen.restarting = holder
+
+    def note_outcome(self, name: str, engine: Engine, now: float) -> None:
+        """A restart let go of the lock: counted once its run is ready or failed here (or after OUTCOME_WAIT_S)."""
+        seen = self._seen[name]
+        if seen.ended is None:
+            return
+        holder, ended_at = seen.ended
+        phase = engine.state.phase
+        outcome = "ready" if phase == Phase.READY else "failed" if phase == Phase.FAILED else ""
+        if not outcome and now - ended_at < OUTCOME_WAIT_S:
+            return
+        seen.ended = None
+        seen.restarts[outcome or "other"] += 1
+        seen.durations.append(max(0.0, ended_at - holder.since))
 
     def note_failure(self, name: str, engine: Engine, now: float) -> None:
         """Count the engine's current failure once for its run, when its kind is known (or has had its time)."""
@@ -157,11 +205,18 @@ class FleetCollector(Collector):
                                  labels=["deployment", "host", "preset", "invocation", "manager"])
         up = GaugeMetricFamily("bringup_up", "1 when the deployment's host answers and its state is current",
                                labels=["deployment"])
+        restarts = CounterMetricFamily("bringup_restarts", "Restarts by any bringup (seen by the deployment's lock), "
+                                       "by the phase their run reached: ready, failed or other",
+                                       labels=["deployment", "outcome"])
+        restart_s = HistogramMetricFamily("bringup_restart_duration_seconds", "How long each restart held the "
+                                          "deployment's lock, from its first step to ready or failed",
+                                          labels=["deployment"])
         for view in self.fleet.views(now):
             snap = view.snapshot
             name = snap.deployment
             engine = self.fleet.engines[name]
             self.note_failure(name, engine, now)
+            self.note_outcome(name, engine, now)
             seen = self._seen[name]
             if snap.phase != seen.phase:
                 last = snap.timeline[-1] if snap.timeline else None
@@ -174,9 +229,10 @@ class FleetCollector(Collector):
             stalled.add_metric([name], 1.0 if snap.stalled_for is not None else 0.0)
             for kind, n in sorted(seen.failures.items()):
                 failures.add_metric([name, kind], float(n))
+            names = host_names(engine.gpus.gpus) if engine.gpus is not None else ()
             for gpu, owners in _gpu_owners(engine):
-                for owner, mib in zip(OWNERS, owners, strict=True):
-                    gpu_mem.add_metric([name, str(gpu), owner], mib * MIB)
+                for owner, mib in zip(OWNERS, owners, strict=True):  # `node-b:3` on a deployment over nodes
+                    gpu_mem.add_metric([name, describe_gpus([gpu], names), owner], mib * MIB)
             last_probe = engine.current_probe()
             if last_probe is not None and last_probe.latency_s is not None:
                 probe.add_metric([name], last_probe.latency_s)
@@ -187,7 +243,10 @@ class FleetCollector(Collector):
             info.add_metric([name, snap.host, engine.preset.name, snap.invocation or (unit.invocation if unit else ""),
                              engine.dep.manager], 1.0)
             up.add_metric([name], 0.0 if view.host_down or snap.stale else 1.0)
-        return [phase, phase_s, ready, stalled, failures, gpu_mem, probe, age, info, up]
+            for outcome in OUTCOMES:
+                restarts.add_metric([name, outcome], float(seen.restarts[outcome]))
+            restart_s.add_metric([name], seen.bucket_counts(), sum(seen.durations))
+        return [phase, phase_s, ready, stalled, failures, gpu_mem, probe, age, info, up, restarts, restart_s]
 
 
 def _gpu_owners(engine: Engine) -> Iterator[tuple[int, tuple[float, float, float]]]:

@@ -91,6 +91,8 @@ class Engine(StreamReadouts):
         #: only feed figures come slower (/metrics every 5 s; the unit every 2 s once ready, the lock's holder every
         #: 10 s); its log, its phase while in question and its failures come as fast as ever
         self.background = False
+        #: read the lock's holder every 2 s even in the background (the exporter counts others' restarts by it)
+        self.watch_holders = False
         self._forwarded = False
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []

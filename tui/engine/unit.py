@@ -121,7 +121,8 @@ class UnitFollower:
     async def refresh_holder(self) -> None:
         """Who else holds the deployment's lock (a restart, start or stop by another bringup): named in the
         console while it happens, with what it changes, instead of phases moving for no visible reason."""
-        if time.monotonic() - self._holder_at < (10.0 if self.engine.background else 2.0):
+        slow = self.engine.background and not self.engine.watch_holders
+        if time.monotonic() - self._holder_at < (10.0 if slow else 2.0):
             return
         self._holder_at = time.monotonic()
         try:
