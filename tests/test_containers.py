@@ -193,6 +193,8 @@ def configuration(info: dict[str, Any], engine: str) -> dict[str, Any]:
             out[k] = [a for a in v if a != info["Id"][:12]]
     if isinstance(out.get("Config.Env"), list):
         out["Config.Env"] = sorted(e for e in out["Config.Env"] if e != f"HOSTNAME={info['Id'][:12]}")
+    if isinstance(out.get("HostConfig.Binds"), list):  # podman lists the binds in no fixed order either
+        out["HostConfig.Binds"] = sorted(out["HostConfig.Binds"])
     return out
 
 
