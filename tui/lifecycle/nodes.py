@@ -36,7 +36,8 @@ def split_pid(key: int) -> tuple[int, int]:
     return key >> PID_SHIFT, key & ((1 << PID_SHIFT) - 1)
 
 
-def _ranges(indices: Iterable[int]) -> str:
+def ranges(indices: Iterable[int]) -> str:
+    """`0,1,2,3,5` -> `0-3,5`."""
     out: list[str] = []
     run: list[int] = []
     for i in sorted(indices):
@@ -58,8 +59,8 @@ def describe_gpus(keys: Iterable[int], names: Sequence[str] = ()) -> str:
         n, i = split_gpu(k)
         by_node.setdefault(n, []).append(i)
     if len(names) <= 1 and set(by_node) <= {0}:
-        return _ranges(by_node.get(0, []))
-    return " ".join(f"{node_name(n, names)}:{_ranges(ix)}" for n, ix in sorted(by_node.items()))
+        return ranges(by_node.get(0, []))
+    return " ".join(f"{node_name(n, names)}:{ranges(ix)}" for n, ix in sorted(by_node.items()))
 
 
 def host_names(gpus: Iterable[GpuSample]) -> tuple[str, ...]:

@@ -3,29 +3,14 @@ restart protocol, the console and a benchmark on a real GPU all use the same rul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tui.lifecycle.nodes import describe_gpus, describe_pid, host_names
+from tui.lifecycle.nodes import ranges as ranges  # its old home: kept importable here
 from tui.model import Attribution, GpuSnapshot
 
 GIB = 1024.0
-
-
-def ranges(indices: Iterable[int]) -> str:
-    """`0,1,2,3,5` -> `0-3,5`."""
-    out: list[str] = []
-    run: list[int] = []
-    for i in indices:
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
-        run = [i]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
-    return ",".join(out)
 
 
 @dataclass(frozen=True, slots=True)
