@@ -5,9 +5,9 @@ server in the image .ci/containers.sh builds.
     .venv/bin/python benchmarks/container_latency.py [--engine docker|podman] [--runs 10] [--time-scale 0.1]
 
 The same measures as the process and systemd rows, so the figures sit next to them:
-(a) failure detection: `--scenario crash-while-serving` (crashes ~10 s x time-scale after ready); `bringup wait
-    --json` is started once the deployment is ready, and latency = the arrival of its `failed` phase line minus the
-    engine's own stamp (`logs --timestamps`) of the sim's fatal line. Both clocks are this host's.
+(a) failure detection: `--scenario crash-while-serving` (crashes ~10 s x time-scale after ready); an Engine
+    (the console's) follows the ready deployment, and latency = the moment it says `failed` minus the
+    container engine's own stamp (`logs --timestamps`) of the sim's fatal line. Both clocks are this host's.
 (b) restart dead time: `bringup restart --set disable-cuda-graph|--unset ... --yes --json` (a recreate of the
     container each time), from the arrival times of its step lines: dead time = `start running` - `release done`
     (as benchmarks/restart_dead_time.py), and the whole outage = `ready` minus `stop running`.
@@ -17,6 +17,7 @@ Writes benchmarks/results/container_latency_ENGINE.json.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -35,8 +36,10 @@ from _simbench import ROOT, free_port, machine, summary
 
 from tests.config_toml import ConfigFile
 from tests.simdeploy import ALL_GPUS, sim_host
-from tui.config import DeploymentConfig, ProbeConfig
+from tui.config import DeploymentConfig, ProbeConfig, load
+from tui.engine import Engine
 from tui.managers.container_state import stamp_key
+from tui.model import Phase
 
 PY = sys.executable
 FATAL = "Subprocess scheduler_3"
@@ -98,6 +101,21 @@ class Deployment:
         subprocess.run([self.engine, "rm", "-f", self.container], capture_output=True, timeout=60)
 
 
+async def _failed_at(config: Path, timeout: float = 60.0) -> float | None:
+    """When an engine following the ready deployment (as the console does) says `failed`: `bringup wait` would
+    have returned at ready, before the crash."""
+    settings = load(str(config))
+    engine = Engine(settings, "sim", settings.deployments["sim"])
+    await engine.start()
+    try:
+        t0 = time.monotonic()
+        while engine.state.phase != Phase.FAILED and time.monotonic() - t0 < timeout:
+            await engine.wait_changed(0.05)
+        return time.time() if engine.state.phase == Phase.FAILED else None
+    finally:
+        await engine.close()
+
+
 def failure_runs(engine: str, runs: int, ts: float) -> list[dict[str, Any]]:
     out = []
     for i in range(runs):
@@ -109,12 +127,11 @@ def failure_runs(engine: str, runs: int, ts: float) -> list[dict[str, Any]]:
                     out.append({"i": i, "error": r.stdout[-500:]})
                     continue
                 began = time.time()
-                lines = d.timed_lines("wait", "sim", "--timeout", "60", "--json")
-                failed = next((t for t, o in lines if o.get("phase") == "failed"), None)
+                failed = asyncio.run(_failed_at(d.config))
                 fatal = d.fatal_stamp()
-                # a wait that was not yet following when the line came would measure its own start-up
+                # an engine that was not yet following when the line came would measure its own start-up
                 out.append({"i": i, "latency_s": failed - fatal if failed and fatal else None,
-                            "wait_started_before_fatal_s": fatal - began if fatal else None})
+                            "engine_started_before_fatal_s": fatal - began if fatal else None})
             finally:
                 d.remove()
         print(f"failure {i}: {out[-1]}", file=sys.stderr)
@@ -160,7 +177,7 @@ def main() -> None:
     res = {"engine": a.engine, "machine": machine(), "time_scale": a.time_scale,
            "failure_time_scale": a.failure_time_scale,
            "failure_latency_s": summary([r["latency_s"] for r in fail if r.get("latency_s") is not None
-                                         and (r.get("wait_started_before_fatal_s") or 0) > 1.0]),
+                                         and (r.get("engine_started_before_fatal_s") or 0) > 1.0]),
            "restart_dead_time_s": summary([r["dead_time_s"] for r in rest if r.get("dead_time_s") is not None]),
            "restart_outage_s": summary([r["outage_s"] for r in rest if r.get("outage_s") is not None]),
            "failure_runs": fail, "restart_runs": rest}
