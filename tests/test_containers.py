@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.config_toml import ConfigFile
@@ -290,6 +291,34 @@ def test_scenario_failures_have_their_kind_and_hint(make: Callable[[str], Deploy
     if scenario == "dflash-graph-crash":  # the whole traceback, read from the container's log
         assert "Traceback (most recent call last):" in f["excerpt"], f
         assert "cuda_graph_runner.py" in f["excerpt"], f
+
+
+def test_a_start_into_memory_another_process_holds_fails_as_oom_with_the_hint(
+        make: Callable[[str], Deployment], tmp_path: Path) -> None:
+    # oom-on-fast-restart's failure: a server (here on this machine) holds the same simulated GPUs, and the
+    # container's server runs into a CUDA out-of-memory error while it loads
+    d = make("oom")
+    port = free_port()
+    holder = subprocess.Popen([PY, "-m", "tui.sim", "--port", str(port), "--tp-size", "8", "--sim-state-dir",
+                               str(d.simgpu), "--time-scale", "0.1"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        def holds() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2, trust_env=False).status_code == 200
+            except httpx.HTTPError:
+                return False
+        until("the other server holds the GPUs", holds)
+        d.docker_run()
+        assert d.bringup("start", d.name, "--no-wait").returncode == 0
+        r = d.bringup("wait", d.name, "--timeout", "60", "--json")
+        assert r.returncode == 1, describe(r)
+        f = d.status()["failure"]
+        assert f["kind"] == "oom" and "out of memory" in f["excerpt"].lower(), f
+        assert "memory may still be held" in f["hint"], f
+    finally:
+        holder.terminate()
+        holder.wait(30)
 
 
 def test_a_restart_by_the_restart_policy_is_a_new_run(make: Callable[[str], Deployment]) -> None:
