@@ -103,6 +103,11 @@ def naive_cycle(cmd: list[str], port: int, log: Path) -> dict[str, object]:
     return {"result": result}
 
 
+def portable(text: str) -> str:
+    """Results name no path of the machine they ran on: they are read on others."""
+    return text.replace(sys.executable, "python3").replace(str(ROOT) + "/", "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--restarts", type=int, default=3)
@@ -137,7 +142,7 @@ def main() -> None:
                                   text=True, timeout=timeout, env=env, cwd=tmp)
 
         r = bringup("start", "tp")
-        R["start"] = {"rc": r.returncode, "out": r.stdout[-3000:], "err": r.stderr[-2000:]}
+        R["start"] = {"rc": r.returncode, "out": portable(r.stdout[-3000:]), "err": portable(r.stderr[-2000:])}
         if r.returncode != 0:
             (OUT / "multigpu_restart.json").write_text(json.dumps(R, indent=1))
             raise SystemExit(r.stdout + r.stderr)
@@ -173,10 +178,11 @@ def main() -> None:
             r = bringup("restart", "tp", *flag, "--yes")
             took = time.monotonic() - t0
             release = [ln for ln in r.stdout.splitlines() if "release" in ln]
-            (OUT / f"restart_{i + 1}.txt").write_text(r.stdout + r.stderr)
-            restarts.append({"rc": r.returncode, "seconds": round(took, 1), "release_lines": release[-12:],
+            (OUT / f"restart_{i + 1}.txt").write_text(portable(r.stdout + r.stderr))
+            restarts.append({"rc": r.returncode, "seconds": round(took, 1),
+                             "release_lines": [portable(x) for x in release[-12:]],
                              "oom": "out of memory" in (r.stdout + r.stderr).lower(),
-                             "tail": r.stdout.splitlines()[-3:]})
+                             "tail": [portable(x) for x in r.stdout.splitlines()[-3:]]})
             print(f"restart {i + 1}: rc={r.returncode} {took:.1f} s; {release[-1] if release else ''}", flush=True)
         R["restarts"] = restarts
         R["held_pids_named"] = sum(bool(re.search(r"by PID \d", " ".join(x["release_lines"]))) for x in restarts)
