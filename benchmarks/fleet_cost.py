@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +48,19 @@ def write_config(d: Path, n: int) -> tuple[Path, list[str]]:
     cfg = ConfigFile(state_dir=d / "state", probe=ProbeConfig.model_validate({}), hosts={"simhost": sim_host(d / "sim-0")},
                      deployments=deps).write(d / "config.toml")
     return cfg, list(deps)
+
+
+def start_all(run: Callable[..., subprocess.CompletedProcess[str]], names: list[str], timeout: float) -> float:
+    """Start every deployment without waiting, then one `bringup wait` for all: seconds until all were ready."""
+    t0 = time.monotonic()
+    for name in names:
+        r = run("start", name, "--no-wait")
+        if r.returncode != 0:
+            sys.exit(f"start {name}: {r.stdout}{r.stderr}")
+    w = run("wait", *names, "--timeout", f"{timeout:g}", timeout=timeout + 60)
+    if w.returncode != 0:
+        sys.exit(f"not all ready (exit {w.returncode}): {w.stdout}{w.stderr}")
+    return time.monotonic() - t0
 
 
 def window(p: Pty, seconds: float) -> dict[str, float]:
@@ -93,15 +107,7 @@ def main() -> None:
                                   stdin=subprocess.DEVNULL)
 
         try:
-            t0 = time.monotonic()
-            for name in names:
-                r = run("start", name, "--no-wait")
-                if r.returncode != 0:
-                    sys.exit(f"start {name}: {r.stdout}{r.stderr}")
-            w = run("wait", *names, "--timeout", "240", timeout=300)
-            if w.returncode != 0:
-                sys.exit(f"not all ready (exit {w.returncode}): {w.stdout}{w.stderr}")
-            ready_s = time.monotonic() - t0
+            ready_s = start_all(run, names, 240)
             print(f"{args.n} deployments ready in {ready_s:.1f} s", flush=True)
             one = watch([*bringup, "console", names[0]], env, tmp, b"READY", args.seconds, args.warmup)
             print("one deployment:", json.dumps(one), flush=True)

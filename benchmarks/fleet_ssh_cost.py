@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
+from fleet_cost import start_all  # noqa: E402
 
 from tests.config_toml import ConfigFile  # noqa: E402
 from tests.ports import free_port  # noqa: E402
@@ -161,15 +162,7 @@ def main() -> None:
                                   stdin=subprocess.DEVNULL)
 
         try:
-            t0 = time.monotonic()
-            for name in names:
-                r = run("start", name, "--no-wait")
-                if r.returncode != 0:
-                    sys.exit(f"start {name}: {r.stdout}{r.stderr}")
-            w = run("wait", *names, "--timeout", "300", timeout=400)
-            if w.returncode != 0:
-                sys.exit(f"not all ready (exit {w.returncode}): {w.stdout}{w.stderr}")
-            ready_s = time.monotonic() - t0
+            ready_s = start_all(run, names, 300)
             print(f"{len(names)} deployments on {args.hosts} hosts ready in {ready_s:.1f} s", flush=True)
             one = watch([*bringup, "console", names[0]], env, tmp, b"READY", args.seconds, args.warmup, ports)
             print("one deployment:", json.dumps(one), flush=True)
