@@ -195,6 +195,9 @@ async def test_once_ready_and_serving_the_probe_slows_down_and_the_operator_can_
     settings = load(str(bu.config))
     settings = settings.model_copy(update={"probe": settings.probe.model_copy(update={"ready_interval_s": 3.0})})
     w = Engine(settings, bu.name, settings.deployments[bu.name])
+    # the first sight of the unit wakes the probe for `wake_s` (30 s): shorter here, so the wait below is about
+    # the counters' evidence, not a race against that window
+    w.cadence.wake_s = 5.0
     probes: list[tuple[float, str]] = []
     access: list[str] = []
     w.subscribe(lambda u: probes.append((time.monotonic(), u.result.kind)) if isinstance(u, ProbeAnswered) else None)
