@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from tui.model import GpuProcess, GpuSample, GpuSnapshot
 from tui.transport import Transport, TransportError
@@ -18,6 +18,9 @@ from tui.transport import Transport, TransportError
 QUERY_FIELDS = ("timestamp", "index", "uuid", "name", "memory.used", "memory.total", "utilization.gpu",
                 "utilization.memory", "temperature.gpu", "power.draw", "power.limit", "clocks.sm")
 APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
+#: the processes on the GPUs (a command of their own, not the stream's) this often while `quiet`: the fleet's rows
+#: show memory and utilisation, not who holds it; a restart's release wait asks for them itself, at once
+QUIET_APPS_S = 10.0
 DRIVER_ERRORS = ("NVIDIA-SMI has failed", "No devices were found", "Failed to initialize NVML",
                  "Driver/library version mismatch", "couldn't communicate with the NVIDIA driver")
 
@@ -102,11 +105,13 @@ class SmiSource:
     """Samples a host's GPUs through nvidia-smi; yields a GpuSnapshot per sample, or one with `error` set."""
 
     def __init__(self, transport: Transport, command: Sequence[str], interval_ms: int = 500,
-                 apps_every_s: float = 2.0) -> None:
+                 apps_every_s: float = 2.0, quiet: Callable[[], bool] | None = None) -> None:
         self.transport = transport
         self.command = list(command)
         self.interval_ms = interval_ms
         self.apps_every_s = apps_every_s
+        #: true while no one looks at these GPUs' processes (a fleet's rows only): they are asked for less often
+        self.quiet = quiet
         self._apps: tuple[GpuProcess, ...] = ()
         self._apps_at = 0.0
 
@@ -171,7 +176,8 @@ class SmiSource:
 
     async def _snapshot(self, gpus: list[GpuSample]) -> GpuSnapshot:
         now = time.time()
-        if now - self._apps_at >= self.apps_every_s:
+        every = QUIET_APPS_S if self.quiet is not None and self.quiet() else self.apps_every_s
+        if now - self._apps_at >= every:
             self._apps_at = now
             with contextlib.suppress(TransportError):
                 self._apps = await self.processes(gpus)

@@ -76,6 +76,7 @@ class Engine(StreamReadouts):
         self.prober = make_prober(settings, dep.endpoint, self.preset)
         self.gpu = GpuTracker(self.host, self.transport, gpu_keys(dep),
                               settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
+        self.gpu.background = lambda: self.background
         self.tput = ThroughputTracker(self.preset)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
         self.probe_poke = asyncio.Event()

@@ -53,6 +53,8 @@ class GpuSampler:
         self.transport = transport
         self._source: SmiSource | NvmlSource | None = None
         self._why_none = ""
+        #: whether every deployment reading this host's GPUs is in the background (host_gpus.py says)
+        self.quiet: Callable[[], bool] = lambda: False
 
     def _source_for_host(self) -> SmiSource | NvmlSource | None:
         src = self.host.gpu_source
@@ -66,7 +68,8 @@ class GpuSampler:
                 self._why_none = str(e)
                 if src == "nvml":
                     return None
-        return SmiSource(self.transport, self.host.nvidia_smi, interval_ms=int(GPU_INTERVAL_S * 1000))
+        return SmiSource(self.transport, self.host.nvidia_smi, interval_ms=int(GPU_INTERVAL_S * 1000),
+                         quiet=lambda: self.quiet())
 
     async def run(self, deliver: Callable[[GpuSnapshot], None]) -> None:
         """Sample until cancelled; a host without telemetry delivers one sample that says why, and ends."""
@@ -122,13 +125,15 @@ class GpuTracker:
         self.sampler = GpuSampler(host, transport)
         #: the host's one stream, shared with the other deployments on it (tui/engine/fleet.py); None: its own
         self.shared = shared
+        #: whether the deployment is in a fleet's background (the engine says): a shared stream is quiet when all are
+        self.background: Callable[[], bool] = lambda: False
 
     # ------------------------------------------------------------------ the stream
 
     async def run(self, deliver: Callable[[GpuSnapshot], None]) -> None:
         """Sample until cancelled (from the host's shared stream, when there is one)."""
         if self.shared is not None:
-            await self.shared.follow(deliver)
+            await self.shared.follow(deliver, self.background)
         else:
             await self.sampler.run(deliver)
 

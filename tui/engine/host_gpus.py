@@ -31,15 +31,23 @@ class HostGpuStream:
         #: the last sample, handed at once to a deployment that starts following (no wait for the next one)
         self.latest: GpuSnapshot | None = None
         self._followers: list[Deliver] = []
+        self._backgrounds: list[Callable[[], bool]] = []
         self._task: asyncio.Task[None] | None = None
+        sampler.quiet = self.quiet
+
+    def quiet(self) -> bool:
+        """No deployment of the host is being looked at: its GPUs' processes are asked for less often."""
+        return bool(self._backgrounds) and all(bg() for bg in self._backgrounds)
 
     @property
     def followers(self) -> int:
         return len(self._followers)
 
-    async def follow(self, deliver: Deliver) -> None:
-        """Deliver every sample of the host to `deliver` until cancelled (an engine's GPU collector)."""
+    async def follow(self, deliver: Deliver, background: Callable[[], bool] = lambda: False) -> None:
+        """Deliver every sample of the host to `deliver` until cancelled (an engine's GPU collector); `background`
+        says whether that engine is in a fleet's background now."""
         self._followers.append(deliver)
+        self._backgrounds.append(background)
         if self.latest is not None:
             deliver(self.latest)
         if self._task is None or self._task.done():
@@ -48,6 +56,7 @@ class HostGpuStream:
             await asyncio.Event().wait()  # until the engine cancels its collector
         finally:
             self._followers.remove(deliver)
+            self._backgrounds.remove(background)
             if not self._followers and self._task is not None:
                 task, self._task = self._task, None
                 task.cancel()

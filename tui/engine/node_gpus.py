@@ -49,13 +49,13 @@ class NodesGpuStream:
         self.latest: GpuSnapshot | None = None
         self._parts: list[GpuSnapshot | None] = [None] * len(self.streams)
 
-    async def follow(self, deliver: Deliver) -> None:
+    async def follow(self, deliver: Deliver, background: Callable[[], bool] = lambda: False) -> None:
         def on(i: int, snap: GpuSnapshot) -> None:
             self._parts[i] = snap
             self.latest = merge(self.names, self._parts)
             deliver(self.latest)
 
-        tasks = [asyncio.create_task(s.follow(functools.partial(on, i)), name=f"bringup-node-gpus-{n}")
+        tasks = [asyncio.create_task(s.follow(functools.partial(on, i), background), name=f"bringup-node-gpus-{n}")
                  for i, (n, s) in enumerate(zip(self.names, self.streams, strict=True))]
         try:
             await asyncio.gather(*tasks)

@@ -35,6 +35,13 @@ if TYPE_CHECKING:
     from .core import Engine
 
 
+def on_grid(period: float) -> float:
+    """The next multiple of `period` on the loop's clock: every engine of a process reads on the same instants, so
+    the readings of one host's deployments go out as one command (tui/managers/systemd_show.py)."""
+    now = asyncio.get_running_loop().time()
+    return now + period - now % period
+
+
 class UnitFollower:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -89,7 +96,11 @@ class UnitFollower:
         e.feed(UnitObserved(self.seen_at, unit))
         if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
             self.changed.set()
-            e.cadence.woke(self.seen_at)
+            if prev is not None:
+                # a run that changed is in question for a while; at first sight the probe is fast anyway until the
+                # counters prove the run alive (cadence.py), and a fleet's engines must not all probe fast for
+                # `wake_s` each time a console opens
+                e.cadence.woke(self.seen_at)
         return unit
 
     async def replay_history(self, invocation: str, ended: bool = False) -> None:
@@ -151,7 +162,7 @@ class UnitFollower:
                 e.note_error("unit", str(err))
             with contextlib.suppress(TimeoutError):
                 ready_s = 2.0 if e.background else 1.0
-                async with asyncio.timeout(ready_s if e.state.phase == Phase.READY else 0.5):
+                async with asyncio.timeout_at(on_grid(ready_s if e.state.phase == Phase.READY else 0.5)):
                     await self._poke.wait()
             self._poke.clear()
 

@@ -24,11 +24,13 @@ from typing import Any
 from tui.lifecycle.journal import parse_entry
 from tui.managers import ManagerError, PermanentError
 from tui.managers.remote_lock import RemoteLock
+from tui.managers.systemd_show import batch_for
 from tui.model import LogLine, UnitState
-from tui.transport import Transport, TransportError
+from tui.transport import CommandResult, Transport, TransportError
 
 PROPS = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "ExecMainStatus", "ExecMainCode",
-         "NRestarts", "ActiveEnterTimestamp", "ExecMainStartTimestamp", "InactiveEnterTimestamp", "Result")
+         "NRestarts", "ActiveEnterTimestamp", "ExecMainStartTimestamp", "InactiveEnterTimestamp", "Result",
+         "ControlGroup")
 DROPIN = "50-bringup.conf"
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.service$")
 _SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_./:@+=,~-]+$")
@@ -105,6 +107,7 @@ class SystemdManager:
         self.target = f"unit {unit}"
         self.dropin_dir = f"/etc/systemd/system/{unit}.d"
         self._argv: tuple[str, list[str]] | None = None  # (invocation it was read for, argv)
+        self._cgroup = ""  # the unit's cgroup at the last reading
 
     def _priv(self, argv: list[str]) -> list[str]:
         return ["sudo", "-n", *argv] if self.sudo else argv
@@ -112,6 +115,9 @@ class SystemdManager:
     async def _run(self, argv: list[str], timeout: float = 30.0, *, priv: bool = False,
                    input: bytes | None = None) -> str:
         res = await self.transport.run(self._priv(argv) if priv else argv, timeout=timeout, input=input)
+        return self._checked(argv, res)
+
+    def _checked(self, argv: list[str], res: CommandResult) -> str:
         if res.rc != 0:
             err = res.error_text or res.text.strip()
             if "a password is required" in err or "sudo:" in err:
@@ -124,8 +130,12 @@ class SystemdManager:
         return res.text
 
     async def state(self) -> UnitState:
-        text = await self._run(["systemctl", "show", self.unit, "--timestamp=unix", "-p", ",".join(PROPS)])
+        options = ["--timestamp=unix", "-p", ",".join(PROPS)]
+        # read together with the other units of the host read at this moment (systemd_show.py)
+        res = await batch_for(self.transport).show(self.unit, options)
+        text = self._checked(["systemctl", "show", self.unit, *options], res)
         p = parse_show(text)
+        self._cgroup = p.get("ControlGroup", "")
         if p.get("LoadState") == "not-found":
             raise PermanentError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
                                f"'*sglang*'` lists what is there)")
@@ -203,7 +213,9 @@ class SystemdManager:
         """The unit's cgroup: every process systemd started for it, children included."""
         if not unit.running:
             return set()
-        cg = (await self._run(["systemctl", "show", "-p", "ControlGroup", "--value", self.unit])).strip()
+        cg = self._cgroup  # from the reading the unit loop just made: no command of its own
+        if not cg.startswith("/"):
+            cg = (await self._run(["systemctl", "show", "-p", "ControlGroup", "--value", self.unit])).strip()
         if not cg.startswith("/"):
             return None
         for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
