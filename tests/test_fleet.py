@@ -225,6 +225,40 @@ async def test_only_rows_whose_text_changed_are_redrawn(tmp_path: Path, monkeypa
         assert set(table.redrawn) == {"bravo", "delta"}
 
 
+async def test_a_tick_repaints_neither_the_whole_table_nor_the_console_under_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the terminal gets each second is the rows that moved: not the whole table (setting its border title
+    repaints all of it), and not the regions of the console's panels under the overview (Textual composites the
+    screens below a modal one, so a panel drawn there repaints the overview over it)."""
+    rows = list(ROWS)
+    app = fleet_app(tmp_path, monkeypatch, rows)
+    async with app.run_test(size=(140, 30)) as pilot:
+        assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
+        screen, table = app.screen, fleet_table(app)
+        assert isinstance(screen, FleetScreen)
+        await pilot.pause()
+        whole: list[object] = []
+        repainted: list[object] = []
+        table_refresh, screen_refresh = table.refresh, screen.refresh
+        monkeypatch.setattr(table, "refresh", lambda *r, **k: (whole.append(k) if not r else None,
+                                                             table_refresh(*r, **k))[1])
+        monkeypatch.setattr(screen, "refresh", lambda *r, **k: (repainted.append(r), screen_refresh(*r, **k))[1])
+        for k in range(1, 4):
+            app.clock = lambda k=k: NOW + 5 * k  # the console's phase clock moves: its panel would be drawn
+            rows[0] = replace(rows[0], tokens_per_s=2500.0 + k)
+            app._tick()
+            screen.update_rows()
+            await pilot.pause()
+            assert "alpha" in table.redrawn
+        assert whole == [] and repainted == [], (whole, repainted)
+        # back on the console, what changed meanwhile is drawn
+        await pilot.press("enter")
+        assert await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
+        app.clock = lambda: NOW + 30
+        app._tick()
+        assert app._last_lifecycle == NOW + 30  # the phase clock drawn again at the first tick uncovered
+
+
 # ---------------------------------------------------------------------------------------------------- real ones
 
 

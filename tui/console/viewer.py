@@ -110,6 +110,7 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         self.status_note = ""
         self._dirty: set[str] = set()
         self._last_lifecycle = 0.0
+        self._was_covered = False
         self._last_plot = 0.0
         self.restarting = False
         self._other_token = ""
@@ -306,8 +307,14 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     # ------------------------------------------------------------------ rendering
 
+    @property
+    def covered(self) -> bool:
+        """A screen that fills the terminal (the fleet overview) is over the panels: nothing of them can be seen,
+        and drawing them would repaint that screen under them (Textual composites the screens below)."""
+        return any(getattr(s, "COVERS_CONSOLE", False) for s in self.screen_stack)
+
     def _flush_logs(self) -> None:
-        if self.paused:  # not behind a dialog: a restart is confirmed over the server's current state
+        if self.paused or self.covered:  # not behind a dialog: a restart is confirmed over the server's current state
             return
         with contextlib.suppress(NoMatches):
             errors = self.query_one(ErrorLog)
@@ -318,7 +325,12 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
         if self.paused:
             return
+        was, self._was_covered = self._was_covered, self.covered
+        if self._was_covered:
+            return  # what changed meanwhile stays marked, and is drawn at the first tick uncovered
         with contextlib.suppress(NoMatches):  # the app is closing its panels
+            if was:
+                self._flush_logs()
             self._render_changed()
 
     def _render_changed(self) -> None:

@@ -35,6 +35,8 @@ class FleetScreen(ModalScreen[None]):
     what this screen shows; here the same keys act on the selected row."""
 
     AUTO_FOCUS = "#fleet-table"
+    #: it fills the terminal: the console does not draw its panels under it (tui/console/viewer.py)
+    COVERS_CONSOLE = True
     BINDINGS = [
         Binding("enter", "open", "Open the selected deployment's console (Esc there comes back)", id="fleet.open"),
         Binding("slash", "filter", "Filter by name, host or phase", id="fleet.filter"),
@@ -72,6 +74,7 @@ class FleetScreen(ModalScreen[None]):
         self.refresh_s = refresh_s
         self.read_only = read_only
         self.clock = clock
+        self._titled: tuple[str, str] | None = None
 
     @property
     def table(self) -> FleetTable:
@@ -103,9 +106,13 @@ class FleetScreen(ModalScreen[None]):
         what = f"{len(t.shown)} of {len(t.rows)}" if t.filter_text else f"{len(t.rows)}"
         order = f"by {t.sort_key}{' (reversed)' if t.reverse else ''}"
         flt = f"  /{t.filter_text}" if t.filter_text else ""
-        t.border_title = f"Deployments ({what})"
+        title, subtitle = f"Deployments ({what})", f"{order}{flt}{'  [read-only]' if self.read_only else ''}"
+        if (title, subtitle) == self._titled:
+            return  # setting a border title repaints the whole table, every row: only when it changes
+        self._titled = (title, subtitle)
+        t.border_title = title
         # Content, not a str: a str is read as markup, and the filter is the operator's text
-        t.border_subtitle = Content(f"{order}{flt}{'  [read-only]' if self.read_only else ''}")
+        t.border_subtitle = Content(subtitle)
 
     def _show_keys(self) -> None:
         bindings = {b.id: b for b in self.BINDINGS if isinstance(b, Binding)}
