@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -240,11 +241,20 @@ async def test_a_tick_repaints_neither_the_whole_table_nor_the_console_under_it(
         whole: list[object] = []
         repainted: list[object] = []
         table_refresh, screen_refresh = table.refresh, screen.refresh
-        monkeypatch.setattr(table, "refresh", lambda *r, **k: (whole.append(k) if not r else None,
-                                                             table_refresh(*r, **k))[1])
-        monkeypatch.setattr(screen, "refresh", lambda *r, **k: (repainted.append(r), screen_refresh(*r, **k))[1])
+
+        def table_spy(*regions: Any, **kw: Any) -> Any:
+            if not regions:
+                whole.append(kw)
+            return table_refresh(*regions, **kw)
+
+        def screen_spy(*regions: Any, **kw: Any) -> Any:
+            repainted.append(regions)
+            return screen_refresh(*regions, **kw)
+
+        monkeypatch.setattr(table, "refresh", table_spy)
+        monkeypatch.setattr(screen, "refresh", screen_spy)
         for k in range(1, 4):
-            app.clock = lambda k=k: NOW + 5 * k  # the console's phase clock moves: its panel would be drawn
+            app.clock = partial(float, NOW + 5 * k)  # the console's phase clock moves: its panel would be drawn
             rows[0] = replace(rows[0], tokens_per_s=2500.0 + k)
             app._tick()
             screen.update_rows()
@@ -254,7 +264,7 @@ async def test_a_tick_repaints_neither_the_whole_table_nor_the_console_under_it(
         # back on the console, what changed meanwhile is drawn
         await pilot.press("enter")
         assert await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
-        app.clock = lambda: NOW + 30
+        app.clock = partial(float, NOW + 30)
         app._tick()
         assert app._last_lifecycle == NOW + 30  # the phase clock drawn again at the first tick uncovered
 
