@@ -13,7 +13,9 @@ from collections.abc import Callable
 from tui.config import Settings
 from tui.console.log_keys import LogKeys
 from tui.engine.fleet import Fleet
+from tui.model import Phase, Snapshot
 from tui.screens.fleet import FleetScreen
+from tui.screens.picker import PickerScreen
 from widgets.error_log import ErrorLog
 from widgets.fleet import FleetRow, row_for
 
@@ -22,17 +24,51 @@ FLEET_SCREEN = "fleet"
 
 
 class FleetKeys(LogKeys):
-    """The overview's way in and out of the console; the console's classes derive from it. Without a fleet (one
-    deployment, or one named on the command line) none of it does anything."""
+    """The overview's way in and out of the console, and the picker of another deployment; the console's classes
+    derive from it. Without a fleet (one deployment, or one named on the command line) the overview does nothing."""
 
     settings: Settings
     deployment: str
     restarting: bool
     fleet: Fleet | None
     clock: Callable[[], float]
+    snap: Snapshot
+    seen_phases: dict[str, tuple[Phase, float]]
 
     def open_watch(self, name: str) -> None:  # the console's (tui/console/viewer.py)
         raise NotImplementedError
+
+    def action_pick(self) -> None:
+        from tui.managers.process import describe_command
+
+        names = [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ {d.host_label}")
+                 for n, d in self.settings.deployments.items()]
+        if len(names) <= 1:
+            self.notify("only one deployment is configured")
+            return
+
+        def chosen(name: str | None) -> None:
+            if name and name != self.deployment:
+                self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
+                self.open_watch(name)
+
+        self.push_screen(PickerScreen(names, self.deployment, self._picker_phases([n for n, _ in names])), chosen)
+
+    def _picker_phases(self, names: list[str]) -> dict[str, tuple[Phase | None, str]]:
+        """Each deployment's phase as this console knows it: the one it watches, live; one it watched before, as
+        it was when it left it; the others are not watched (reading them would mean connecting to each host)."""
+        now = self.clock()
+        out: dict[str, tuple[Phase | None, str]] = {}
+        for n in names:
+            if n == self.deployment:
+                out[n] = (self.snap.phase, f"{self.snap.phase.value} (now)")
+            elif n in self.seen_phases:
+                phase, at = self.seen_phases[n]
+                ago = max(0, int(now - at))
+                out[n] = (phase, f"{phase.value} {ago // 60} min ago" if ago >= 60 else f"{phase.value} {ago} s ago")
+            else:
+                out[n] = (None, "not watched")
+        return out
 
     def start_fleet(self, live: bool) -> None:
         """Start every deployment's engine (when live) and open the overview over the console."""

@@ -46,7 +46,6 @@ from tui.exit_codes import ExitCode, signalled
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
 from tui.model import GpuSnapshot, LockInfo, LogLine, NoteSource, Phase, Snapshot, Step, ThroughputSample
-from tui.screens.picker import PickerScreen
 from widgets.error_log import RESTORE_HINT, ErrorLog
 from widgets.gpus import GpuPanel, memory_budget
 from widgets.lifecycle import LifecyclePanel
@@ -411,38 +410,6 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         if self.watch_ is not None:
             self.watch_.probe_now()
             self.notify("probing the endpoint with a real generation", timeout=2)
-
-    def action_pick(self) -> None:
-        from tui.managers.process import describe_command
-
-        names = [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ {d.host_label}")
-                 for n, d in self.settings.deployments.items()]
-        if len(names) <= 1:
-            self.notify("only one deployment is configured")
-            return
-
-        def chosen(name: str | None) -> None:
-            if name and name != self.deployment:
-                self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
-                self.open_watch(name)
-
-        self.push_screen(PickerScreen(names, self.deployment, self._picker_phases([n for n, _ in names])), chosen)
-
-    def _picker_phases(self, names: list[str]) -> dict[str, tuple[Phase | None, str]]:
-        """Each deployment's phase as this console knows it: the one it watches, live; one it watched before, as
-        it was when it left it; the others are not watched (reading them would mean connecting to each host)."""
-        now = self.clock()
-        out: dict[str, tuple[Phase | None, str]] = {}
-        for n in names:
-            if n == self.deployment:
-                out[n] = (self.snap.phase, f"{self.snap.phase.value} (now)")
-            elif n in self.seen_phases:
-                phase, at = self.seen_phases[n]
-                ago = max(0, int(now - at))
-                out[n] = (phase, f"{phase.value} {ago // 60} min ago" if ago >= 60 else f"{phase.value} {ago} s ago")
-            else:
-                out[n] = (None, "not watched")
-        return out
 
     def _maximized(self, was: Widget | None, now: Widget | None) -> None:
         """A maximized panel (Textual's maximize, from the command palette) says how to come back: Esc."""
