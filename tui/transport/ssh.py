@@ -118,6 +118,7 @@ class SshTransport:
         self._slots = asyncio.Semaphore(MAX_CHANNELS)
         self._closed = False
         self._next_try = 0.0
+        self._attempts_failed = 0
         self._forwards: dict[tuple[str, int], tuple[int, Any]] = {}
 
     def _ciphers_configured(self) -> bool:
@@ -144,11 +145,16 @@ class SshTransport:
     async def connection(self) -> asyncssh.SSHClientConnection:
         if self._conn is not None and not self._conn.is_closed():
             return self._conn
+        tried = self._attempts_failed
         async with self._lock:
             if self._conn is not None and not self._conn.is_closed():
                 return self._conn
             if self._closed:
                 raise TransportError(f"{self.destination}: transport closed")
+            if self._attempts_failed != tried and self.last_error is not None:
+                # the attempt this caller waited on failed: that is its answer now, not another attempt after
+                # the backoff (every collector queued behind the lock would learn the host is down one backoff later)
+                raise self.last_error
             wait = self._next_try - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -174,6 +180,7 @@ class SshTransport:
                 backoff = min(30.0, 0.5 * 2 ** min(self.attempt, 6))
                 self._next_try = time.monotonic() + backoff
                 self.last_error = err
+                self._attempts_failed += 1
                 self.status = f"failed: {err}" if err.permanent else f"reconnecting (attempt {self.attempt}): {err}"
                 raise err from None
             self._conn, self._sftp = conn, None
