@@ -165,9 +165,11 @@ class Console:
     async def check(self, w: Engine) -> list[str]:
         if self.tmux("list-panes", "-t", "faults", "-F", "#{pane_dead}").strip() != "0":
             return [f"the console exited: {self.tmux('capture-pane', '-p', '-t', 'faults')[-1500:]}"]
-        want = f" {str(w.snapshot(time.time()).phase).upper()} "
         deadline = time.time() + CONVERGE_LIMIT_S
         while time.time() < deadline:
+            # the engine's phase now, each time: the console's own engine probes on its own clock and may reach the
+            # next phase (WARMUP -> READY) a moment before or after this one
+            want = f" {str(w.snapshot(time.time()).phase).upper()} "
             screen = await asyncio.to_thread(self.tmux, "capture-pane", "-p", "-t", "faults")
             if want in screen:
                 return []

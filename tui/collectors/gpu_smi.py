@@ -21,6 +21,9 @@ APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 #: the processes on the GPUs (a command of their own, not the stream's) this often while `quiet`: the fleet's rows
 #: show memory and utilisation, not who holds it; a restart's release wait asks for them itself, at once
 QUIET_APPS_S = 10.0
+#: ... unless a GPU's memory moved by this much since they were read: then at the normal pace (a new run's memory is
+#: attributed to it within seconds, not after up to QUIET_APPS_S)
+APPS_MOVED_MIB = 256.0
 DRIVER_ERRORS = ("NVIDIA-SMI has failed", "No devices were found", "Failed to initialize NVML",
                  "Driver/library version mismatch", "couldn't communicate with the NVIDIA driver")
 
@@ -114,6 +117,8 @@ class SmiSource:
         self.quiet = quiet
         self._apps: tuple[GpuProcess, ...] = ()
         self._apps_at = 0.0
+        #: each GPU's memory when the processes were last read
+        self._apps_mem: dict[int, float] = {}
 
     def _query(self) -> list[str]:
         return [*self.command, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
@@ -174,11 +179,22 @@ class SmiSource:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
 
+    def _memory_moved(self, gpus: list[GpuSample]) -> bool:
+        """Whether any GPU's memory moved by APPS_MOVED_MIB since the processes were last read: who holds it may
+        have changed (a run that just loaded its weights, one that let go), so the quiet pace does not apply."""
+        for g in gpus:
+            before = self._apps_mem.get(g.index)
+            if g.mem_used_mib is not None and (before is None or abs(g.mem_used_mib - before) >= APPS_MOVED_MIB):
+                return True
+        return False
+
     async def _snapshot(self, gpus: list[GpuSample]) -> GpuSnapshot:
         now = time.time()
         every = QUIET_APPS_S if self.quiet is not None and self.quiet() else self.apps_every_s
-        if now - self._apps_at >= every:
+        since = now - self._apps_at
+        if since >= every or (since >= self.apps_every_s and self._memory_moved(gpus)):
             self._apps_at = now
             with contextlib.suppress(TransportError):
                 self._apps = await self.processes(gpus)
+                self._apps_mem = {g.index: g.mem_used_mib for g in gpus if g.mem_used_mib is not None}
         return GpuSnapshot(at=now, gpus=tuple(gpus), processes=self._apps)
