@@ -443,7 +443,7 @@ def test_wait_on_a_never_started_deployment_says_it_is_stopped_at_once(bu: Bring
     assert "Traceback" not in r.text
     j = bu.run("wait", bu.name, "--timeout", "60", "--json")
     assert j.rc == 4 and [json.loads(ln) for ln in j.out.splitlines()] == \
-        [{"result": "stopped", "phase": "stopped", "invocation": ""}], j.describe()
+        [{"deployment": bu.name, "result": "stopped", "phase": "stopped", "invocation": ""}], j.describe()
 
 
 def test_wait_with_a_timeout_shorter_than_the_grace_still_times_out(bu: Bringup) -> None:

@@ -196,6 +196,23 @@ async def test_acting_on_a_row_asks_the_confirmation_naming_deployment_and_host(
         assert app.deployment == "delta"
 
 
+async def test_another_row_is_not_opened_while_a_restart_runs(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart's steps, result and rollback offer are drawn on the deployment shown: opening another row (Enter,
+    or the `d` picker) while it runs would send them to the wrong deployment, so it is refused with a word."""
+    app = fleet_app(tmp_path, monkeypatch, ROWS)
+    async with app.run_test(size=(140, 30)) as pilot:
+        assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
+        app.restarting = True  # a restart of alpha, the deployment shown, is under way
+        await pilot.press("down", "enter")  # bravo
+        assert await until(pilot, lambda: any("a restart of alpha is running" in n.message
+                                              for n in app._notifications))
+        assert app.deployment == "alpha" and isinstance(app.screen, FleetScreen)
+        app.restarting = False
+        await pilot.press("enter")
+        assert await until(pilot, lambda: app.deployment == "bravo" and not isinstance(app.screen, FleetScreen))
+
+
 async def test_read_only_overview_refuses_with_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = fleet_app(tmp_path, monkeypatch, ROWS, cls=ConsoleApp)
     async with app.run_test(size=(140, 30)) as pilot:

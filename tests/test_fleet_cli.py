@@ -72,3 +72,39 @@ def test_status_all_and_waiting_for_several(tmp_path: Path) -> None:
     finally:
         for name in ("sim-a", "sim-b"):
             bringup(cfg, "stop", name)
+
+
+def test_waiting_for_several_names_the_one_that_failed(tmp_path: Path) -> None:
+    """One of two fails (DFLASH with CUDA graphs): the wait ends 1 at once, and every line says whose it is."""
+    deps = {}
+    for name, gpus, extra in (("good", [0, 1, 2, 3], []), ("bad", [4, 5, 6, 7], ["--scenario", "dflash-graph-crash"])):
+        port = free_port()
+        cmd = sim_command(port, tmp_path / "simgpu")
+        cmd[cmd.index("--tp-size") + 1] = "4"
+        deps[name] = process_deployment([*cmd, "--sim-gpu-ids", ",".join(map(str, gpus)), *extra], port,
+                                        stop_timeout_s=20).model_copy(update={"gpus": gpus})
+    cfg = ConfigFile(state_dir=tmp_path / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}),
+                     hosts={"simhost": sim_host(tmp_path / "simgpu")}, deployments=deps).write(tmp_path / "config.toml")
+    try:
+        for name in deps:
+            r = bringup(cfg, "start", name, "--no-wait")
+            assert r.returncode == 0, r.stderr
+        w = bringup(cfg, "wait", "good", "bad", "--timeout", "90", "--json")
+        assert w.returncode == 1, w.stdout + w.stderr
+        records = [json.loads(line) for line in w.stdout.splitlines()]
+        assert all(r.get("deployment") in ("good", "bad") for r in records[:-1]), records
+        failures = [r for r in records if "failure" in r]
+        assert [r["deployment"] for r in failures] == ["bad"], records
+        assert failures[0]["failure"]["kind"] == "cuda-graph", failures
+        last = records[-1]
+        assert last["result"] == "failed" and last["ended_by"] == "bad", last
+        assert set(last["deployments"]) == {"good", "bad"} and last["deployments"]["bad"] == "failed", last
+        # in text, the failure says whose it is, and so does the line that ends the wait
+        t = bringup(cfg, "wait", "good", "bad", "--timeout", "90")
+        assert t.returncode == 1, t.stdout + t.stderr
+        assert "bad FAILED in" in t.stderr and "bad failed; the wait ended there" in t.stderr, t.stderr
+        assert all(line.split("] ", 1)[1].startswith(("good: ", "bad: ")) for line in t.stdout.splitlines()
+                   if line.startswith("[")), t.stdout
+    finally:
+        for name in deps:
+            bringup(cfg, "stop", name)

@@ -187,6 +187,10 @@ def test_two_nodes_up_then_a_flag_change_across_both_waiting_for_the_slower_rele
         assert {p["host"] for p in st["gpus"]["processes"]} == {"node-a", "node-b"}
         a = st["attribution"]
         assert a["current_mib"] > 0 and a["other_mib"] == 0, a  # every process is this run's, on both hosts
+        # the overview's table for scripts: the deployment's GPUs by host, and their memory summed over both nodes
+        row = json.loads(bringup(cfg, "status", "--all", "--json").stdout)["deployments"][0]
+        assert row["deployment_gpus"] == [f"{h}:{i}" for h in ("node-a", "node-b") for i in range(4)], row
+        assert abs(row["deployment_mem_used_mib"] - sum(g["mem_used_mib"] for g in gpus)) < 8 * 2048, row
 
         r = bringup(cfg, "restart", "mn", "--set", "disable-cuda-graph", "--yes", timeout=180)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -241,6 +245,7 @@ def test_a_node_that_cannot_be_reached_refuses_the_restart_before_anything_stops
     try:
         assert bringup(cfg, "start", "mn").returncode == 0
         before = node_record(tmp_path, 0, "current.json")["invocation"]
+        worker_before = node_record(tmp_path, 1, "current.json")["invocation"]
         ssh_config = tmp_path / "ssh_config"
         ssh_config.write_text(f"Host nowhere\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
         down = tmp_path / "down.toml"
@@ -252,8 +257,11 @@ def test_a_node_that_cannot_be_reached_refuses_the_restart_before_anything_stops
         assert "node node-b" in r.stdout + r.stderr and "refused" in r.stdout + r.stderr, r.stdout
         after = node_record(tmp_path, 0, "current.json")
         assert after["invocation"] == before and after.get("exit_status") is None, after  # the head runs on
-        assert "--disable-cuda-graph" not in node_record(tmp_path, 0, "argv.json") if (
-            tmp_path / "state" / "deployments" / "mn" / "node-0" / "argv.json").exists() else True
+        worker = node_record(tmp_path, 1, "current.json")
+        assert worker["invocation"] == worker_before and worker.get("exit_status") is None, worker  # untouched
+        for node in (0, 1):  # no flags written on either node (a node's argv file exists once flags were written)
+            argv = tmp_path / "state" / "deployments" / "mn" / f"node-{node}" / "argv.json"
+            assert not argv.exists() or "--disable-cuda-graph" not in json.loads(argv.read_text()), node
     finally:
         bringup(cfg, "stop", "mn")
 

@@ -100,3 +100,38 @@ async def test_a_worker_host_killed_fails_the_deployment_at_once_naming_the_node
     s = await asyncio.to_thread(bringup, conf, "stop", "mn")
     assert s.returncode == 0, s.stdout + s.stderr
     assert th(False, "exec", "systemctl", "is-active", UNIT, check=False).strip() != "active"
+
+
+async def test_a_worker_host_that_stops_answering_leaves_the_head_seen_and_stoppable(conf: Path) -> None:
+    """node-b's sshd gone (sessions killed, the service stopped): the deployment is not blind (the head's run is
+    read, and the state names the silent node), and `bringup stop` still stops the head and frees its GPUs, naming
+    the node it could not reach."""
+    r = await asyncio.to_thread(bringup, conf, "start", "mn")
+    assert r.returncode == 0, r.stdout + r.stderr
+    settings = load(str(conf))
+    engine = Engine(settings, "mn", settings.deployments["mn"])
+    await engine.start()
+    try:
+        t0 = time.monotonic()
+        while engine.state.phase != Phase.READY and time.monotonic() - t0 < 60:
+            await engine.wait_changed(0.5)
+        assert engine.state.phase == Phase.READY, engine.state.phase
+        await asyncio.to_thread(th, True, "exec", "sh", "-c",
+                                "systemctl stop ssh.socket ssh.service 2>/dev/null; pkill -KILL -f '^sshd: '; true")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30:
+            u = engine.state.unit
+            if u is not None and "node node-b not answering" in u.sub:
+                break
+            await engine.wait_changed(0.5)
+        u = engine.state.unit
+        assert u is not None and "node node-b not answering" in u.sub, u
+        assert engine.state.phase == Phase.READY and u.running, (engine.state.phase, u)  # the head's run, as read
+        s = await asyncio.to_thread(bringup, conf, "stop", "mn")
+        said = s.stdout + s.stderr
+        assert s.returncode != 0 and "stopped on node-a; node node-b" in said, said
+        head = th(False, "exec", "systemctl", "is-active", UNIT, check=False).strip()
+        assert head != "active", (head, s.stdout + s.stderr)  # the head was stopped all the same
+    finally:
+        await engine.close()
+        th(True, "exec", "systemctl", "start", "ssh.service", check=False)

@@ -37,12 +37,17 @@ DEMO_TIMEOUT_S = 600.0
 class WaitLines:
     """Prints a wait's events for the deployment `name` as they come: an `on_event` for `tui.ops.wait.wait`."""
 
-    def __init__(self, name: str, as_json: bool) -> None:
+    def __init__(self, name: str, as_json: bool, *, one_of_several: bool = False) -> None:
         self.name = name
         self.as_json = as_json
+        #: `bringup wait a b c`: every line says whose it is (a phase line, the failure, the timeout)
+        self.tagged = one_of_several
 
-    def _json(self, obj: object) -> None:
-        print(json.dumps(obj), flush=True)
+    def _json(self, obj: dict[str, object]) -> None:
+        print(json.dumps({"deployment": self.name, **obj}), flush=True)
+
+    def _tag(self) -> str:
+        return f"{self.name}: " if self.tagged else ""
 
     def _say(self, text: str) -> None:
         print(f"bringup: {self.name}: {text}", file=sys.stderr, flush=True)
@@ -54,7 +59,7 @@ class WaitLines:
                 if j:
                     self._json({"phase": str(ev.phase), "at": ev.at, "line": ev.line})
                 else:
-                    print(f"[{fmt_s(ev.since_first)}] {ev.phase!s:<14} {ev.line[:100]}", flush=True)
+                    print(f"[{fmt_s(ev.since_first)}] {self._tag()}{ev.phase!s:<14} {ev.line[:100]}", flush=True)
             case ProblemNoticed():
                 if j:
                     self._json({"error": ev.problem, "collector": ev.source})
@@ -78,7 +83,8 @@ class WaitLines:
                 if self.as_json:
                     self._json({"failure": ev.failure.as_dict()})
                 else:
-                    print_failure(ev.failure)
+                    print_failure(ev.failure, headline=f"\n{self.name} FAILED in {ev.failure.phase}: "
+                                  f"{ev.failure.kind}" if self.tagged else "")
             case FoundStopped():
                 print(f"bringup: {self.name} is stopped: start it with 'bringup start {self.name}'", file=sys.stderr)
             case TimedOut():
@@ -86,7 +92,7 @@ class WaitLines:
                 if ev.stalled_for is not None:
                     cause += f"; STALLED for {ev.stalled_for:.0f} s"
                 last = ev.phase if ev.state_read else "unknown (its state was never read)"
-                print(f"timeout after {ev.after_s:g} s; last phase: {last}{cause}", file=sys.stderr)
+                print(f"{self._tag()}timeout after {ev.after_s:g} s; last phase: {last}{cause}", file=sys.stderr)
             case BecameReady():
                 pass
         if self.as_json:

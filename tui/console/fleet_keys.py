@@ -48,7 +48,7 @@ class FleetKeys(LogKeys):
             return
 
         def chosen(name: str | None) -> None:
-            if name and name != self.deployment:
+            if name and name != self.deployment and not self._busy_with_another(name):
                 self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
                 self.open_watch(name)
 
@@ -90,7 +90,18 @@ class FleetKeys(LogKeys):
         if self.fleet is not None and self.get_screen(FLEET_SCREEN) not in self.screen_stack:
             self.push_screen(FLEET_SCREEN)
 
+    def _busy_with_another(self, name: str) -> bool:
+        """A restart runs here on another deployment: its steps, result and rollback offer are drawn on the
+        deployment this console shows, so it goes on showing that one until the restart ends."""
+        if self.restarting and name != self.deployment:
+            self.notify(f"a restart of {self.deployment} is running: one deployment at a time from this console "
+                        "until it ends", title=name, severity="warning", markup=False)
+            return True
+        return False
+
     def on_fleet_screen_open_asked(self, m: FleetScreen.OpenAsked) -> None:
+        if self._busy_with_another(m.name):
+            return
         self.open_watch(m.name)
         if self.screen is self.get_screen(FLEET_SCREEN):
             self.pop_screen()
@@ -99,9 +110,7 @@ class FleetKeys(LogKeys):
         """The console's own action, on the selected row's deployment: the console shows it from now on (its
         restart's steps are drawn there), and the action's binding is the console's, so the read-only console
         says "read-only" and the full one asks the same confirmation, naming deployment and host."""
-        if self.restarting and m.name != self.deployment:
-            self.notify(f"a restart of {self.deployment} is running: one action at a time from this console",
-                        title=m.name, severity="warning", markup=False)
+        if self._busy_with_another(m.name):
             return
         self.open_watch(m.name)
         binding = next((b for b in self._own_bindings() if b.id == m.action), None)

@@ -98,8 +98,34 @@ class MultiNodeManager:
     # ------------------------------------------------------------------ the run
 
     async def state(self) -> UnitState:
-        parts = tuple(await self._each(lambda n: n.manager.state()))
-        return self.combine(parts)
+        """Every node's state at once. A worker that does not answer while the head does is not the deployment's
+        blindness: the head's state stands, the worker's last reading stands in for it (never a guess of a new
+        one), and the state says the node is not answering. A head that does not answer, or a worker never yet
+        read, is the deployment's error as before."""
+        got = await asyncio.gather(*(n.manager.state() for n in self.nodes), return_exceptions=True)
+        known = self._parts.get(self._head)
+        parts: list[UnitState] = []
+        silent: list[str] = []
+        for i, (n, g) in enumerate(zip(self.nodes, got, strict=True)):
+            if not isinstance(g, BaseException):
+                parts.append(g)
+                continue
+            if not isinstance(g, (TransportError, ManagerError, OSError)):
+                raise g
+            if i == 0:
+                raise _named(n.name, g) from g
+            silent.append(f"node {n.name} not answering ({g})")
+            if known is None or len(known) != len(self.nodes):
+                parts.append(parts[0])  # a place holder only: the head's reading alone is returned below
+                continue
+            parts.append(known[i])
+        if silent and (known is None or len(known) != len(self.nodes)):
+            # never read before (a `bringup stop` run while the node is down): the head's run, as the head says,
+            # and nothing bound or claimed of the silent node's
+            return replace(parts[0], sub="; ".join([parts[0].sub, *silent]) if parts[0].sub else "; ".join(silent))
+        unit = self.combine(parts)
+        return replace(unit, sub="; ".join([unit.sub, *silent]) if unit.sub else "; ".join(silent)) if silent \
+            else unit
 
     def combine(self, parts: Sequence[UnitState]) -> UnitState:
         """The deployment's state from every node's, head first (pure but for the bindings it keeps)."""
@@ -165,14 +191,26 @@ class MultiNodeManager:
             self._tell("start", f"{n.name}: start asked")
 
     async def stop(self) -> None:
-        """Every node at once: a worker left running holds its GPUs and its end of the collectives."""
+        """Every node at once: a worker left running holds its GPUs and its end of the collectives. A node that
+        cannot be reached does not keep the others running: they are stopped, and the error names it."""
         async def one(n: Node) -> None:
             loop = asyncio.get_running_loop()
             t0 = loop.time()
             self._tell("stop", f"{n.name}: stopping")
             await n.manager.stop()
             self._tell("stop", f"{n.name}: stopped in {loop.time() - t0:.1f} s")
-        await self._each(one)
+        got = await asyncio.gather(*(one(n) for n in self.nodes), return_exceptions=True)
+        failed = [(n, g) for n, g in zip(self.nodes, got, strict=True) if isinstance(g, BaseException)]
+        if not failed:
+            return
+        n, first = failed[0]
+        if not isinstance(first, (TransportError, ManagerError, OSError)):
+            raise first
+        done = [m.name for m, g in zip(self.nodes, got, strict=True) if not isinstance(g, BaseException)]
+        err = _named(n.name, first)
+        if done:  # say what was stopped: the error alone reads as if nothing was
+            err.args = (f"stopped on {', '.join(done)}; {err.args[0]} (its run may still hold its GPUs)",)
+        raise err from first
 
     async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
         """Every node's log of the run, merged as it arrives, each line tagged with its node; a worker whose run
@@ -284,18 +322,22 @@ class MultiNodeManager:
         await self.nodes[0].manager.save_argv(which, argv)
 
     def lock(self, purpose: str, change: str = "") -> AsyncLock:
-        return NodesLock(self, self.nodes[0].manager.lock(purpose, change))
+        # a stop stops what it can reach (a worker host that is down must not keep the head's GPUs held); a
+        # restart or start needs every node first
+        return NodesLock(self, self.nodes[0].manager.lock(purpose, change), reach_all=not purpose.startswith("stop"))
 
 
 class NodesLock:
     """The head's lock, taken only once every node has answered: a restart that could reach the head but not a
     worker would stop the head and leave the worker's run holding its GPUs."""
 
-    def __init__(self, mgr: MultiNodeManager, head: AsyncLock) -> None:
-        self.mgr, self.head = mgr, head
+    def __init__(self, mgr: MultiNodeManager, head: AsyncLock, *, reach_all: bool = True) -> None:
+        self.mgr, self.head, self.reach_all = mgr, head, reach_all
 
     async def __aenter__(self) -> LockInfo:
         info = await self.head.__aenter__()
+        if not self.reach_all:
+            return info
         try:
             async with asyncio.timeout(REACH_TIMEOUT_S):
                 await self.mgr._each(lambda n: n.manager.state())
