@@ -15,6 +15,11 @@ from tui.lifecycle.state import RANK, Excerpt, LifecycleState, enter
 from tui.model import Failure, FailureKind, Phase, Transition, UnitState
 
 _INFERRED = "(phase inferred from the traceback)"
+#: the sub-state of a container the kernel's OOM killer ended (container_state.py), and the hint for it
+OOM_KILLED = "oom-killed"
+OOM_KILLED_HINT = ("the container ran out of host memory (RAM, not GPU memory) at its memory limit: raise or remove "
+                   "its --memory limit (`mem_limit:` in Compose; `docker inspect` shows HostConfig.Memory), or lower "
+                   "what the server holds in host memory (CPU offload, swap space, tokenizer workers)")
 
 
 def fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...], kind: FailureKind | None,
@@ -65,6 +70,8 @@ def cause_arrived(s: LifecycleState, preset: Preset, excerpt: tuple[str, ...]) -
 def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> LifecycleState:
     """The unit ended unasked while starting or serving: a failure, told by the error block that ends the log if
     there is one, else by the log's last lines and how the process ended."""
+    if u.sub == OOM_KILLED:
+        return _oom_killed(s, preset, u, end, s.blocks.exit_lines())
     cause = s.blocks.recent()
     kind = preset.classify("\n".join(cause), s.phase) if cause else FailureKind.EXIT
     if kind == FailureKind.UNKNOWN:
@@ -78,8 +85,20 @@ def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> Lifec
 
 def failed_before_first_look(s: LifecycleState, preset: Preset, u: UnitState, at: float) -> LifecycleState:
     """The first reading finds the unit failed already: no log of it was seen, so the words say where to read."""
+    if u.sub == OOM_KILLED:
+        return _oom_killed(replace(s, invocation=u.invocation), preset, u, at, ())
     lines = (exit_words(u.exit_status, s.session.log_source, shown=False, when=" before bringup first looked"),)
     return fail(replace(s, invocation=u.invocation), preset, at, lines, FailureKind.EXIT, open_=False)
+
+
+def _oom_killed(s: LifecycleState, preset: Preset, u: UnitState, end: float,
+                shown: tuple[str, ...]) -> LifecycleState:
+    """The kernel's OOM killer ended it at its container's memory limit: that is the cause, whatever the log says."""
+    words = exit_words(u.exit_status, explained=True).replace("the server process", "the container", 1) + \
+        ": killed by the kernel's OOM killer at the container's memory limit"
+    s = fail(s, preset, end, (*shown, words), FailureKind.OOM, open_=False)
+    assert s.failure is not None
+    return replace(s, failure=replace(s.failure, hint=OOM_KILLED_HINT))
 
 
 def exit_words(status: int | None, log_source: str = "", *, shown: bool = True, explained: bool = False,

@@ -6,8 +6,9 @@ back unchanged, and only the command differ. The CLI has no "create from this JS
 from the inspect record; values the image itself provides (its environment, labels, entrypoint, working dir,
 healthcheck) are left to the image, so the new inspect record equals the old one. Pure: tested on real records.
 
-Not carried: anonymous volumes (a `-v /path` without a source gets a new, empty volume) and settings the CLI cannot
-express; `unsupported()` names them so the recreate can say so instead of silently dropping them.
+Not carried: the data of anonymous volumes (a `-v /path` without a source gets a new, empty volume at the same path)
+and settings the CLI cannot express; `unsupported()` names them so the recreate says so instead of silently dropping
+them.
 """
 
 from __future__ import annotations
@@ -127,9 +128,19 @@ def create_options(info: dict[str, Any], image: dict[str, Any], engine: str = "d
     for port in sorted(exposed - set(host.get("PortBindings") or {})):
         o += ["--expose", port]
     o += _host_options(host)
+    o += _anonymous_volumes(cfg, host, icfg)
     net, more = _network(info, engine)
     o += net
     return o, more
+
+
+def _anonymous_volumes(cfg: dict[str, Any], host: dict[str, Any], icfg: dict[str, Any]) -> list[str]:
+    """`-v /path` for each anonymous volume the container was made with (not the image's own VOLUMEs, which the
+    image brings): the new container gets a new, empty one there (unsupported() says its data is not carried)."""
+    taken = {b.split(":")[1] if ":" in b else b for b in host.get("Binds") or []}
+    taken |= {str(m.get("Target")) for m in host.get("Mounts") or []}
+    given = set(icfg.get("Volumes") or {})
+    return [a for path in sorted(cfg.get("Volumes") or {}) if path not in taken | given for a in ("-v", path)]
 
 
 def _healthcheck(hc: dict[str, Any] | None, image_hc: dict[str, Any] | None) -> list[str]:

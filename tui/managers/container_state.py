@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tui.lifecycle.failures import OOM_KILLED
 from tui.managers import ManagerError, PermanentError
 from tui.model import UnitState
 
@@ -102,7 +103,7 @@ def unit_of(info: dict[str, Any], *, stop_asked: str = "") -> UnitState:
     if not inv:
         return UnitState(active="inactive", sub=status or "created", argv=argv)
     if st.get("OOMKilled"):
-        return UnitState(active="failed", sub="oom-killed", invocation=inv, exit_status=code, n_restarts=restarts,
+        return UnitState(active="failed", sub=OOM_KILLED, invocation=inv, exit_status=code, n_restarts=restarts,
                          started_at=started, exited_at=finished, argv=argv)
     clean = stop_asked == inv or code in CLEAN_EXITS
     return UnitState(active="inactive" if clean else "failed", sub="dead" if clean else "exited", invocation=inv,
@@ -110,16 +111,19 @@ def unit_of(info: dict[str, Any], *, stop_asked: str = "") -> UnitState:
 
 
 def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, name: str = "",
-                 image: str = "") -> ManagerError:
+                 image: str = "", tool: str = "") -> ManagerError:
     """The one line for a failed `docker`/`podman` command: what is wrong and what fixes it, the engine's own words
-    after it. Permanent when waiting cannot fix it (a missing image, a taken port, no NVIDIA runtime)."""
+    after it. Permanent when waiting cannot fix it (a missing image, a taken port, no NVIDIA runtime). `tool` is
+    the program that ran when it is not the engine itself (`docker-compose`)."""
     err = " ".join(stderr.split())[:300] or f"exit {rc}"
     low = err.lower()
-    if "permission denied" in low and ("socket" in low or "docker.sock" in low):
+    # Compose v1 ends a traceback with "Error while fetching server API version: (... the socket's error)"
+    v1 = "fetching server api version" in low
+    if "permission denied" in low and ("socket" in low or "docker.sock" in low or v1):
         return PermanentError(f"{where}: permission denied on the {engine} socket: add the user to the `{engine}` "
                               f"group (usermod -aG {engine} USER, then log in again) ({err})")
     if "cannot connect to the docker daemon" in low or "is the docker daemon running" in low or \
-            "cannot connect to podman" in low:
+            "cannot connect to podman" in low or "couldn't connect to docker daemon" in low or v1:
         return ManagerError(f"{where}: the {engine} daemon is not running (start it: systemctl start {engine}) "
                             f"({err})")
     if "could not select device driver" in low or "unresolvable cdi devices" in low:
@@ -143,4 +147,36 @@ def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, na
                               f"there) ({err})")
     if ("executable file not found" in low or "no such file or directory" in low) and "exec" in low:
         return PermanentError(f"{where}: the container's command cannot be run ({err})")
-    return ManagerError(f"{where}: `{engine} {what}` failed: {err}")
+    return ManagerError(f"{where}: `{tool or engine} {what}` failed: {err}")
+
+
+#: what a failed pull says, as the reason in words: the registry cannot be reached, has no such image, or refuses
+_PULL_REASONS = (
+    ("not in its registry, or this host may not pull it", ("pull access denied",)),
+    ("unauthorized", ("unauthorized", "authentication required", "requested access to the resource is denied",
+                      "may require 'docker login'", "denied:")),
+    ("not found in its registry", ("manifest unknown", "not found", "repository does not exist",
+                                   "name unknown", "reading manifest")),
+    ("its registry cannot be reached", ("connection refused", "no such host", "i/o timeout", "timeout",
+                                        "network is unreachable", "tls", "http response to https client",
+                                        "connection reset", "temporary failure in name resolution", "dial tcp",
+                                        "pinging container registry")),
+)
+
+
+def pull_error(engine: str, where: str, image: str, stderr: str, rc: int) -> ManagerError:
+    """The one line for an image that is not on the host and whose pull failed: the image, why in words (its
+    registry cannot be reached, has no such image, refuses this host), the engine's own last error line. The
+    engine's environment errors (its daemon down, its socket refused) are told as such."""
+    env = engine_error(engine, where, "pull", stderr, rc, image=image)
+    if "daemon is not running" in str(env) or "socket" in str(env):
+        return env
+    # podman prints a warning line per retry before its error: the last error line is the one
+    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    last = next((x for x in reversed(lines) if x.lower().startswith(("error", "fatal"))), lines[-1] if lines else "")
+    err = " ".join(last.split())[:300] or f"exit {rc}"
+    low = err.lower()
+    why = next((w for w, signs in _PULL_REASONS if any(x in low for x in signs)), "")
+    return PermanentError(f"{where}: image {image} is not on the host and could not be pulled"
+                          f"{': ' + why if why else ''}: `{engine} load` or build it there, or fix the image name "
+                          f"or registry access ({err})")

@@ -4,7 +4,11 @@
   container's restart policy is a new run.
 - The server's flags are the container's command (entrypoint + command). A change is written as the next command
   (`argv.json`, for the container it was written against); the start that follows recreates the container with
-  everything else it was made with (container_create.py) and the new command. The previous command is kept.
+  everything else it was made with (container_create.py) and the new command, from the same image (by its ID when
+  its tag has moved since); what it cannot carry (an anonymous volume's data) is told as a step. The previous
+  command is kept.
+- A container that does not exist yet is created from `image`, pulled first when it is not on the host (a pull
+  that fails is one line: the image and why).
 - The log: `logs --timestamps --follow --since`, both streams; a dropped stream resumes from the last stamp, the
   lines of that stamp already delivered skipped, so nothing is lost or repeated.
 - GPU attribution: the container's processes as host PIDs (`docker top`; podman's `hpid`), which is what the
@@ -19,7 +23,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from tui.managers import AsyncLock, ManagerError, PermanentError
@@ -29,6 +33,7 @@ from tui.managers.container_state import (
     engine_error,
     invocation_of,
     parse_time,
+    pull_error,
     stamp_key,
     stamp_text,
     unit_of,
@@ -47,6 +52,8 @@ _ONE_STREAM = {"stdout": ["sh", "-c", 'exec "$@" 2>/dev/null', "bringup-logs"],
                "stderr": ["sh", "-c", 'exec "$@" 2>&1 >/dev/null', "bringup-logs"]}
 #: a stamp as podman 4 prints it before each piece of a line (always nine digits)
 _PIECE_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}(?:Z|[+-]\d\d:\d\d)) ")
+#: how long a pull may take: a server image is tens of GB
+PULL_TIMEOUT_S = 3600.0
 #: how far before the newest line a resumed log starts: further than stderr ever lags stdout in the CLI's output
 RESUME_MARGIN_NS = 5_000_000_000
 
@@ -72,12 +79,21 @@ class DockerManager:
         self._dir_made = False
         #: the last inspect record of the container (None: there is none)
         self._info: dict[str, Any] | None = None
+        #: what the current step is doing, in words (a pull, what a recreate cannot carry over); the restart
+        #: protocol sets it to report them as steps
+        self.progress: Callable[[str, str], None] | None = None
+        #: what the last recreate could not carry over
+        self._caveats: list[str] = []
 
     # ------------------------------------------------------------------ the engine's CLI
 
     @property
     def where(self) -> str:
         return f"{self.transport.name}: {self.engine}"
+
+    def _tell(self, step: str, detail: str) -> None:
+        if self.progress is not None:
+            self.progress(step, detail)
 
     async def _cli(self, args: Sequence[str], timeout: float = 30.0, *, what: str = "") -> str:
         res = await self.transport.run([self.engine, *args], timeout=timeout)
@@ -172,10 +188,24 @@ class DockerManager:
         await self._cli(["start", self.container], timeout=60)
         self._info = None
 
-    async def _image_config(self, image: str) -> dict[str, Any]:
-        text = await self._cli(["image", "inspect", image], what="image inspect")
+    async def _image_config(self, image: str, *, pull: bool = False) -> dict[str, Any]:
+        """`image inspect` of the image; one not on the host is pulled first when `pull`, and a pull that fails
+        says so in one line (the image, why)."""
+        res = await self.transport.run([self.engine, "image", "inspect", image], timeout=30)
+        if res.rc != 0:
+            err = engine_error(self.engine, self.transport.name, "image inspect", res.error_text or res.text, res.rc,
+                               image=image)
+            if not (pull and "is not on the host" in str(err)):
+                raise err
+            self._tell("start", f"pulling image {image} ({self.engine} pull on {self.transport.name})")
+            t0 = time.monotonic()
+            pulled = await self.transport.run([self.engine, "pull", image], timeout=PULL_TIMEOUT_S)
+            if pulled.rc != 0:
+                raise pull_error(self.engine, self.transport.name, image, pulled.error_text or pulled.text, pulled.rc)
+            self._tell("start", f"pulled image {image} in {time.monotonic() - t0:.0f} s")
+            return await self._image_config(image)
         try:
-            data = json.loads(text)
+            data = json.loads(res.text)
         except ValueError:
             data = None
         return data[0] if isinstance(data, list) and data else {}
@@ -183,17 +213,36 @@ class DockerManager:
     async def _create_new(self, argv: Sequence[str]) -> None:
         if not self.image:
             await self._container()
-        entry = ((await self._image_config(self.image)).get("Config") or {}).get("Entrypoint") or []
+        entry = ((await self._image_config(self.image, pull=True)).get("Config") or {}).get("Entrypoint") or []
         ep, cmd = split_command(argv, entry)
         await self._cli(["create", "--name", self.container, *self.run_args, *ep, self.image, *cmd], timeout=120)
+
+    async def _image_of(self, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The image to make the container again from, and its `image inspect`: its tag while the tag still names
+        the container's own image, else that image by ID (a tag moved by a pull or a build since must not change
+        the image under a flag change)."""
+        tag = str((info.get("Config") or {}).get("Image") or "")
+        own = str(info.get("Image") or "")
+        try:
+            icfg = await self._image_config(tag) if tag else {}
+        except PermanentError:
+            icfg = {}  # the tag is gone: the container's image is still there, by its ID
+        if not own or _image_id(str(icfg.get("Id") or "")) == _image_id(own):
+            return tag, icfg
+        self._tell("start", f"the tag {tag} now names another image than the container's: recreating it from its "
+                            f"own image {_image_id(own)[:12]} (recreate it by hand to move to the new one)")
+        return own, await self._image_config(own)
 
     async def _recreate(self, info: dict[str, Any], argv: Sequence[str]) -> None:
         """The container again, with the new command: the old one is renamed aside until the new one exists, and
         put back if it cannot be made."""
-        image = str((info.get("Config") or {}).get("Image") or "")
-        icfg = await self._image_config(image)
+        image, icfg = await self._image_of(info)
         opts, more_networks = create_options(info, icfg, self.engine)
         ep, cmd = split_command(argv, (icfg.get("Config") or {}).get("Entrypoint") or [])
+        self._caveats = unsupported(info)
+        for what in self._caveats:
+            self._tell("start", f"not carried over by the recreate: the {what} (a new, empty one takes its place; "
+                                "a named volume keeps its data)")
         aside = f"{self.container}-bringup-old-{str(info.get('Id', ''))[:8]}"
         await self._cli(["rename", self.container, aside])
         try:
@@ -207,8 +256,8 @@ class DockerManager:
         await self._cli(["rm", aside])
 
     def recreate_caveats(self) -> list[str]:
-        """What the last recreate could not carry over (anonymous volumes), for the caller to say."""
-        return unsupported(self._info) if self._info else []
+        """What the last recreate could not carry over (anonymous volumes); each was told as it happened."""
+        return list(self._caveats)
 
     async def stop(self) -> None:
         info = await self.inspect()
@@ -416,6 +465,11 @@ def _joined(stamp: str, text: str) -> str:
             out.append(text[at:m.start()])
             at = m.end()
     return "".join(out) + text[at:] if out else text
+
+
+def _image_id(ref: str) -> str:
+    """An image ID as both engines can compare it (docker prefixes `sha256:`, podman does not)."""
+    return ref.removeprefix("sha256:")
 
 
 def _podman_line(raw: str) -> str:
