@@ -213,6 +213,23 @@ async def test_another_row_is_not_opened_while_a_restart_runs(tmp_path: Path,
         assert await until(pilot, lambda: app.deployment == "bravo" and not isinstance(app.screen, FleetScreen))
 
 
+async def test_the_picker_in_a_fleet_shows_every_deployments_phase_live(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every engine of a fleet runs: the `d` picker shows each one's phase now, none as "not watched"."""
+    from textual.widgets import OptionList
+    app = fleet_app(tmp_path, monkeypatch, ROWS)
+    async with app.run_test(size=(140, 30)) as pilot:
+        assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
+        await pilot.press("enter")
+        assert await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
+        await pilot.press("d")
+        assert await until(pilot, lambda: bool(app.screen.query("#picker")))
+        picker = app.screen.query_one("#picker", OptionList)
+        prompts = [str(picker.get_option_at_index(i).prompt) for i in range(picker.option_count)]
+        fleet = [p for p in prompts if p.split()[0] in NAMES]  # the built-in demo is no deployment of the fleet
+        assert len(fleet) == 4 and all("(now)" in p for p in fleet), prompts
+
+
 async def test_read_only_overview_refuses_with_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = fleet_app(tmp_path, monkeypatch, ROWS, cls=ConsoleApp)
     async with app.run_test(size=(140, 30)) as pilot:

@@ -55,12 +55,16 @@ class FleetKeys(LogKeys):
         self.push_screen(PickerScreen(names, self.deployment, self._picker_phases([n for n, _ in names])), chosen)
 
     def _picker_phases(self, names: list[str]) -> dict[str, tuple[Phase | None, str]]:
-        """Each deployment's phase as this console knows it: the one it watches, live; one it watched before, as
-        it was when it left it; the others are not watched (reading them would mean connecting to each host)."""
+        """Each deployment's phase as this console knows it: with a fleet, every one live; else the one it watches,
+        live; one it watched before, as it was when it left it; the others are not watched (reading them would mean
+        connecting to each host)."""
         now = self.clock()
         out: dict[str, tuple[Phase | None, str]] = {}
+        live = {} if self.fleet is None else {n: e.snapshot(now).phase for n, e in self.fleet.engines.items()}
         for n in names:
-            if n == self.deployment:
+            if n in live:  # the fleet's engines all run: every phase is live
+                out[n] = (live[n], f"{live[n].value} (now)")
+            elif n == self.deployment:
                 out[n] = (self.snap.phase, f"{self.snap.phase.value} (now)")
             elif n in self.seen_phases:
                 phase, at = self.seen_phases[n]
