@@ -230,6 +230,30 @@ async def test_the_picker_in_a_fleet_shows_every_deployments_phase_live(tmp_path
         assert len(fleet) == 4 and all("(now)" in p for p in fleet), prompts
 
 
+async def test_a_superseded_restart_is_the_rows_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """How this console's restart of a row ended, when the phase does not tell it (another run replaced the one it
+    started), stays on that row's note until the next action there."""
+    from tui.messages import RestartFinished
+    from tui.model import Outcome
+    app = fleet_app(tmp_path, monkeypatch, ROWS)
+    async with app.run_test(size=(140, 30)) as pilot:
+        assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
+
+        app.post_message(RestartFinished(Outcome(False, Phase.READY, "another run (a1b2c3) replaced the one it "
+                                                 "started", superseded=True), "restart", "r"))
+        assert await until(pilot, lambda: "alpha" in app.action_notes)
+        said = app.action_notes["alpha"]
+        assert said.startswith("restart superseded at") and "another run (a1b2c3)" in said, said
+        assert "bravo" not in app.action_notes
+        # on the row: before the collectors' notes and a stall, after a host down and old data
+        snap = _snap(stalled_for=90.0)
+        assert row_for(snap, [0], "", said).note == said
+        assert row_for(snap, [0], "SSH connection refused", said).note.startswith("SSH connection refused")
+        assert row_for(replace(snap, stale="no news from box-b for 12 s"), [0], "", said).note.startswith("no news")
+        app.post_message(RestartFinished(Outcome(True, Phase.READY, "ready"), "restart", "r"))
+        assert await until(pilot, lambda: "alpha" not in app.action_notes)
+
+
 async def test_read_only_overview_refuses_with_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = fleet_app(tmp_path, monkeypatch, ROWS, cls=ConsoleApp)
     async with app.run_test(size=(140, 30)) as pilot:

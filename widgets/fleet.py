@@ -63,13 +63,16 @@ class FleetRow:
         return not t or any(t in f.lower() for f in (self.name, self.host, self.phase_label))
 
 
-def _note(snap: Snapshot, host_down: str) -> str:
-    """The one line beside the figures, the most pressing first: the host, old news, a stall, another bringup."""
+def _note(snap: Snapshot, host_down: str, action_note: str = "") -> str:
+    """The one line beside the figures, the most pressing first: the host, old news, how the console's own last
+    action there ended (superseded, out of time), a stall, another bringup."""
     if host_down:
         last = f" (last seen: {snap.last_phase})" if snap.last_phase else ""
         return f"{host_down}{last}"
     if snap.stale:
         return snap.stale
+    if action_note:
+        return action_note
     if snap.stalled_for is not None:
         return f"STALLED {fmt_duration(snap.stalled_for, Phase.LOADING)}: no log line or GPU memory change"
     by_source = {n.source: n.text for n in reversed(snap.notes)}  # the first note of each source
@@ -82,8 +85,9 @@ def _note(snap: Snapshot, host_down: str) -> str:
     return ""
 
 
-def row_for(snap: Snapshot, gpus: Sequence[int], host_down: str = "") -> FleetRow:
-    """A deployment's row from its snapshot: `gpus` are its GPUs (their memory and utilisation are summed)."""
+def row_for(snap: Snapshot, gpus: Sequence[int], host_down: str = "", action_note: str = "") -> FleetRow:
+    """A deployment's row from its snapshot: `gpus` are its GPUs (their memory and utilisation are summed);
+    `action_note`: how the console's last action on it ended, when the phase does not say it."""
     since = None
     if snap.timeline and snap.timeline[-1].phase == snap.phase:
         since = snap.timeline[-1].at
@@ -100,7 +104,7 @@ def row_for(snap: Snapshot, gpus: Sequence[int], host_down: str = "") -> FleetRo
     return FleetRow(name=snap.deployment, host=snap.host, phase=snap.phase, since=since,
                     failure=snap.failure.kind.value if snap.failure is not None else "",
                     mem_used_mib=used, mem_total_mib=total, util_pct=util, gpus_stale=snap.gpus_stale_for is not None,
-                    tokens_per_s=tps, note=_note(snap, host_down), host_down=host_down,
+                    tokens_per_s=tps, note=_note(snap, host_down, action_note), host_down=host_down,
                     stalled=snap.stalled_for is not None)
 
 

@@ -4,6 +4,7 @@ workers, and report through messages (`RestartStepped`, `RestartFinished`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from textual import work
@@ -217,6 +218,11 @@ class ControlConsoleApp(ConsoleApp):
         when it ran out of time, not when it never started."""
         o, what, key = m.outcome, m.action, m.key
         title = f"{self.deployment}: {what}"
+        self.action_notes.pop(self.deployment, None)
+        if o.superseded or o.timed_out:
+            when = time.strftime("%H:%M:%S", time.localtime(self.clock()))
+            self.action_notes[self.deployment] = (f"{what} {'superseded' if o.superseded else 'timed out'} at "
+                                                  f"{when}: {o.message}")
         if o.ok:
             self.notify(o.message, title=title, markup=False)
             return

@@ -34,6 +34,7 @@ class FleetKeys(LogKeys):
     clock: Callable[[], float]
     snap: Snapshot
     seen_phases: dict[str, tuple[Phase, float]]
+    action_notes: dict[str, str]
 
     def open_watch(self, name: str) -> None:  # the console's (tui/console/viewer.py)
         raise NotImplementedError
@@ -88,7 +89,8 @@ class FleetKeys(LogKeys):
         """Every deployment's row as of now: what the engines have read, no I/O."""
         if self.fleet is None:
             return []
-        return [row_for(v.snapshot, v.gpus, v.host_down) for v in self.fleet.views(self.clock())]
+        return [row_for(v.snapshot, v.gpus, v.host_down, self.action_notes.get(v.snapshot.deployment, ""))
+                for v in self.fleet.views(self.clock())]
 
     def show_fleet(self) -> None:
         if self.fleet is not None and self.get_screen(FLEET_SCREEN) not in self.screen_stack:

@@ -119,6 +119,9 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         self.clock = time.time
         #: the phase of each deployment this console watched before, and when it left it: the picker shows them
         self.seen_phases: dict[str, tuple[Phase, float]] = {}
+        #: per deployment, how this console's last restart of it ended when that is news the phase does not tell
+        #: (superseded by another run, out of time): the overview's row says it until the next action there
+        self.action_notes: dict[str, str] = {}
 
     # ------------------------------------------------------------------ layout
 
