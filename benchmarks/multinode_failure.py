@@ -82,6 +82,7 @@ async def one_run(tmp: Path) -> dict[str, Any]:
             await engine.wait_changed(0.1)
         failed_at = time.time() if engine.state.phase == Phase.FAILED else None
         head_answers = models_answer(port)  # the head hangs, yet answers /v1/models: a polling loop says "up"
+        await engine.settle_failure()  # the kind once the traceback is in (the first line alone says less)
         kind = str(engine.state.failure.kind) if engine.state.failure else None
     finally:
         await engine.close()
