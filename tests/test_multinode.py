@@ -196,6 +196,7 @@ def test_two_nodes_up_then_a_flag_change_across_both_waiting_for_the_slower_rele
         assert r.returncode == 0, r.stdout + r.stderr
         out = r.stdout
         assert "node-a: stopped in" in out and "node-b: stopped in" in out
+        assert out.index("node-a: flags written") < out.index("node-b: flags written") < out.index("node-a: stopped")
         assert "held on GPU node-b:" in out, out  # the wait named the slower node's GPUs ...
         released = out.index("GPU memory released after")
         assert released < out.index("node-a: starting (head)")  # ... and nothing started before both released

@@ -313,7 +313,12 @@ class MultiNodeManager:
             try:
                 await n.manager.write_argv(list(argv) if i == 0 else node_argv(before, argv, own, self.node_flags))
             except (TransportError, ManagerError, OSError) as e:
-                raise _named(n.name, e) from e
+                written = [m.name for m in self.nodes[:i] if m.flags or m is self.nodes[0]]
+                err = _named(n.name, e)
+                if written:  # the nodes disagree now: say which have the new line (a retry writes every node again)
+                    err.args = (f"{err.args[0]}; the new flags are written on {', '.join(written)} only",)
+                raise err from e
+            self._tell("flags", f"{n.name}: flags written")
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
         return await self.nodes[0].manager.read_saved_argv(which)

@@ -105,10 +105,11 @@ async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_ste
                        + (f"; {why}" if why else "") + still)
 
 
-def _per_node(mgr: object, step: Callable[[Step], None]) -> None:
-    """A manager of several nodes reports each node's part of a step (`gpu-b: stopped in 1.2 s`)."""
+def _per_node(mgr: object, step: Callable[[Step], None] | None) -> None:
+    """A manager of several nodes reports each node's part of a step (`gpu-b: stopped in 1.2 s`), a container
+    manager its pulls and what a recreate cannot carry; None: the transaction is over, nothing more to report."""
     if hasattr(mgr, "progress"):
-        mgr.progress = lambda name, detail: step(Step(name, "running", detail))
+        mgr.progress = None if step is None else (lambda name, detail: step(Step(name, "running", detail)))
 
 
 def _guard(engine: EngineView, lock: AsyncLock, step: Callable[[Step], None], progress: Progress,
@@ -156,10 +157,12 @@ async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Calla
     async def locked(lock: AsyncLock, info: LockInfo, prefix: str = "") -> Outcome:
         guard = _guard(engine, lock, step, progress, info)
         guard.note_prefix = prefix
+        _per_node(mgr, guard.noting(step))  # from the flags on: each node's part of every step
         try:
             return await _locked_run(engine, new_argv, step, guard, steps, wait_ready=wait_ready,
                                      stop_first=stop_first, rollback=rollback, expect_argv=expect_argv)
         finally:
+            _per_node(mgr, None)
             await guard.done()
             if held is not None:
                 held.info = guard.info
@@ -239,7 +242,6 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
         step(Step("flags", "skipped", "flags unchanged"))
     guard.argv = argv
     old_inv = unit.invocation
-    _per_node(mgr, step)
     if (unit.running or unit.lingering) and stop_first:
         pids = old_pids(engine)
         await guard.check()
@@ -315,6 +317,7 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
             try:
                 return await _locked_stop(engine, guard.noting(step), guard, steps)
             finally:
+                _per_node(engine.manager, None)
                 await guard.done()
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
