@@ -126,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                       or getattr(args, "console_read_only", False)) else None
         settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
                         time_scale=getattr(args, "time_scale", 1.0))
+        if args.cmd in (None, "console", "demo", "serve"):
+            from tui.console.run import check_keymap
+
+            check_keymap(settings)  # before anything starts: a demo server, a terminal, a browser
         if args.cmd in (None, "console"):
             _need_terminal("console")
             return run_console(settings, getattr(args, "deployment", None), settings.read_only)

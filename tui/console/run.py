@@ -46,6 +46,23 @@ def _on_hangup(settings: Settings, name: str, stop_demo: bool) -> None:
         os._exit(ExitCode.HANGUP)
 
 
+def check_keymap(settings: Settings) -> None:
+    """`[ui] keys` checked against every screen's actions before the console starts (ConfigError: one line)."""
+    if not settings.ui.keys:
+        return
+    from tui.config import ConfigError
+    from tui.console.keys import keymap_problem
+    from tui.screens.confirm import ConfirmScreen
+    from tui.screens.flags import FlagsScreen
+    from tui.screens.fleet import FleetScreen
+    from tui.screens.sweep import SweepScreen
+
+    problem = keymap_problem((ControlConsoleApp, FleetScreen, FlagsScreen, ConfirmScreen, SweepScreen),
+                             settings.ui.keys)
+    if problem:
+        raise ConfigError(problem)
+
+
 def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False,
             fleet: list[str] | None = None) -> int:
     """`deployment` None with several configured: the fleet overview first (one deployment: that one's console);
