@@ -800,3 +800,23 @@ def test_settings_change_nothing_but_themselves() -> None:
         after = reduce(s, ev, SGLANG)
         assert (after.phase, after.timeline, after.failure, after.readiness, after.blocks) == \
             (s.phase, s.timeline, s.failure, s.readiness, s.blocks)
+
+
+def test_a_sigkilled_servers_excerpt_is_its_own_words_and_the_hint_says_who_kills() -> None:
+    """Killed while serving: the last lines are mostly requests answered (bringup's own /metrics scrapes and
+    probes among them), which say nothing of why; the excerpt keeps the server's own lines, and the hint names
+    what sends SIGKILL, since no server logs it."""
+    from tui.lifecycle.failures import SIGKILL_HINT
+    own = [line(110 + i, f"[2026-06-02 08:01:{i:02d}] Decode batch. #running-req: 2, #token: {900 + i}")
+           for i in range(5)]
+    access = [line(120 + i * 0.1, f'[2026-06-02 08:02:{i % 60:02d}] INFO:     127.0.0.1:5{i:04d} - "GET /metrics '
+                   'HTTP/1.1" 200 OK') for i in range(30)]
+    s = feed([*loading(), line(109, READY_LINE), gen(109.5), *own, *access,
+              unit(130, "failed", sub="failed", exit_status=-9)])
+    assert s.failure is not None and s.failure.kind == FailureKind.EXIT
+    shown = s.failure.excerpt[:-1]
+    assert not any("HTTP/1.1" in ln for ln in shown) and shown[-1].endswith("#token: 904"), shown
+    assert "killed by signal 9, SIGKILL" in s.failure.excerpt[-1] and s.failure.hint == SIGKILL_HINT
+    # a line that arrives after the exit (the journal is late) keeps the hint the exit gave
+    s = feed([line(130.5, '[2026-06-02 08:03:00] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK')], s)
+    assert s.failure is not None and s.failure.hint == SIGKILL_HINT

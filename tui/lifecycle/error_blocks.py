@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.lifecycle.lines import CleanLine, continues_block, is_error_line
+from tui.lifecycle.lines import CleanLine, continues_block, is_access_line, is_error_line
 from tui.lifecycle.presets import Preset
 
 #: lines kept of a block, and of a failure's excerpt
 MAX_EXCERPT = 300
-#: lines of the run's log kept for a failure that no recognised line explains (an exit): its last lines say why
-TAIL = 20
+#: lines of the run's log kept for a failure that no recognised line explains (an exit): its last lines say why;
+#: twice what is shown, so that the access lines left out (bringup's own probes and scrapes, clients' requests)
+#: leave room for the server's own words
+TAIL = 40
+SHOWN_TAIL = 20
 #: a finished block at most this many lines above a fatal line (or the log's end) still belongs to it
 NEAR = 3
 
@@ -85,5 +88,12 @@ class ErrorBlocks:
         has finished), else the log's last lines."""
         cause = self.recent()
         if cause and not self.block:
-            return (*cause, *self.tail[max(0, len(self.tail) - (self.line_no - self.last_block_end)):])
-        return cause or self.tail
+            after = self.tail[max(0, len(self.tail) - (self.line_no - self.last_block_end)):]
+            return (*cause, *_own_words(after))
+        return cause or _own_words(self.tail)
+
+
+def _own_words(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """The last SHOWN_TAIL lines the server wrote about itself: an access line (a request answered, bringup's own
+    probes and /metrics scrapes among them) says nothing of why it ended."""
+    return tuple(ln for ln in lines if not is_access_line(ln))[-SHOWN_TAIL:]

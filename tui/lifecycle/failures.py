@@ -22,6 +22,12 @@ OOM_KILLED_HINT = ("the container ran out of host memory (RAM, not GPU memory) a
                    "what the server holds in host memory (CPU offload, swap space, tokenizer workers)")
 
 
+#: SIGKILL leaves no line in the server's log: who sends it
+SIGKILL_HINT = ("SIGKILL leaves no line in the server's own log: look for the kernel's OOM killer (host RAM, not GPU "
+                "memory: `journalctl -k | grep -i 'killed process'` or `dmesg`), a stop that ran past its timeout "
+                "(systemd's TimeoutStopSec, `docker stop -t`), or a `kill -9` from outside")
+
+
 def fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...], kind: FailureKind | None,
          open_: bool) -> LifecycleState:
     """The run failed at `at`; `kind` None: the excerpt says which kind."""
@@ -48,7 +54,9 @@ def extend_failure(s: LifecycleState, preset: Preset, text: str) -> LifecycleSta
     if len(s.timeline) >= 2 and s.timeline[-2].phase == Phase.STARTING:
         phase = preset.infer_phase(joined, Phase.STARTING)
     kind = preset.classify(joined, phase)
-    f = replace(s.failure, excerpt=excerpt, kind=kind, phase=phase, hint=preset.hint(kind, phase, s.flag_dict()))
+    keep = kind == s.failure.kind == FailureKind.EXIT and s.failure.hint == SIGKILL_HINT  # what the exit said
+    hint = s.failure.hint if keep else preset.hint(kind, phase, s.flag_dict())
+    f = replace(s.failure, excerpt=excerpt, kind=kind, phase=phase, hint=hint)
     timeline = s.timeline
     if phase != s.failure.phase and timeline and timeline[-1].phase == Phase.FAILED and \
             all(t.phase != phase for t in timeline):
@@ -80,6 +88,8 @@ def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> Lifec
     words = exit_words(u.exit_status, s.session.log_source, shown=bool(shown), explained=kind != FailureKind.EXIT,
                        when=f" on node {u.ended_on}" if u.ended_on else "")
     s = fail(s, preset, end, (*shown, words), kind, open_=True)
+    if kind == FailureKind.EXIT and u.exit_status in (-signal.SIGKILL, 128 + signal.SIGKILL) and s.failure:
+        s = replace(s, failure=replace(s.failure, hint=SIGKILL_HINT))
     return replace(s, excerpt=Excerpt.AWAITING_CAUSE if kind == FailureKind.EXIT else Excerpt.OPEN)
 
 

@@ -119,6 +119,11 @@ def is_warning_line(c: CleanLine) -> bool:
 _ACCESS = re.compile(r'"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \S* HTTP/\d(?:\.\d)?"')
 
 
+def is_access_line(text: str) -> bool:
+    """An HTTP access line: a request answered (a client's, or bringup's own probe or scrape)."""
+    return bool(_ACCESS.search(text))
+
+
 def latest_progress(tail: Sequence[str]) -> str:
     """The last line the server printed about itself (a shard bar, `Capturing batches (bs=64 ...)`, `Load weight
     end`), as text without its prefixes: what a bring-up is doing now, or the last thing it did before a hang.
