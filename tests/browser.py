@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -131,7 +132,7 @@ class Screen:
 
 @dataclass
 class Served:
-    """A running `bringup serve`: its URL, its token (with --token) and its process."""
+    """A running `bringup serve`: its URL, its token (with --token or --allow-actions) and its process."""
 
     url: str
     token: str | None
@@ -191,9 +192,10 @@ def serve(cfg: Path, *args: str) -> Iterator[Served]:
             url = f"http://127.0.0.1:{port}/"
             assert first.startswith(f"serving the console at {url}"), first + log.read_text()
             token = None
-            if "--token" in args:
-                m = re.search(r"access token \(printed only now\): (\S+)", p.stdout.readline())
-                assert m, log.read_text()
+            if "--token" in args or "--allow-actions" in args:  # a console that can act always asks for one
+                ready, _, _ = select.select([p.stdout], [], [], 30)  # none printed: a failure, not a hang
+                m = re.search(r"access token \(printed only now\): (\S+)", p.stdout.readline() if ready else "")
+                assert m, "no access token printed\n" + log.read_text()
                 token = m[1]
             yield Served(url, token, p, log)
         finally:

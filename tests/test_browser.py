@@ -112,22 +112,26 @@ def test_read_only_console_follows_a_bring_up_in_the_browser(browser: Any, cfg: 
 
 
 def test_a_wrong_token_is_refused(browser: Any, cfg: Path) -> None:
-    with serve(cfg, "sim", "--token", "--allow-actions") as served:
+    """Actions allowed on loopback: a token is asked all the same (printed once), through a POST form."""
+    with serve(cfg, "sim", "--allow-actions") as served:
         assert served.token and len(served.token) >= 32
         page = browser.new_page(viewport={"width": 1400, "height": 800})
         screen = Screen(page)
+        posts: list[str] = []
+        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
         # no token: the page asks for it, and no console starts
         response = page.goto(served.url)
         assert response is not None and response.status == 401
-        assert page.locator("input[name=token]").count() == 1
+        assert page.locator("form[method=post] input[name=token]").count() == 1
         # a wrong one: 403, still no console
         page.fill("input[name=token]", served.token[::-1])
         with page.expect_navigation() as nav:
             page.click("button[type=submit]")
         assert nav.value is not None and nav.value.status == 403
         assert "wrong token" in page.content()
-        bad = httpx.get(served.url, params={"token": "guess"}, timeout=10)
-        assert bad.status_code == 403
+        assert posts == [served.url] and "token" not in page.url, (posts, page.url)  # in the body, not the URL
+        # a token in the address is not read at all (it would sit in the history): asked for again
+        assert httpx.get(served.url, params={"token": served.token}, timeout=10).status_code == 401
         # the websocket and the static files are behind the gate too, not only the page
         for path in ("ws", "static/js/textual.js"):
             assert httpx.get(served.url + path, timeout=10).status_code == 403, path
@@ -146,6 +150,23 @@ def test_a_wrong_token_is_refused(browser: Any, cfg: Path) -> None:
         assert len(console_processes(cfg)) == 1
     # the tab still open: stopping the server ends its session's console too
     wait_consoles(cfg, 0)
+
+
+def test_actions_ask_for_a_token_on_loopback(cfg: Path) -> None:
+    """No browser needed: with --allow-actions the loopback page refuses without the token (printed once); the
+    token goes in a POST body, is answered with a cookie and a redirect to the plain page, and the cookie opens it."""
+    with serve(cfg, "sim", "--allow-actions") as served:
+        assert served.token
+        assert httpx.get(served.url, timeout=10).status_code == 401
+        assert httpx.get(served.url + "ws", timeout=10).status_code == 403
+        assert httpx.get(served.url, params={"token": served.token}, timeout=10).status_code == 401
+        assert httpx.post(served.url, data={"token": "guess"}, timeout=10).status_code == 403
+        ok = httpx.post(served.url, data={"token": served.token}, timeout=10)
+        assert ok.status_code == 303 and ok.headers["location"] == "/", ok
+        cookie = ok.cookies.get(f"bringup-serve-{served.port}")
+        assert cookie == served.token and "httponly" in ok.headers["set-cookie"].lower()
+        assert httpx.get(served.url, cookies={f"bringup-serve-{served.port}": cookie}, timeout=10).status_code == 200
+        assert console_processes(cfg) == []  # a page load starts none: the websocket does
 
 
 def test_loopback_checks_host_and_origin(cfg: Path) -> None:

@@ -214,17 +214,20 @@ def build_parser() -> argparse.ArgumentParser:
     sv = add("serve", "the console in a browser (textual-serve), read-only unless --allow-actions",
              "Serve the console to a web browser through textual-serve: each browser tab runs its own console on "
              "the named deployments (none: the one configured, or the overview of all; several: the overview of "
-             "those). Read-only unless --allow-actions; loopback only unless --token, which prints an access "
-             "token once that the page asks for. From another machine: `ssh -L 8000:127.0.0.1:8000 HOST`, then "
+             "those). Read-only unless --allow-actions; loopback only unless --token. An access token, printed once "
+             "and asked for by the page, is generated with --token or --allow-actions (on loopback too: any user "
+             "of the host reaches it). From another machine: `ssh -L 8000:127.0.0.1:8000 HOST`, then "
              "open http://127.0.0.1:8000 (README.md: The console in a browser).\n\n"
              "  bringup serve k26\n  bringup serve --listen 0.0.0.0:8000 --token k26")
     sv.add_argument("deployments", nargs="*", metavar="deployment", help=DEPLOYMENT_HELP + " (several: the overview)")
     sv.add_argument("--listen", default="127.0.0.1:8000", metavar="HOST:PORT",
                     help="where to serve (default 127.0.0.1:8000; a non-loopback address needs --token)")
     sv.add_argument("--allow-actions", action="store_true",
-                    help="the full console: restart, flags and start/stop work from the browser too")
+                    help="the full console: restart, flags and start/stop work from the browser too (an access "
+                    "token is then asked for, on loopback too)")
     sv.add_argument("--token", action="store_true",
-                    help="ask for an access token (generated, printed once at start); needed off loopback")
+                    help="ask for an access token (generated, printed once at start); needed off loopback, implied by "
+                    "--allow-actions")
 
     d = add("demo", "the console on a simulated SGLang deployment (no GPU needed)",
             "Open the console on the built-in simulated SGLang deployment (8 simulated H200s), starting it if "

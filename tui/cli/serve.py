@@ -5,7 +5,9 @@ driver) and relays its screen over a websocket, so the browser sees exactly what
 code. What this module adds is the gate in front of it, because the console can restart a GPU server:
 
 - read-only unless `--allow-actions`: the served console is the `--read-only` one, whose action keys only say so;
-- loopback unless `--token`: a token from `secrets`, printed once, that the page asks for and keeps in a cookie
+- a token (from `secrets`, printed once) whenever the console can act (`--allow-actions`, on loopback too: any user
+  of a shared GPU host reaches its loopback) or listens beyond loopback, and wherever `--token` asks for one: the
+  page asks for it in a POST form (never in the address, the history or a proxy's log) and keeps it in a cookie
   (HttpOnly, SameSite=Strict); a wrong token is refused with 403 before any console process starts;
 - on loopback, only loopback names in the Host header (a web page that rebinds its own name to 127.0.0.1 is
   refused), and the websocket only from the page's own origin (another site open in the same browser cannot drive
@@ -48,7 +50,7 @@ _LOGIN = """<!DOCTYPE html>
 <style>body {{ background: #0c181f; color: #eee; font-family: monospace; display: flex; height: 90vh;
 align-items: center; justify-content: center; }} input, button {{ font: inherit; padding: 6px; }}
 .err {{ color: #f66; }}</style></head>
-<body><form method="get" action="/"><p>bringup serve: the access token it printed at start</p>
+<body><form method="post" action="/"><p>bringup serve: the access token it printed at start</p>
 <p class="err">{message}</p><input name="token" type="password" autofocus size="48" aria-label="access token">
 <button type="submit">open the console</button></form></body></html>
 """
@@ -74,7 +76,8 @@ def _loopback_name(host_header: str) -> bool:
 
 
 class Gate:
-    """The token check and the origin checks, as one aiohttp middleware. `token` None: no token asked (loopback)."""
+    """The token check and the origin checks, as one aiohttp middleware. `token` None: no token asked (loopback,
+    read-only, no --token)."""
 
     def __init__(self, token: str | None, port: int, loopback: bool) -> None:
         self.token = token
@@ -102,12 +105,14 @@ class Gate:
             raise web.HTTPForbidden(text="the console's websocket opens from its own page only\n")
         if self.token is None:
             return await handler(request)
-        given = request.query.get("token")
-        if given is not None:
-            if not self._ok(given):
+        if request.method == "POST" and request.path == "/":
+            # the login form: the token in the body, never in the address (history, logs, a Referer)
+            form = await request.post()
+            given = form.get("token")
+            if not isinstance(given, str) or not self._ok(given):
                 return self._login(403, "wrong token")
-            # in the cookie from now on, and out of the address bar and the history
-            resp = web.HTTPSeeOther(location=request.rel_url.path)
+            # in the cookie from now on; the redirect makes the page a plain GET (a reload posts nothing)
+            resp = web.HTTPSeeOther(location="/")
             resp.set_cookie(self.cookie, given, httponly=True, samesite="Strict", path="/")
             raise resp
         cookie = request.cookies.get(self.cookie)
@@ -193,7 +198,8 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                          "asks for it; or keep 127.0.0.1 and use an SSH forward: ssh -L 8000:127.0.0.1:8000 HOST)")
     names = [settings.deployment(n)[0] for n in args.deployments]  # an unknown name now, not in every session
     read_only = settings.read_only or not args.allow_actions  # read_only = true in the config wins
-    token = secrets.token_urlsafe(24) if args.token else None
+    # a console that can restart servers asks for a token even on loopback: every user of the host reaches it
+    token = secrets.token_urlsafe(24) if args.token or not loopback or not read_only else None
     command = console_command(getattr(args, "config", None), names, read_only)
     server = make_server(command, "bringup " + (" ".join(names) or "console"), Gate(token, port, loopback))
     runner = web.AppRunner(await server._make_app(), handle_signals=False, access_log=None, shutdown_timeout=10)
@@ -210,7 +216,8 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         out({"url": url, "read_only": read_only, "deployments": names, "token": token}, args.json,
             f"serving the console at {url} ({mode}; Ctrl-C stops)")
         if token is not None and not args.json:
-            print(f"access token (printed only now): {token}\n  the page asks for it, or open {url}?token={token}")
+            why = "" if args.token or not loopback else " (actions allowed: asked on loopback too)"
+            print(f"access token (printed only now): {token}\n  the page at {url} asks for it{why}")
         sys.stdout.flush()  # a service's journal, a test's pipe: the lines now, not at exit
         # systemd stops a service with SIGTERM: a clean stop (exit 0), like Ctrl-C's but not an interruption
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
