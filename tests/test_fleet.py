@@ -165,6 +165,10 @@ async def test_enter_opens_the_deployment_and_escape_comes_back(tmp_path: Path,
         # the one shown reads at the full pace; the rest only feed their rows, at the background pace
         assert [n for n, e in app.fleet.engines.items() if not e.background] == ["charlie"]  # type: ignore[union-attr]
         assert "charlie @ box-c" in app.sub_title and "esc" in app.sub_title
+        # the console's key bar, not the overview's (it was drawn while the overview was on top)
+        assert await until(pilot, lambda: "selected deployment" not in str(app.query_one("#keys").render()))
+        bar = str(app.query_one("#keys").render())
+        assert "Restart" in bar and "?" in bar, bar
         await pilot.press("escape")
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen))
         assert fleet_table(app).cursor == "charlie"  # where it was

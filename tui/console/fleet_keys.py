@@ -111,6 +111,8 @@ class FleetKeys(LogKeys):
         self.open_watch(m.name)
         if self.screen is self.get_screen(FLEET_SCREEN):
             self.pop_screen()
+        # the key bar was drawn while the overview was on top (its keys were the active ones then): the console's
+        self.call_after_refresh(self._show_keys)
 
     async def on_fleet_screen_action_asked(self, m: FleetScreen.ActionAsked) -> None:
         """The console's own action, on the selected row's deployment: the console shows it from now on (its
