@@ -59,7 +59,8 @@ def test_a_change_of_unit_an_action_or_the_operator_wakes_it_for_a_while() -> No
     c.sampled(tp(71.0, 200.0, running=2))
     assert c.pace(71.0, Phase.READY) is Pace.SLOW
     c.woke(72.0, asked=True)
-    assert c.take_asked() and not c.take_asked()  # asking once sends one generation
+    assert c.take_asked() and not c.take_asked()  # asking once sends one generation ...
+    assert c.pace(73.0, Phase.READY) is Pace.SLOW  # ... and only that: no /health every 2 s after it
 
 
 def test_a_generation_is_due_every_slow_interval_once_ready_only() -> None:

@@ -37,9 +37,13 @@ class ProbeCadence:
     _waiting_since: float | None = None  # requests running or queued while no token flowed
 
     def woke(self, at: float, asked: bool = False) -> None:
-        """The unit changed, a restart or stop began, or the operator asked: the probe must see at once."""
-        self._woken_at = at
-        self._asked = self._asked or asked
+        """The unit changed, or a restart or stop began: the probe must see at once, and keep looking for a while.
+        `asked`: the operator asked for one generation now (the console's `g`), which is all it sends: the counters
+        still prove the run alive, and a /health every 2 s afterwards would only fill the server's log."""
+        if asked:
+            self._asked = True
+        else:
+            self._woken_at = at
 
     def take_asked(self) -> bool:
         """Whether the operator asked for a generation since the last one (asking once sends one)."""

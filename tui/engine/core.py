@@ -280,7 +280,7 @@ class Engine(StreamReadouts):
         self.unit_follower.poke()
 
     def probe_now(self) -> None:
-        """The operator asks: a real generation at once, then the fast cadence for a while."""
+        """The operator asks: a real generation at once (and nothing more: the pace stays as the evidence says)."""
         self.cadence.woke(time.time(), asked=True)
         self.probe_poke.set()
 

@@ -6,8 +6,8 @@ this decides which one and how often from the phase, so the reducer gets the evi
   rate until a generation succeeds: readiness is proven by a generation, never by /v1/models;
 - ready: a generation every `probe.ready_interval_s` (30 s), and /health every other interval in between unless the
   counters prove the run alive (tui/engine/cadence.py: /metrics or the log's stat lines show it serving, or idle by
-  its own gauges); back to /health at once when they stall, the unit changes, an action starts, or the operator asks
-  (the console's `g`, which also sends a generation at once);
+  its own gauges); back to /health at once when they stall, the unit changes or an action starts; the operator's
+  ask (the console's `g`) sends one generation at once and leaves the pace as it was;
 - failed, stopping, not running, or paused: nothing.
 """
 
