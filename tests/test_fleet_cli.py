@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,8 +104,8 @@ def test_waiting_for_several_names_the_one_that_failed(tmp_path: Path) -> None:
         t = bringup(cfg, "wait", "good", "bad", "--timeout", "90")
         assert t.returncode == 1, t.stdout + t.stderr
         assert "bad FAILED in" in t.stderr and "bad failed; the wait ended there" in t.stderr, t.stderr
-        assert all(line.split("] ", 1)[1].startswith(("good: ", "bad: ")) for line in t.stdout.splitlines()
-                   if line.startswith("[")), t.stdout
+        phase_lines = [ln for ln in t.stdout.splitlines() if ln.startswith("[")]
+        assert phase_lines and all(re.match(r"\[\d\d:\d\d:\d\d\] (good|bad): ", ln) for ln in phase_lines), t.stdout
     finally:
         for name in deps:
             bringup(cfg, "stop", name)

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 
 from tui.config import DEMO, Settings
 from tui.exit_codes import ExitCode
@@ -59,7 +60,9 @@ class WaitLines:
                 if j:
                     self._json({"phase": str(ev.phase), "at": ev.at, "line": ev.line})
                 else:
-                    print(f"[{fmt_s(ev.since_first)}] {self._tag()}{ev.phase!s:<14} {ev.line[:100]}", flush=True)
+                    # several runs, each with its own start: one clock for all (in order), else seconds since it
+                    when = time.strftime("%H:%M:%S", time.localtime(ev.at)) if self.tagged else fmt_s(ev.since_first)
+                    print(f"[{when}] {self._tag()}{ev.phase!s:<14} {ev.line[:100]}", flush=True)
             case ProblemNoticed():
                 if j:
                     self._json({"error": ev.problem, "collector": ev.source})
