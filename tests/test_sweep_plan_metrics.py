@@ -51,7 +51,8 @@ def test_configs_and_grid_expand_in_order_with_auto_names_and_cells() -> None:
 
 @pytest.mark.parametrize(("text", "error"), [
     ('[[configs]]\nname = "x"\nset = { speculative-algoritm = "DFLASH" }\n' + MATRIX,
-     "configs[0].set.speculative-algoritm: unknown flag 'speculative-algoritm' (did you mean speculative-algorithm?)"),
+     "configs[0].set.speculative-algoritm: unknown flag 'speculative-algoritm' "
+     "(did you mean 'speculative-algorithm'?)"),
     ('[[configs]]\nname = "x"\nset = { speculative-algorithm = "FOO" }\n' + MATRIX,
      "configs[0].set.speculative-algorithm: --speculative-algorithm must be one of"),
     ('[[configs]]\nname = "x"\nset = { disable-cuda-graph = 3 }\n' + MATRIX,

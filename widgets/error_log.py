@@ -343,7 +343,8 @@ class ErrorLog(Vertical):
         if not self._content_shown:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             keys = f"e: {'errors only' if self.show_all else 'show all lines'}, /: filter"
-            note.update(f"no {what}; {hidden} other lines hidden  ({keys})" if hidden else f"no {what}  ({keys})")
+            lines = "other line" if self._hidden == 1 else "other lines"
+            note.update(f"no {what}; {hidden} {lines} hidden  ({keys})" if hidden else f"no {what}  ({keys})")
         mode = ("all lines" if self.show_all else "errors only") + (", wrapped" if self.wrap else "")
         flt = f" /{self.filter_text}" if self.filter_text else ""
         # a Text, not markup: the filter is what the user typed, `[/]` included

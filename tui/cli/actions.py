@@ -20,8 +20,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tui.config import Settings, did_you_mean
+from tui.config import Settings
 from tui.exit_codes import ExitCode
+from tui.lifecycle.flags import unknown_flag
 from tui.lifecycle.presets import FlagSpec
 from tui.managers import ManagerError
 from tui.model import Outcome, Step
@@ -59,9 +60,7 @@ def _check_flag_names(name: str, items: Sequence[str], specs: Sequence[FlagSpec]
     for item in items:
         flag = item.partition("=")[0].strip().lstrip("-")
         if flag not in known:
-            raise UsageError(f"unknown flag {flag!r}{did_you_mean(flag, known)}; `bringup flags {name}` lists the "
-                             "flags this preset knows, and the deployment's extra_flags declares others (e.g. "
-                             f"{{ name = \"{flag}\", kind = \"int\" }})")
+            raise UsageError(unknown_flag(flag, list(known), f"bringup flags {name}"))
 
 
 def _contradictions(sets: Sequence[str], unsets: Sequence[str], specs: Sequence[FlagSpec]) -> str:

@@ -7,6 +7,7 @@ caller can show the exact change, write it, and keep the old one for rollback.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,10 +31,18 @@ def find_spec(name: str, specs: Sequence[FlagSpec]) -> FlagSpec:
     for f in specs:
         if name == f.name or name in f.aliases:
             return f
-    close = [f.name for f in specs if name[:6] and f.name.startswith(name[:6])]
-    extra = f" (did you mean {close[0]}?)" if close else ""
-    raise FlagValueError(f"unknown flag {name!r}{extra}; `bringup flags` lists the flags this preset knows, and "
-                         f"the deployment's extra_flags declares others (e.g. {{ name = \"{name}\", kind = \"int\" }})")
+    raise FlagValueError(unknown_flag(name, [n for f in specs for n in (f.name, *f.aliases)]))
+
+
+def unknown_flag(name: str, known: Sequence[str], listing: str = "bringup flags") -> str:
+    """One wording for a flag the preset does not know (restart, the console, a sweep's plan): the known flag it
+    is close to when it is a typo, else how to declare one (the kind says whether it takes a value)."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"unknown flag {name!r} (did you mean {close[0]!r}?); `{listing}` lists the flags this preset knows"
+    return (f"unknown flag {name!r}; `{listing}` lists the flags this preset knows, and the deployment's "
+            f"extra_flags declares others (e.g. {{ name = \"{name}\", kind = \"bool\" }}, or kind int, float, str "
+            "or choice for one that takes a value)")
 
 
 def _option_at(argv: Sequence[str], i: int, spec: FlagSpec) -> tuple[bool, int, str | None]:

@@ -28,7 +28,6 @@ refused at its start costs nothing, and one that dies at its third configuration
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import math
@@ -40,7 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tui.lifecycle.flags import FlagChange, apply_changes, current_values, parse_changes
+from tui.lifecycle.flags import FlagChange, apply_changes, current_values, parse_changes, unknown_flag
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 from tui.sweep.results import cell_id
 
@@ -217,10 +216,7 @@ def _check_name(flag: str, where: str, specs: Sequence[FlagSpec], path: Path) ->
     name = flag.strip().lstrip("-")
     if name in known:
         return known[name]
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    raise PlanError(f"{path}: {where}: unknown flag {name!r}{hint}; `bringup flags` lists the flags this preset "
-                    "knows, and the deployment's extra_flags declares others")
+    raise PlanError(f"{path}: {where}: {unknown_flag(name, list(known))}")
 
 
 def _value_text(v: FlagValue) -> str:
