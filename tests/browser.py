@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -193,8 +193,14 @@ def serve(cfg: Path, *args: str) -> Iterator[Served]:
             assert first.startswith(f"serving the console at {url}"), first + log.read_text()
             token = None
             if "--token" in args or "--allow-actions" in args:  # a console that can act always asks for one
-                ready, _, _ = select.select([p.stdout], [], [], 30)  # none printed: a failure, not a hang
-                m = re.search(r"access token \(printed only now\): (\S+)", p.stdout.readline() if ready else "")
+                # none printed: a failure, not a hang (a thread, not select(): the line may already sit in the
+                # pipe's reader buffer with the first one, where select() does not see it)
+                line: list[str] = []
+                out = p.stdout
+                reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
+                reader.start()
+                reader.join(30)
+                m = re.search(r"access token \(printed only now\): (\S+)", line[0] if line else "")
                 assert m, "no access token printed\n" + log.read_text()
                 token = m[1]
             yield Served(url, token, p, log)

@@ -475,7 +475,8 @@ def test_phase_series_follow_a_start(tmp_path: Path) -> None:
                 x, "bringup_data_age_seconds", deployment="sim", source="metrics") is not None and x)
             s = until("the deployment's tokens/s", lambda: (x := scrape(url)) and value(
                 x, "bringup_generation_tokens_per_second", deployment="sim") is not None and x)
-            assert (value(s, "bringup_generation_tokens_per_second", deployment="sim") or -1) >= 0
+            tps = value(s, "bringup_generation_tokens_per_second", deployment="sim")
+            assert tps is not None and tps >= 0, tps  # 0 while idle: a figure all the same
             ages = {dict(k[1])["source"]: v for k, v in s.items() if k[0] == "bringup_data_age_seconds"}
             assert set(ages) == {"unit", "gpus", "metrics"} and all(0 <= a < 10 for a in ages.values()), ages
             assert 0 <= (value(s, "bringup_phase_seconds", deployment="sim") or -1) < 60

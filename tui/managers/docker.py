@@ -272,9 +272,17 @@ class DockerManager:
         """Where this run's log begins: after the previous run of the same container ended (inspect shows that
         end while the new run lives), else the container's whole log (a new container has no older lines)."""
         info = self._info
-        if info is None or invocation_of(info) != unit.invocation:
+        if info is None or invocation_of(info) != unit.invocation or not unit.running:
             return ""
-        return str((info.get("State") or {}).get("FinishedAt") or "") if unit.running else ""
+        state = info.get("State") or {}
+        finished = str(state.get("FinishedAt") or "")
+        if self.engine == "podman" and parse_time(finished) is not None:
+            # conmon stamps a line when it reads it, after the previous run's FinishedAt for its last lines: this
+            # run's start is the floor then (a line of this run is read, so stamped, after its process started)
+            started = str(state.get("StartedAt") or "")
+            if parse_time(started) is not None and (stamp_key(started) or 0) > (stamp_key(finished) or 0):
+                return started
+        return finished
 
     async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
         """This run's lines from its first on, then live, both streams; ends when the run has ended.
