@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import faulthandler
+import gc
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.ops.wait import STOPPED_GRACE_S
 from tui.transport import TransportError
+from tui.transport.local import LIVE_GROUPS, kill_all_children
 
 from .actions import cmd_restart, cmd_start, cmd_stop
 from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, ArgumentsError, UsageError, build_parser
@@ -98,6 +100,13 @@ def run_async(coro: Any) -> Any:
             if pending:
                 loop.run_until_complete(asyncio.wait(pending, timeout=3.0))
             loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), 3.0))
+            # a command whose task was cancelled before it could reap it: ended now, and its exit and its
+            # transport's close delivered while the loop still runs (after close() they print a traceback)
+            if LIVE_GROUPS:
+                kill_all_children()
+                loop.run_until_complete(asyncio.sleep(0.2))
+            gc.collect()
+            loop.run_until_complete(asyncio.sleep(0))
         except (TimeoutError, RuntimeError):
             pass
         finally:
