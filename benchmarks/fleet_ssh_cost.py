@@ -61,12 +61,13 @@ def th(i: int, *args: str, inp: str | None = None, check: bool = True) -> str:
 
 def ensure_up(i: int) -> bool:
     """True if this script booted the host (and takes it down at the end)."""
-    if subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, cwd=ROOT, env=host_env(i)).returncode == 0:
-        return False
-    for cmd in ("build", "up"):
-        th(i, cmd)
-    th(i, "install-sim", "tui/sim")
-    return True
+    booted = False
+    if subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, cwd=ROOT, env=host_env(i)).returncode:
+        for cmd in ("build", "up"):
+            th(i, cmd)
+        booted = True
+    th(i, "install-sim", "tui/sim")  # also on a host booted for other tests (.ci/run's third has none)
+    return booted
 
 
 def unit_text(port: int, gpus: str) -> str:
