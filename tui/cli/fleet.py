@@ -91,7 +91,7 @@ async def cmd_status_all(settings: Settings, args: argparse.Namespace) -> int:
         rows = await asyncio.gather(*(one(n) for n in fleet.engines))
     finally:
         await fleet.close()
-    head = (f"{'DEPLOYMENT':<18} {'HOST':<14} {'PHASE':<14} {'FOR':>7} {'FAILURE':<14} {'GPU MEM':>11} "
+    head = (f"{'DEPLOYMENT':<18} {'HOST':<14} {'PHASE':<14} {'AGE':>7} {'FAILURE':<14} {'GPU MEM':>11} "
             f"{'UTIL':>5} {'TOK/S':>8}  NOTE")
     out({"deployments": rows}, args.json, "\n".join([head, *(_row(d) for d in rows)]))
     return ExitCode.FAILED if any(d["phase"] == "failed" for d in rows) else ExitCode.OK
