@@ -425,7 +425,9 @@ def test_a_container_killed_at_its_memory_limit_fails_as_oom_killed_with_the_hin
 
 def test_a_restart_by_the_restart_policy_is_a_new_run(make: Callable[[str], Deployment]) -> None:
     d = make("policy")
-    d.docker_run("--scenario", "crash-while-serving", run_args=("--restart", "on-failure:3"))
+    # every run crashes 10 simulated seconds after ready: at time scale 0.4 that leaves the wait below 4 s to see
+    # the new run ready (1 s at the usual 0.1 was a race on a loaded machine)
+    d.docker_run("--scenario", "crash-while-serving", "--time-scale", "0.4", run_args=("--restart", "on-failure:3"))
     assert d.bringup("start", d.name).returncode == 0
     first = d.status()["invocation"]
     m = d.manager()
