@@ -11,13 +11,14 @@ memory release before anything starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,9 @@ def test_two_hosts_up_then_a_restart_across_both_waits_for_the_slower_release(co
     assert st["phase"] == "ready" and "disable-cuda-graph" in st["flags"], st
 
 
-async def test_a_worker_host_killed_fails_the_deployment_at_once_naming_the_node(conf: Path) -> None:
+@contextlib.asynccontextmanager
+async def ready_engine(conf: Path) -> AsyncIterator[Engine]:
+    """`bringup start mn` over both hosts, then an engine watching it, once it has seen it ready."""
     r = await asyncio.to_thread(bringup, conf, "start", "mn")
     assert r.returncode == 0, r.stdout + r.stderr
     settings = load(str(conf))
@@ -84,6 +87,13 @@ async def test_a_worker_host_killed_fails_the_deployment_at_once_naming_the_node
         while engine.state.phase != Phase.READY and time.monotonic() - t0 < 60:
             await engine.wait_changed(0.5)
         assert engine.state.phase == Phase.READY, engine.state.phase
+        yield engine
+    finally:
+        await engine.close()
+
+
+async def test_a_worker_host_killed_fails_the_deployment_at_once_naming_the_node(conf: Path) -> None:
+    async with ready_engine(conf) as engine:
         killed = time.monotonic()
         await asyncio.to_thread(th, True, "exec", "systemctl", "kill", "-s", "KILL", UNIT)
         while engine.state.phase != Phase.FAILED and time.monotonic() - killed < 30:
@@ -95,8 +105,6 @@ async def test_a_worker_host_killed_fails_the_deployment_at_once_naming_the_node
         assert failure is not None and "killed by signal 9, SIGKILL on node node-b" in failure.excerpt[-1], failure
         head = th(False, "exec", "systemctl", "is-active", UNIT, check=False).strip()
         assert head == "active", head  # the head hangs on: only node-b's unit told
-    finally:
-        await engine.close()
     s = await asyncio.to_thread(bringup, conf, "stop", "mn")
     assert s.returncode == 0, s.stdout + s.stderr
     assert th(False, "exec", "systemctl", "is-active", UNIT, check=False).strip() != "active"
@@ -106,32 +114,23 @@ async def test_a_worker_host_that_stops_answering_leaves_the_head_seen_and_stopp
     """node-b's sshd gone (sessions killed, the service stopped): the deployment is not blind (the head's run is
     read, and the state names the silent node), and `bringup stop` still stops the head and frees its GPUs, naming
     the node it could not reach."""
-    r = await asyncio.to_thread(bringup, conf, "start", "mn")
-    assert r.returncode == 0, r.stdout + r.stderr
-    settings = load(str(conf))
-    engine = Engine(settings, "mn", settings.deployments["mn"])
-    await engine.start()
     try:
-        t0 = time.monotonic()
-        while engine.state.phase != Phase.READY and time.monotonic() - t0 < 60:
-            await engine.wait_changed(0.5)
-        assert engine.state.phase == Phase.READY, engine.state.phase
-        await asyncio.to_thread(th, True, "exec", "sh", "-c",
-                                "systemctl stop ssh.socket ssh.service 2>/dev/null; pkill -KILL -f '^sshd: '; true")
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 30:
+        async with ready_engine(conf) as engine:
+            await asyncio.to_thread(th, True, "exec", "sh", "-c",
+                                    "systemctl stop ssh.socket ssh.service 2>/dev/null; pkill -KILL -f '^sshd: '; true")
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 30:
+                u = engine.state.unit
+                if u is not None and "node node-b not answering" in u.sub:
+                    break
+                await engine.wait_changed(0.5)
             u = engine.state.unit
-            if u is not None and "node node-b not answering" in u.sub:
-                break
-            await engine.wait_changed(0.5)
-        u = engine.state.unit
-        assert u is not None and "node node-b not answering" in u.sub, u
-        assert engine.state.phase == Phase.READY and u.running, (engine.state.phase, u)  # the head's run, as read
-        s = await asyncio.to_thread(bringup, conf, "stop", "mn")
-        said = s.stdout + s.stderr
-        assert s.returncode != 0 and "stopped on node-a; node node-b" in said, said
-        head = th(False, "exec", "systemctl", "is-active", UNIT, check=False).strip()
-        assert head != "active", (head, s.stdout + s.stderr)  # the head was stopped all the same
+            assert u is not None and "node node-b not answering" in u.sub, u
+            assert engine.state.phase == Phase.READY and u.running, (engine.state.phase, u)  # the head's run, as read
+            s = await asyncio.to_thread(bringup, conf, "stop", "mn")
+            said = s.stdout + s.stderr
+            assert s.returncode != 0 and "stopped on node-a; node node-b" in said, said
+            head = th(False, "exec", "systemctl", "is-active", UNIT, check=False).strip()
+            assert head != "active", (head, s.stdout + s.stderr)  # the head was stopped all the same
     finally:
-        await engine.close()
         th(True, "exec", "systemctl", "start", "ssh.service", check=False)
