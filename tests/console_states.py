@@ -5,6 +5,7 @@ DFLASH + CUDA graph crash the simulator prints (modelled on the K2.6 DFlash cras
 
 from __future__ import annotations
 
+from tui.lifecycle.presets.facts import resolve
 from tui.model import (
     Failure,
     FailureKind,
@@ -12,6 +13,8 @@ from tui.model import (
     GpuSample,
     GpuSnapshot,
     Phase,
+    ReleaseSeen,
+    ReleaseSource,
     Snapshot,
     Step,
     ThroughputSample,
@@ -24,6 +27,8 @@ ARGV = ("python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kim
         "--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8", "--enable-metrics")
 PHASE_AT = {Phase.STARTING: 0.0, Phase.LOADING: 1.2, Phase.GRAPH_CAPTURE: 74.0, Phase.WARMUP: 96.0,
             Phase.READY: 101.0}
+#: the release the ready server names (its facts, known or not, leave the header's words the same: `SGLang 0.5.23`)
+RELEASE = "0.5.23"
 
 
 def snapshot(phase: Phase, *, failure: Failure | None = None, stalled: float | None = None) -> Snapshot:
@@ -37,10 +42,13 @@ def snapshot(phase: Phase, *, failure: Failure | None = None, stalled: float | N
         timeline = [*(Transition(p, T0 + PHASE_AT[p] - 600, "") for p in order),
                     Transition(Phase.STOPPING, T0 + 95.0, ""), Transition(Phase.STOPPED, T0 + 99.1, "")]
         unit = UnitState(active="inactive", sub="dead", main_pid=0, invocation=unit.invocation, argv=ARGV)
+    # once ready, the server has named its release (SGLang's /server_info): the header shows it
+    seen = ReleaseSeen(RELEASE, ReleaseSource.HTTP, T0 + 101.5, "/server_info") if phase == Phase.READY else None
     return Snapshot(deployment="k26-dflash", host="gpu-box", phase=phase, invocation=unit.invocation,
                     timeline=tuple(timeline), failure=failure, stalled_for=stalled, unit=unit, gpus=None,
                     throughput=None, flags=ARGV, endpoint="generation ok 0.21s" if phase == Phase.READY else
-                    "connect: refused")
+                    "connect: refused", release_seen=seen,
+                    release=resolve("sglang", RELEASE) if seen is not None else None)
 
 
 def gpus(used_gib: float, util: float, pid: int = 106324) -> GpuSnapshot:

@@ -338,7 +338,8 @@ VLLM_NAMESPACE = "args: Namespace(host=None, port=8000, model='Qwen/Qwen2-7B', t
 def test_server_args_lines_become_the_options_they_came_from() -> None:
     assert argv_from_line(SGLANG_LINE) == ("--model-path", "m", "--tp-size", "8", "--disable-cuda-graph",
                                            "--cuda-graph-bs", "[1,2]", "--json-model-override-args", "{}")
-    assert argv_from_line(VLLM_DICT) == ("--model-tag", "Qwen/Qwen3-8B", "--tensor-parallel-size", "2",
+    # vLLM's `model_tag` is `vllm serve MODEL`'s positional: the model, first, never a `--model-tag` option
+    assert argv_from_line(VLLM_DICT) == ("Qwen/Qwen3-8B", "--tensor-parallel-size", "2",
                                          "--enforce-eager", "--speculative-config",
                                          '{"method":"dflash","num_speculative_tokens":8}')
     assert argv_from_line(VLLM_NAMESPACE) == ("--port", "8000", "--model", "Qwen/Qwen2-7B",
@@ -458,7 +459,8 @@ def test_replay_of_the_simulated_dflash_crash_gives_the_hint_the_restart_gave(bu
     live = r.json()["failure"]
     assert live["hint"].startswith(DFLASH_HINT), live
     log = bu.run_dir / "logs" / f"{bu.invocation()}.log"
-    assert any("server_args=ServerArgs(" in text for _, text in bu.log_lines(str(bu.invocation())))
+    # the simulated release's own form: a dict from SGLang 0.5.20 on (`server_args={...}`), the dataclass before
+    assert any(re.search(r"server_args=(?:ServerArgs\(|\{)", text) for _, text in bu.log_lines(str(bu.invocation())))
     rp = bu.run("replay", str(log), "--json", config=False)
     assert rp.rc == 1, rp.describe()
     got = json.loads(one_line(rp.out))["failure"]

@@ -45,7 +45,7 @@ SERIES = {
     "bringup_probe_latency_seconds": ("gauge", {"deployment"}),
     "bringup_data_age_seconds": ("gauge", {"deployment", "source"}),
     "bringup_source_up": ("gauge", {"deployment", "source"}),
-    "bringup_info": ("gauge", {"deployment", "host", "preset", "invocation", "manager", "flags"}),
+    "bringup_info": ("gauge", {"deployment", "host", "preset", "invocation", "manager", "flags", "release"}),
     "bringup_up": ("gauge", {"deployment"}),
     "bringup_restarts": ("counter", {"deployment", "outcome"}),
     "bringup_restart_duration_seconds": ("histogram", {"deployment"}),
@@ -61,8 +61,8 @@ LABEL_VALUES = {
     "manager": {"systemd", "process", "none", "docker", "compose"},
 }
 #: the labels not from a fixed set: the config's names (deployment, host, preset), a GPU, the run's id and its flags
-#: (both change only with the run), the histogram's buckets
-FREE_LABELS = {"deployment", "host", "preset", "gpu", "invocation", "flags", "le"}
+#: (both change only with the run), its release (once a run, a plain release string), the histogram's buckets
+FREE_LABELS = {"deployment", "host", "preset", "gpu", "invocation", "flags", "release", "le"}
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -165,7 +165,7 @@ async def test_exposition_names_labels_and_types(tmp_path: Path) -> None:
     assert all(v == 0 for k, v in samples.items() if k[0] == "bringup_failures_total")
     info = [dict(k[1]) for k in samples if k[0] == "bringup_info"]
     assert info == [{"deployment": "sim", "host": "simhost", "preset": "sglang", "invocation": "",
-                     "manager": "process", "flags": ""}]
+                     "manager": "process", "flags": "", "release": ""}]
     assert value(samples, "bringup_ready", deployment="sim") == 0
 
 
@@ -461,6 +461,11 @@ def test_phase_series_follow_a_start(tmp_path: Path) -> None:
             info = [dict(k[1]) for k in s if k[0] == "bringup_info"]
             assert len(info) == 1 and len(info[0]["invocation"]) >= 8, info
             assert info[0]["flags"].startswith("--port ") and " --tp-size 8 " in info[0]["flags"], info
+            # the release, once the simulated SGLang's /server_info has named it (one request, after its ready line)
+            s = until("the release label", lambda: (x := scrape(url)) and [
+                dict(k[1]) for k in x if k[0] == "bringup_info" and dict(k[1])["release"]] and x)
+            release = next(dict(k[1])["release"] for k in s if k[0] == "bringup_info")
+            assert re.fullmatch(r"\d+\.\d+\.\d+[\w.+-]*", release), release
 
             def this_run(x: Samples) -> list[float]:
                 return [v for k, v in x.items() if k[0] == "bringup_gpu_memory_bytes"

@@ -297,3 +297,72 @@ def test_infinite_gauge_does_not_raise(page: str) -> None:
     s = MetricsRates().sample(page, 1.0)
     assert s is not None
     assert s.running is None and s.queued is None, "a non-finite value is missing, not a number"
+
+
+# ------------------------------------------------------------------------------------------------ ranks and groups
+
+
+@pytest.mark.parametrize("stem", ["sglang_0523_dp_attention", "sglang_0523_dp_attention_all_schedulers"])
+@pytest.mark.parametrize("preset", [None, SGLANG], ids=["page-detected", "preset-given"])
+def test_sglang_dp_attention_figures_are_the_sum_over_dp_groups(stem: str, preset) -> None:
+    """dp=4 tp=8 with --enable-dp-attention: each attention-DP group's rank 0 exports its own batch's figures with its
+    global tp_rank (0, 2, 4, 6) and its dp_rank; with --enable-metrics-for-all-schedulers both ranks of a group
+    export the same figures. The server's tokens/s, running and queued are the sum over the four groups (reading
+    tp_rank 0 alone gave group 0's: a quarter), each group counted once."""
+    a = (FIX / "metrics" / f"{stem}_a.txt").read_text(encoding="utf-8")
+    b = (FIX / "metrics" / f"{stem}_b.txt").read_text(encoding="utf-8")
+    assert a.startswith("# source: rendered with prometheus-client from the definitions in sglang 0.5.23")
+    r = MetricsRates(preset)
+    first = r.sample(a, 100.0)
+    assert first is not None
+    # no rate yet: the schedulers' own tokens/s gauges, summed
+    assert first.tokens_per_s == pytest.approx(1497.3 + 1466.0 + 1539.8 + 1452.5)
+    assert (first.running, first.queued) == (31 + 29 + 33 + 30, 2 + 1 + 0 + 2)
+    s = r.sample(b, 102.0)
+    assert s is not None
+    assert s.tokens_per_s == pytest.approx((3020 + 2960 + 3100 + 2880) / 2.0), "decode tokens of every group, over 2 s"
+    assert (s.running, s.queued) == (32 + 30 + 34 + 31, 1 + 0 + 2 + 3)
+    assert s.ttft_s == pytest.approx((0.38 + 0.61 + 0.9 + 0.42 + 0.55 + 0.7) / 6)
+
+
+def test_sglang_ranks_of_one_group_count_once() -> None:
+    """Series that differ only in rank labels (tp_rank, pp_rank, moe_ep_rank) are one group's figure: every PP stage
+    and, with --enable-metrics-for-all-schedulers, every TP rank reports the same batch."""
+    page = "".join(f'sglang:num_running_reqs{{tp_rank="{t}",pp_rank="{p}",moe_ep_rank="{t}"}} 12\n'
+                   for t in range(4) for p in range(2))
+    s = MetricsRates(SGLANG).sample(page, 1.0)
+    assert s is not None and s.running == 12
+
+
+def test_sglang_per_priority_breakdown_is_not_another_group() -> None:
+    """With priority scheduling (0.5.10+) the total is `priority=""`; `priority="<n>"` series are its parts."""
+    lab = 'model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+    page = (f'sglang:num_running_reqs{{{lab},priority=""}} 9\nsglang:num_running_reqs{{{lab},priority="1"}} 4\n'
+            f'sglang:num_running_reqs{{{lab},priority="2"}} 5\nsglang:num_queue_reqs{{{lab},priority=""}} 3\n'
+            f'sglang:num_queue_reqs{{{lab},priority="1"}} 3\n')
+    s = MetricsRates(SGLANG).sample(page, 1.0)
+    assert s is not None and (s.running, s.queued) == (9, 3)
+
+
+def test_vllm_data_parallel_sums_over_engines() -> None:
+    """vLLM V1 with data parallelism: one series per engine (`engine` label, vllm/v1/metrics/loggers.py); every engine
+    serves its own requests, so every figure is the sum over engines, acceptance from the summed counters."""
+    def page(k: int) -> str:
+        out = []
+        for e in range(4):
+            lab = f'model_name="Qwen/Qwen3-8B",engine="{e}"'
+            out += [f"vllm:generation_tokens_total{{{lab}}} {1000 * (e + 1) * k}",
+                    f"vllm:num_requests_running{{{lab}}} {e + 1}", f"vllm:num_requests_waiting{{{lab}}} {e}",
+                    f"vllm:spec_decode_num_drafts_total{{{lab}}} {100 * k}",
+                    f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {(150 + 10 * e) * k}",
+                    f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {300 * k}"]
+        return "\n".join(out) + "\n"
+    for preset in (None, VLLM):
+        r = MetricsRates(preset)
+        r.sample(page(1), 10.0)
+        s = r.sample(page(2), 20.0)
+        assert s is not None
+        assert s.tokens_per_s == pytest.approx((1000 + 2000 + 3000 + 4000) / 10)
+        assert (s.running, s.queued) == (1 + 2 + 3 + 4, 0 + 1 + 2 + 3)
+        assert s.accept_len == pytest.approx(1 + (150 + 160 + 170 + 180) / 400)
+        assert s.accept_rate == pytest.approx((150 + 160 + 170 + 180) / 1200)

@@ -119,15 +119,32 @@ def assert_order(text: str, markers: list[str]) -> None:
     assert all(p >= 0 for p in pos) and pos == sorted(pos), list(zip(markers, pos, strict=True))
 
 
-def test_phases_with_graphs_and_sigterm(sims: Any) -> None:
-    s = sims()
+#: what each release prints where they differ (read in its wheel: tui/sim/releases.py names the files)
+RELEASE_LINES = {
+    "0.5.15": ["server_args=ServerArgs(model_path='moonshotai/Kimi-K2.6', ", "TP0] Init torch distributed begin.",
+               "TP1] Init torch distributed ends. elapsed=", "TP0] Load weight begin. avail mem=139.28 GB",
+               "TP1] Load weight end. elapsed=", "KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
+               "Memory pool end. avail mem=", "Capture target decode CUDA graph begin. backend=full, "
+               "num_tokens_per_bs=1, bs=[1, 2, 4, 8, 16,", "Capture target decode CUDA graph end. elapsed="],
+    "0.5.18": ["server_args=ServerArgs(model_path='moonshotai/Kimi-K2.6', ", "TP0] Init torch distributed begin.",
+               "TP1] Init torch distributed ends. elapsed=", "TP0] Load weight begin. avail mem=139.28 GB",
+               "TP1] Load weight end. elapsed=", "KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
+               "Memory pool end. avail mem=", "Capture target decode CUDA graph begin. backend=full, "
+               "num_tokens_per_req=1, bs=[1, 2, 4, 8, 16,", "Capture target decode CUDA graph end. elapsed="],
+    "0.5.23": ["server_args={'model_path': 'moonshotai/Kimi-K2.6', ", "TP0] Init parallel begin.",
+               "TP1] Init parallel ends. elapsed=", "TP1] Memory baseline taken. mem usage=0.53 GB",
+               "TP0] Load weight begin. avail mem=139.28 GB",
+               "TP1] Load weight end. elapsed=", "KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
+               "Memory pool end. avail mem=", "Capture target decode CUDA graph begin. backend=full, "
+               "num_tokens_per_req=1, avail mem=", "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16,"],
+}
+
+
+@pytest.mark.parametrize("release", list(RELEASE_LINES))
+def test_phases_with_graphs_and_sigterm(sims: Any, release: str) -> None:
+    s = sims(*(("--release", release) if release != "0.5.23" else ()))  # 0.5.23: the default, the newest
     s.wait_for("The server is fired up and ready to roll!")
-    assert_order(s.out, ["server_args=ServerArgs(model_path='moonshotai/Kimi-K2.6', ",
-                         "] Init torch distributed begin.", "TP1] Init torch distributed ends. mem usage=",
-                         "TP0] Load weight begin. avail mem=139.28 GB",
-                         "TP1] Load weight end. elapsed=", "KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
-                         "Memory pool end. avail mem=", "Capture target decode CUDA graph begin. backend=full, "
-                         "num_tokens_per_req=1", "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16,",
+    assert_order(s.out, [*RELEASE_LINES[release],
                          "TP0] max_total_num_tokens=", "INFO:     Started server process",
                          "Uvicorn running on http://127.0.0.1:", '"GET /model_info HTTP/1.1" 200 OK',
                          '"POST /generate HTTP/1.1" 200 OK', "fired up and ready to roll"])
@@ -166,7 +183,7 @@ def test_no_graphs_speculative_load_and_metrics_agree(sims: Any) -> None:
     kv = dict(f.rsplit(": ", 1) for f in last.split("] ", 1)[1].split(", ")[1:])
     assert int(kv["#running-req"]) + int(kv["#queue-req"]) == 4 and kv["cuda graph"] == "False", kv
     info = json.loads(s.http("/server_info")[1])
-    assert info["version"] == "0.5.23-sim" and info["internal_states"][0]["avg_spec_accept_length"] > 2
+    assert info["version"] == "0.5.23" and info["internal_states"][0]["avg_spec_accept_length"] > 2
 
     def decode_count(metrics: list[str]) -> float:
         return float(metrics[0].split()[-1])
@@ -193,7 +210,7 @@ def test_http_states_models_streaming(sims: Any) -> None:
     models = json.loads(s.http("/v1/models")[1])
     assert models["object"] == "list" and models["data"][0]["id"] == "moonshotai/Kimi-K2.6"
     assert models["data"][0]["owned_by"] == "sglang" and models["data"][0]["max_model_len"] == 262144
-    assert "sglang:gen_throughput{model_name=" in s.http("/metrics")[1].decode()
+    assert "sglang:gen_throughput{engine_type=" in s.http("/metrics")[1].decode()  # labels in name order
     code, body = s.http("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                                                  "max_tokens": 12, "stream": True})
     events = [e[len("data: "):] for e in body.decode().split("\n\n") if e]
@@ -326,10 +343,91 @@ def test_release_is_staggered_per_gpu(tmp_path: Path) -> None:
 def test_runs_when_copied_alone(tmp_path: Path) -> None:
     d = tmp_path / "simdir"
     d.mkdir()
-    for name in ("server.py", "gpus.py", "nvidia_smi.py", "scenarios.py", "nodes.py"):
+    for name in ("server.py", "gpus.py", "nvidia_smi.py", "scenarios.py", "nodes.py", "releases.py"):
         shutil.copy(ROOT / "tui" / "sim" / name, d / name)
     env = {**os.environ, "BRINGUP_SIM_STATE": str(tmp_path / "st")}
     out = subprocess.run(["python3", str(d / "nvidia_smi.py"), "-L"], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and out.stdout.startswith("GPU 0: NVIDIA H200 (UUID: GPU-")
     out = subprocess.run(["python3", str(d / "server.py"), "--scenario", "nope"], capture_output=True, text=True)
     assert out.returncode == 2 and "invalid choice: 'nope'" in out.stderr
+
+
+# ------------------------------------------------------------------------------------------------ --release
+
+
+def test_each_release_parses_its_own_flags(sims: Any) -> None:
+    """0.5.23 took out `--cuda-graph-max-bs` (argparse then finds it an ambiguous prefix, as SGLang's own parser
+    does) and `tc_piecewise`; 0.5.15 and 0.5.18 take the old spelling with SGLang's warning, unstamped (logging is not
+    set up yet when they parse), where 0.5.23's is stamped (set up at import)."""
+    def parse(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tui.sim", *args, "--help"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=30)
+    bad = parse("--cuda-graph-max-bs", "64")
+    assert bad.returncode == 2 and ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                                    "--cuda-graph-max-bs-prefill") in bad.stderr, bad.stderr
+    assert parse("--cuda-graph-backend-decode", "tc_piecewise").returncode == 2
+    assert parse("--release", "0.5.18", "--cuda-graph-backend-decode", "tc_piecewise").returncode == 0
+    assert parse("--release", "0.5.10").returncode == 2  # not imitated
+
+    old = sims("--release", "0.5.18", "--cuda-graph-max-bs", "64", "--skip-server-warmup")
+    old.wait_for("fired up")
+    assert "cuda_graph_max_bs_decode=64, " in old.lines[0] and "max_running_requests=64," in old.out
+    assert "bs=[1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64], avail mem=" in old.out
+    assert old.term() == 0
+    assert old.err.startswith("\x1b[1;33m'--cuda-graph-max-bs' is deprecated and will be removed in a future "
+                              "release. Use '--cuda-graph-max-bs-decode' instead.\x1b[0m\n"), old.err[:300]
+    new = sims("--disable-cuda-graph", "--skip-server-warmup")
+    new.wait_for("fired up")
+    assert "'disable_cuda_graph': True" in new.lines[0] and "Capture" not in new.out
+    assert new.term() == 0
+    first = new.err.split("\n")[0]
+    assert first[0] == "[" and first[20:] == ("] \x1b[1;33m'--disable-cuda-graph' is deprecated and will be removed "
+                                              "in a future release. Use '--cuda-graph-backend-{decode,prefill}="
+                                              "disabled' instead.\x1b[0m"), first
+
+
+@pytest.mark.parametrize("release", ["0.5.15", "0.5.18", "0.5.23"])
+def test_metrics_of_each_release_have_its_labels_and_count_a_request_when_it_finishes(sims: Any,
+                                                                                      release: str) -> None:
+    """The scheduler's figures carry its ranks; the tokenizer process's (requests, tokens, verify calls, TTFT) do not,
+    and count a request when it finishes, `is_streaming` from 0.5.18; the verify counter by the request's own
+    verify forwards (metrics_collector.py `observe_one_finished_request`), never every step."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    s = sims("--release", release, "--enable-metrics", "--disable-cuda-graph", "--skip-server-warmup",
+             "--speculative-algorithm", "EAGLE")
+    s.wait_for("fired up")
+    assert s.http("/ready")[0] == (200 if release == "0.5.23" else 404)
+    assert json.loads(s.http("/get_server_info")[1])["version"] == release
+    s.wait_for("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use "
+               "'/server_info' instead.")
+
+    def page() -> dict[str, list[Any]]:
+        text = s.http("/metrics")[1].decode()
+        return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+    done: list[bytes] = []
+    t = threading.Thread(target=lambda: done.append(s.http("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 120, "stream": True})[1]))
+    t.start()
+    while not any(x.labels.get("mode") == "decode" for x in page().get("sglang:realtime_tokens", [])):
+        time.sleep(0.02)
+    mid = page()  # decoding: the scheduler's counter moves every step, the tokenizer's wait for the finish
+    assert "sglang:spec_verify_calls" not in mid and "sglang:generation_tokens" not in mid, sorted(mid)
+    t.join(30)
+    assert done and done[0].endswith(b"data: [DONE]\n\n")
+    end = page()
+    ranks = {"engine_type", "model_name", "tp_rank", "pp_rank", "moe_ep_rank"}
+    tok = {"engine_type", "model_name"} | ({"is_streaming"} if release != "0.5.15" else set())
+    for name in ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:spec_accept_length"):
+        assert {frozenset(x.labels) for x in end[name]} == {frozenset(ranks)}, name
+    assert {frozenset(x.labels) for x in end["sglang:realtime_tokens"]} == {frozenset(ranks | {"mode"})}
+    for name in ("sglang:prompt_tokens", "sglang:generation_tokens", "sglang:num_requests"):
+        assert {frozenset(x.labels) for x in end[name]} == {frozenset(tok)}, name
+    ttft = {frozenset(x.labels) for x in end["sglang:time_to_first_token_seconds"]}
+    assert ttft == {frozenset(tok | {"le"}), frozenset(tok)}  # the buckets', and the count's and sum's
+    [verify] = end["sglang:spec_verify_calls"]
+    assert set(verify.labels) == {"engine_type", "model_name"}
+    [gen] = [x for x in end["sglang:generation_tokens"] if x.name.endswith("_total")]
+    assert gen.value == 120 and gen.labels.get("is_streaming", "true") == "true"
+    assert 120 / 4 < verify.value < 120 / 1.5, verify.value  # the request's verify forwards, ~ tokens / accept length

@@ -3,7 +3,10 @@ errors with the key path) and the metric definitions on hand-made request timing
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,8 @@ from tui.lifecycle.presets import get_preset
 from tui.sweep.counters import spec_counters
 from tui.sweep.metrics import RequestTiming, SloSpec, SpecCounters, accept_from_counters, cell_metrics, percentile
 from tui.sweep.plan import Plan, PlanError, build_prompt, estimate_s, parse_plan
-from tui.sweep.results import read_results
+from tui.sweep.results import CellRecord, read_results
+from tui.sweep.summary import summary_csv, summary_md
 
 SPECS = get_preset("sglang").flags
 
@@ -142,13 +146,90 @@ def test_reader_takes_a_directory_mid_write(tmp_path: Path) -> None:
     assert res.meta is None and len(res.steps) == 1 and res.cells == ()
 
 
-def test_sglang_accept_length_over_a_cell_is_tokens_per_verify_forward_not_the_cumulative_gauge() -> None:
-    """SGLang's `spec_accept_length` gauge averages since start (warmup, probes, earlier cells); its verify-forward
-    and generated-token counters give the cell's own figure."""
-    page = ("# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{{tp_rank=\"0\"}} 2.10\n"
-            "# TYPE sglang:spec_verify_calls_total counter\nsglang:spec_verify_calls_total{{tp_rank=\"0\"}} {v}\n"
-            "# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total{{model_name=\"k\"}} {g}\n")
-    before = spec_counters(page.format(v=10_000, g=21_000))  # 2.1 tokens per verify so far
-    after = spec_counters(page.format(v=10_400, g=22_280))  # this cell: 1280 tokens in 400 verify forwards
-    length, rate = accept_from_counters(before, after)
-    assert length == pytest.approx(3.2) and rate is None
+@dataclass(frozen=True)
+class _SpecReq:
+    """One request under SGLang speculative decoding: `verifies` verify forwards from step `start`, each giving
+    `accept` tokens (accepted drafts + the bonus token); it finishes at step start + verifies."""
+
+    start: int
+    verifies: int
+    accept: float
+    stream: bool = True
+
+
+def _sglang_page(reqs: list[_SpecReq], at: int, gauge: float, verify_counter: bool = True) -> str:
+    """The /metrics page at step `at`, counted as SGLang 0.5.18-0.5.23 counts (read in their wheels): the scheduler
+    adds each decode step's tokens to `realtime_tokens_total{mode="decode"}` (metrics_reporter.py
+    `report_decode_stats`); the tokenizer process adds a request's generated tokens to `generation_tokens_total`
+    {is_streaming} and its verify count to `spec_verify_calls_total` once it finishes (metrics_collector.py
+    `observe_one_finished_request`). `verify_counter=False`: a release before 0.5.15, which has none."""
+    decode = sum(r.accept * max(0, min(at - r.start, r.verifies)) for r in reqs)  # the steps run before `at`
+    done = [r for r in reqs if r.start + r.verifies <= at]
+    sch = 'model_name="k",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+    tok = 'model_name="k",engine_type="unified"'
+    out = ["# TYPE sglang:spec_accept_length gauge", f"sglang:spec_accept_length{{{sch}}} {gauge}",
+           "# TYPE sglang:realtime_tokens_total counter",
+           f'sglang:realtime_tokens_total{{{sch},mode="decode"}} {decode}',
+           "# TYPE sglang:generation_tokens_total counter"]
+    for stream in (False, True):
+        out.append(f'sglang:generation_tokens_total{{{tok},is_streaming="{str(stream).lower()}"}} '
+                   f"{sum(r.verifies * r.accept for r in done if r.stream == stream)}")
+    if verify_counter:
+        out += ["# TYPE sglang:spec_verify_calls_total counter",
+                f"sglang:spec_verify_calls_total{{{tok}}} {sum(r.verifies for r in done)}"]
+    return "\n".join(out) + "\n"
+
+
+def _old_ratio(before: str, after: str) -> float:
+    """What the sweep computed before: decode tokens counted per step over verify forwards counted at finish."""
+    def read(page: str, name: str) -> float:
+        return sum(float(x.split()[-1]) for x in page.splitlines() if x.startswith(name) and
+                   (name != "sglang:realtime_tokens_total" or 'mode="decode"' in x))
+    d_decode = read(after, "sglang:realtime_tokens_total") - read(before, "sglang:realtime_tokens_total")
+    return d_decode / (read(after, "sglang:spec_verify_calls_total") - read(before, "sglang:spec_verify_calls_total"))
+
+
+def test_sglang_accept_length_of_a_cell_is_tokens_over_verify_calls_both_counted_at_request_finish() -> None:
+    """A worked example. The cell runs from step 0 to step 100; every request's accept length is 3.0.
+    A started at step -60 (100 verifies, finishes at 40: 120 of its 300 tokens decoded inside the cell);
+    B runs 10-60 inside the cell (50 verifies, 150 tokens, not streamed); C starts at 70 (100 verifies, still running
+    at 100: 90 tokens decoded inside the cell, none of its verifies counted yet).
+    Old: d(decode tokens) / d(verify calls) = (120 + 150 + 90) / (100 + 50) = 2.4, biased by A and C straddling the
+    edges. New: d(generation tokens) / d(verify calls) = (300 + 150) / 150 = 3.0, the true value."""
+    reqs = [_SpecReq(-60, 100, 3.0), _SpecReq(10, 50, 3.0, stream=False), _SpecReq(70, 100, 3.0)]
+    before, after = _sglang_page(reqs, 0, gauge=3.0), _sglang_page(reqs, 100, gauge=3.0)
+    assert _old_ratio(before, after) == pytest.approx(2.4)
+    length, rate = accept_from_counters(spec_counters(before), spec_counters(after))
+    assert length == pytest.approx(3.0) and rate is None  # SGLang has no draft-token counter: no rate
+
+    # requests of different accept lengths: the cell's figure is SGLang's per-request formula (completion tokens /
+    # verify calls) pooled over the requests that finished in the cell, A (2.0) and B (4.0): (200 + 200) / 150
+    mixed = [_SpecReq(-60, 100, 2.0), _SpecReq(10, 50, 4.0), _SpecReq(70, 100, 3.0)]
+    before, after = _sglang_page(mixed, 0, gauge=2.5), _sglang_page(mixed, 100, gauge=3.1)
+    assert _old_ratio(before, after) == pytest.approx((40 * 2 + 50 * 4 + 30 * 3) / 150)  # 2.467
+    assert accept_from_counters(spec_counters(before), spec_counters(after))[0] == pytest.approx(400 / 150, abs=1e-4)
+
+
+def test_sglang_before_the_verify_counter_says_the_accept_length_is_not_available(tmp_path: Path) -> None:
+    """A release without `spec_verify_calls_total` (0.5.10 and older) speculating (its `spec_accept_length` gauge,
+    the mean over the last decode-log interval, above 0): no figure from /metrics, and the cell says why."""
+    reqs = [_SpecReq(0, 50, 3.0)]
+    before = spec_counters(_sglang_page(reqs, 0, gauge=3.0, verify_counter=False))
+    after = spec_counters(_sglang_page(reqs, 100, gauge=3.0, verify_counter=False))
+    m = cell_metrics([RequestTiming(True, (0.1, 0.2), 150, 0.2)], 1.0, 1, counters=(before, after))
+    assert m.accept_len is None and m.accept_rate is None
+    assert m.accept_note is not None and "not available from /metrics" in m.accept_note
+    assert "spec_verify_calls_total" in m.accept_note and m.to_json()["accept_note"] == m.accept_note
+    # the results say so: records.jsonl keeps the note, summary.csv has it in its column, summary.md in a section
+    rec = CellRecord("dflash", "p128-o64-c1-r1", 128, 64, 1, 1, True, "", 1, "run-1", m, 1.0)
+    tmp_path.joinpath("records.jsonl").write_text(json.dumps(rec.to_json()) + "\n")
+    res = read_results(tmp_path)
+    assert res.cells[0].metrics.accept_note == m.accept_note
+    assert next(csv.DictReader(io.StringIO(summary_csv(res))))["accept_note"] == m.accept_note
+    assert f"## Accept length\n\n- **dflash**: {m.accept_note}" in summary_md(res)
+    # no speculative decoding (the gauge stays 0): nothing to say
+    plain = spec_counters(_sglang_page(reqs, 100, gauge=0.0, verify_counter=False))
+    assert cell_metrics([], 1.0, 1, counters=(plain, plain)).accept_note is None
+    # the verify counter has no series until a request with a verify finishes: absent before, present after
+    first = spec_counters(_sglang_page(reqs, 0, gauge=0.0).replace("sglang:spec_verify_calls_total{", "#"))
+    assert accept_from_counters(first, spec_counters(_sglang_page(reqs, 100, gauge=3.0)))[0] == pytest.approx(3.0)

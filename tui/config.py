@@ -27,7 +27,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from tui.lifecycle.presets import PRESET_NAMES, FlagSpec
+from tui.lifecycle.presets import FlagSpec, preset_names
 
 DEMO = "demo"
 _TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
@@ -202,8 +202,8 @@ class DeploymentConfig(Strict):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str) -> str:
-        if v not in PRESET_NAMES:
-            raise ValueError(f"unknown preset {v!r}; known presets: {', '.join(PRESET_NAMES)}")
+        if v not in preset_names():
+            raise ValueError(f"unknown preset {v!r}; known presets: {', '.join(preset_names())}")
         return v
 
     @field_validator("endpoint")

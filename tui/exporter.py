@@ -279,8 +279,10 @@ class FleetCollector(Collector):
         info = GaugeMetricFamily("bringup_info", "The deployment's current run: host, preset, invocation, manager, "
                                  "and flags: the run's command line from its first option (shell-quoted, at most "
                                  f"{FLAGS_MAX} characters), which changes only with the invocation (a new run), so "
-                                 "the series count is that of the invocation label",
-                                 labels=["deployment", "host", "preset", "invocation", "manager", "flags"])
+                                 "the series count is that of the invocation label; release: the server's release "
+                                 "as it said it (its log or its HTTP answer), empty until it has: at most one more "
+                                 "series a run",
+                                 labels=["deployment", "host", "preset", "invocation", "manager", "flags", "release"])
         tokens = GaugeMetricFamily("bringup_generation_tokens_per_second", "Generation throughput of the deployment "
                                    "while ready, tokens/s, as bringup reads it (the server's /metrics, else its log "
                                    "lines); none when not ready or not read yet", labels=["deployment"])
@@ -326,7 +328,8 @@ class FleetCollector(Collector):
                 source_up.add_metric([name, source], 1.0 if at is not None and not _failing(engine, source) else 0.0)
             unit = snap.unit
             info.add_metric([name, snap.host, engine.preset.name, snap.invocation or (unit.invocation if unit else ""),
-                             engine.dep.manager, flags_label(unit)], 1.0)
+                             engine.dep.manager, flags_label(unit),
+                             snap.release_seen.version if snap.release_seen is not None else ""], 1.0)
             tp = engine.throughput
             if snap.phase == Phase.READY and tp is not None and tp.tokens_per_s is not None:
                 tokens.add_metric([name], tp.tokens_per_s)

@@ -9,7 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # a type only: the facts are pure data of the domain layer, read by front ends off the Snapshot
+    from tui.lifecycle.presets.facts import ReleaseMatch
 
 
 class Phase(StrEnum):
@@ -118,6 +121,42 @@ class ProbeResult:
         return self.at - (self.latency_s or 0.0)
 
 
+class ReleaseSource(StrEnum):
+    """Where a run's release was read: a line of its own log, or its HTTP answer."""
+
+    LOG = "log"
+    HTTP = "http"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseReported:
+    """The server named its release over HTTP (vLLM `GET /version`, SGLang `GET /server_info`), asked once a run
+    through the probe's own client. `version` is the server's text as sent (the reducer checks it); `invocation`
+    and `sent_at` tie the answer to the run it was asked of, as a probe's is: the old process of a restart can still
+    answer, and its release is not the new run's."""
+
+    at: float
+    version: str
+    path: str
+    invocation: str = ""
+    latency_s: float | None = None
+
+    @property
+    def sent_at(self) -> float:
+        return self.at - (self.latency_s or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSeen:
+    """The release a run said it is: a known release's facts answer which flags and metrics it has. Only ever what
+    the server said (`source`: its log or its HTTP answer), never inferred; `evidence` is the log line or the path."""
+
+    version: str
+    source: ReleaseSource
+    at: float
+    evidence: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class ActionTaken:
     """The operator (or the restart protocol) asked the manager to do something: start | stop | restart."""
@@ -194,7 +233,7 @@ class NewsResumed:
 
 
 Event = (UnitObserved | LogLine | ProbeResult | ActionTaken | Tick | MemoryObserved | NewsStopped | NewsResumed
-         | FlagsKnown | LogSourceKnown | ProbeRequired)
+         | FlagsKnown | LogSourceKnown | ProbeRequired | ReleaseReported)
 
 
 # ---------------------------------------------------------------- lifecycle results
@@ -354,6 +393,11 @@ class Snapshot:
     #: the server's latest line about itself (a shard bar, a graph-capture batch): a bring-up's progress, or the
     #: last line before a stall
     latest_line: str = ""
+    #: the current run's release as the server said it (its log or its HTTP answer); None until it has
+    release_seen: ReleaseSeen | None = None
+    #: the facts bringup goes by for that release, and how sure it is of them (an exact match, or which release's
+    #: facts stand in); None until the release is known
+    release: ReleaseMatch | None = None
 
 
 # ---------------------------------------------------------------- actions: the lock, and a protocol's steps

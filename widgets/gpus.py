@@ -27,6 +27,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_names, split_gpu
+from tui.lifecycle.presets.telemetry import MemoryBudget
 from tui.model import Attribution, GpuSample, GpuSnapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -41,10 +42,6 @@ Row = tuple[tuple[str, str], ...]
 MARK = "●"
 LEGEND = f"{MARK} this deployment's GPUs"
 
-#: the flag each server sizes its GPU memory by, and its default when the flag is not given: SGLang's
-#: --mem-fraction-static (weights and KV cache; SGLang picks about 0.88-0.91 by GPU size), vLLM's
-#: --gpu-memory-utilization (0.9)
-BUDGET_FLAGS = {"sglang": ("--mem-fraction-static", 0.9), "vllm": ("--gpu-memory-utilization", 0.9)}
 #: memory the server uses beyond its budget as a matter of course (activations, CUDA graphs, the CUDA context and
 #: NCCL buffers live outside SGLang's static fraction): a GPU up to budget + this is normal
 HEADROOM = 0.05
@@ -70,25 +67,16 @@ UTIL_W = 5
 TEMP_W = 5
 
 
-def memory_budget(argv: Sequence[str], server: str) -> float | None:
+def memory_budget(argv: Sequence[str], server: MemoryBudget | str | None) -> float | None:
     """The share of each GPU's memory the server is told to take (the last of its flag in `argv`, else its
-    default), or None for a server whose budget flag is not known."""
-    known = BUDGET_FLAGS.get(server)
-    if known is None:
-        return None
-    flag, value = known
-    for i, a in enumerate(argv):
-        name, eq, inline = a.partition("=")
-        if name.replace("_", "-") != flag:
-            continue
-        text = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-        try:
-            v = float(text)
-        except ValueError:
-            continue
-        if 0 < v <= 1:
-            value = v
-    return value
+    default), or None for a server whose budget flag is not known. `server`: the flag and its default, as the
+    server's preset gives them (`Preset.memory_budget`), or a registered preset's name."""
+    if isinstance(server, str):
+        from tui.lifecycle.presets.registry import PRESETS
+
+        preset = PRESETS.get(server)
+        server = preset.memory_budget if preset is not None else None
+    return server.share(argv) if server is not None else None
 
 
 def spark(values: Sequence[float], width: int, top: float | None = None) -> str:

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from tui.lifecycle.presets.facts import ReleaseMatch, releases, version_key
 from tui.model import Phase, Snapshot, Step
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
@@ -39,6 +40,30 @@ def fmt_age(s: float, phase: Phase) -> str:
         return fmt_secs(s)
     m = int(s // 60)
     return f"{m}m" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+#: a release as shown: the reducer takes none longer than 64 characters, the header shows no more than this
+RELEASE_SHOWN = 40
+
+
+def release_text(release: ReleaseMatch | None, server: str) -> str:
+    """The server's release for the header: `SGLang 0.5.23`, `vLLM 0.35.0 · newer than known: facts of 0.34.0`;
+    "" until the server has said it (no guess). The release is the server's own text, a plain release string (the
+    reducer takes nothing else), cut short; the header renders it as plain text, never as markup."""
+    if release is None or not release.version:
+        return ""
+    version = release.version if len(release.version) <= RELEASE_SHOWN else release.version[:RELEASE_SHOWN - 1] + "…"
+    head = f"{server} {version}".strip()
+    facts = release.facts
+    if facts is None or release.exact:
+        return head
+    known = releases(facts.server)
+    ours = version_key(release.version)
+    if known and ours > version_key(known[-1].version):
+        return f"{head} · newer than known: facts of {facts.version}"
+    if known and ours < version_key(known[0].version):
+        return f"{head} · older than known: facts of {facts.version}"
+    return f"{head} · no facts of its own: facts of {facts.version}"
 
 
 def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 400) -> str:

@@ -52,13 +52,19 @@ def _spec_names(specs: Sequence[FlagSpec]) -> dict[str, FlagSpec]:
     return {n: f for f in specs for n in (f.name, *f.aliases)}
 
 
-def _check_flag_names(name: str, items: Sequence[str], specs: Sequence[FlagSpec]) -> None:
+def _check_flag_names(name: str, items: Sequence[str], specs: Sequence[FlagSpec],
+                      every: Sequence[FlagSpec] = (), release: str = "") -> None:
     """An unknown flag is refused, never written: bringup cannot tell a switch from an option that takes a value
     without its spec, and a server given an option it does not know exits at once (the running one already
-    stopped). A close known name is suggested (`tpsize` -> `tp-size`), as for a deployment's name."""
+    stopped). A close known name is suggested (`tpsize` -> `tp-size`), as for a deployment's name. A flag of
+    another release (`every`) is named as such: SGLang 0.5.21 removed `--cuda-graph-max-bs`."""
     known = _spec_names(specs)
+    others = _spec_names(every)
     for item in items:
         flag = item.partition("=")[0].strip().lstrip("-")
+        if flag not in known and flag in others:
+            raise UsageError(f"--{flag} is not a flag of {release}: the server would refuse its command line; "
+                             f"`bringup flags {name}` lists the flags it takes")
         if flag not in known:
             raise UsageError(unknown_flag(flag, list(known), f"bringup flags {name}"))
 
@@ -147,8 +153,10 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
     try:
         if not w.manager.can_control:
             raise UsageError(f"{name} is observe-only (manager = 'none'): bringup cannot start or restart it")
-        _check_flag_names(name, [*sets, *unsets], w.flag_specs)
-        changes = parse_changes(sets, unsets, w.flag_specs)
+        # set: the release's own flags (the newest's until the run says which it is); unset: any flag bringup knows
+        _check_flag_names(name, sets, w.offered_flags, w.flag_specs, w.release_words())
+        _check_flag_names(name, unsets, w.flag_specs)
+        changes = parse_changes(sets, [], w.offered_flags) + parse_changes([], unsets, w.flag_specs)
         contradiction = _contradictions(sets, unsets, w.flag_specs)
         if contradiction:  # no --force for this: which of the two is meant is the operator's to say
             raise UsageError(contradiction)

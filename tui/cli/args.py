@@ -13,6 +13,7 @@ from typing import NoReturn
 from tui import __version__
 from tui.config import DEMO_PORT
 from tui.exit_codes import ExitCode as X
+from tui.lifecycle.presets.registry import display_names, preset_names
 from tui.ops.wait import STOPPED_GRACE_S
 from tui.sim.scenarios import DESCRIPTIONS, SCENARIOS
 
@@ -80,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
 
     p = Parser(
-        prog="bringup", description="Bring up and operate LLM inference servers (SGLang, vLLM): watch the "
-        "lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
+        prog="bringup", description=f"Bring up and operate LLM inference servers ({', '.join(display_names())}): "
+        "watch the lifecycle, GPUs and throughput, and restart with new flags safely.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", metavar="FILE", help="config file (default: see below)")
     p.add_argument("--json", action="store_true", help="machine-readable output (headless commands)")
@@ -157,9 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp = add("replay", "run the lifecycle reducer over a recorded log",
              "Replay a recorded log (plain text, journald short format, or `journalctl -o json` lines; - for "
              "stdin) through the same reducer as the console, and print the phase timeline, the final phase and "
-             "the failure. A file with no SGLang or vLLM line in it, or a binary file, is refused (exit 2).")
+             f"the failure. A file with no {' or '.join(display_names())} line in it, or a binary file, is refused "
+             "(exit 2).")
     rp.add_argument("file", metavar="FILE|-", help="the log file, or - to read stdin")
-    rp.add_argument("--preset", choices=("sglang", "vllm", "auto"), default="auto",
+    rp.add_argument("--preset", choices=(*preset_names(), "auto"), default="auto",
                     help="which server wrote the log (default auto: told from the log's lines)")
 
     b = add("bench", "measure tokens/s and TTFT with real streaming requests",

@@ -48,8 +48,8 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         await w.close()
     rows: list[dict[str, Any]] = []
-    text = [f"{name} ({dep.preset})", f"  {'FLAG':<32}{'VALUE':<12}{'KEY':<5}HELP"]
-    for f in w.flag_specs:
+    text = [f"{name} ({w.release_words()})", f"  {'FLAG':<32}{'VALUE':<12}{'KEY':<5}HELP"]
+    for f in w.editable_flags(values):
         value: str | bool | None = (True if values[f.name] is None else values[f.name]) if f.name in values \
             else False if f.kind == "bool" else None  # a switch that is not given is off, in JSON too
         rows.append({"name": f.name, "kind": f.kind, "value": value, "choices": list(f.choices), "key": f.key,
@@ -59,13 +59,14 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
         kind = "|".join(f.choices) if f.choices else f.kind
         text.append(f"  {f.name:<32}{shown:<12}{f.key or ' ':<5}{f.help} [{kind}]")
     # one object, as `status` and `stop` print one: the deployment it is about, and its flags
-    out({"deployment": name, "preset": dep.preset, "flags": rows}, args.json, "\n".join(text))
+    release = w.state.release.version if w.state.release is not None else None
+    out({"deployment": name, "preset": dep.preset, "release": release, "flags": rows}, args.json, "\n".join(text))
     return ExitCode.OK
 
 
 def _recognised(lines: list[str], preset_name: str) -> bool:
-    """Whether any line is SGLang or vLLM output (a logger prefix, a phase marker, the ready line, a fatal line,
-    or systemd's word about the unit in a JSON journal): replaying the wrong file must say so, not "starting"."""
+    """Whether any line is the server's output (a logger prefix, a phase marker, the ready line, a fatal line, or
+    systemd's word about the unit in a JSON journal): replaying the wrong file must say so, not "starting"."""
     from tui.lifecycle.lines import clean
     from tui.lifecycle.presets import get_preset
     from tui.lifecycle.replay import events_from_lines
@@ -87,6 +88,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a recorded log. With --json, stdout is always one JSON object: the result, or `{"error": ...,
     "code": N}` (written by `main`, as for every command; the one-line message on stderr stays as without
     --json)."""
+    from tui.lifecycle.presets.registry import display_names
     from tui.lifecycle.replay import replay
 
     name = "stdin" if args.file == "-" else args.file
@@ -103,7 +105,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     lines = data.decode("utf-8", "replace").splitlines()
     r = replay(lines, args.preset)
     if not _recognised(lines, r.preset):
-        raise UsageError(f"no SGLang or vLLM log lines recognised in {name}: give it a server's output, "
+        servers = " or ".join(display_names())
+        raise UsageError(f"no {servers} log lines recognised in {name}: give it a server's output, "
                          "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")
     d = r.as_dict()
     if args.json:

@@ -85,7 +85,20 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float) -> dict
             "current_mib": s.attribution.current_mib, "previous_mib": s.attribution.previous_mib,
             "other_mib": s.attribution.other_mib, "previous_gpus": list(s.attribution.previous_gpus),
             "note": s.attribution.note or None},
+        "release": release_dict(s),
     }
+
+
+def release_dict(s: Snapshot) -> dict[str, Any] | None:
+    """The run's release as the server said it (`source`: its log or its HTTP answer), and the facts bringup goes
+    by for it: `facts` the release whose facts they are, `exact` whether that is the server's own, `note` what
+    stands in otherwise. None until the server has said."""
+    seen, match = s.release_seen, s.release
+    if seen is None:
+        return None
+    return {"version": seen.version, "source": str(seen.source),
+            "facts": match.facts.version if match is not None and match.facts is not None else None,
+            "exact": match.exact if match is not None else False, "note": match.note if match is not None else ""}
 
 
 def failure_lines(headline: str, excerpt: Iterable[str], hint: str, last: int = EXCERPT_LINES) -> list[str]:
@@ -105,6 +118,10 @@ def render_status(d: dict[str, Any]) -> str:
              + (f"   (invocation {d['invocation'][:12]})" if d["invocation"] else "")]
     for t in d["timeline"]:
         lines.append(f"  {t['phase']:<14}{t['seconds']:8.1f}s  {t['line'][:90]}")
+    rel = d["release"]
+    if rel:
+        said = "its log" if rel["source"] == "log" else "its HTTP answer"
+        lines.append(f"release: {rel['version']} (said by {said}" + (f"; {rel['note']})" if rel["note"] else ")"))
     if d["stalled_for"]:
         lines.append(f"  STALLED: no progress for {d['stalled_for']:.0f}s")
     f = d["failure"]

@@ -85,7 +85,7 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
     try:
-        plan = load_plan(_plan_path(args), w.flag_specs)
+        plan = load_plan(_plan_path(args), w.offered_flags)
     except PlanError as e:
         raise UsageError(str(e)) from None
     if args.dry_run:

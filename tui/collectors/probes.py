@@ -1,4 +1,5 @@
-"""HTTP probes of a server's endpoint: connect, /health, /v1/models and a real few-token generation.
+"""HTTP probes of a server's endpoint: connect, /health, /v1/models and a real few-token generation; and, once a
+run, the release it names (vLLM `/version`, SGLang `/server_info`), on the same client (the same port forward).
 
 A `/v1/models` answer is recorded but never taken as readiness (after a restart the old process can still give
 it); only a generation counts. The client ignores proxy variables: a proxy answering 502 for 127.0.0.1 is a
@@ -10,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from tui.model import ProbeResult
+from tui.model import ProbeResult, ReleaseReported
 
 _SSL: ssl.SSLContext | None = None
+#: a server's release text is kept to this many characters (the reducer takes none longer than 64)
+_RELEASE_CHARS = 200
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -76,6 +81,25 @@ class Prober:
 
     async def health(self) -> ProbeResult:
         return (await self._get("health", self.health_path))[0]
+
+    async def release(self, paths: Sequence[str], key: str, invocation: str) -> ReleaseReported | ProbeResult:
+        """The release the server names at the first of `paths` it serves (the next is tried only after a 404 or
+        405: a route its release lacks), under `key` of the JSON answer: the event for the run `invocation` it was
+        asked of, or the failed probe (kind `release`) that says why not: no answer (`status` None), or one without
+        a release. The text is the server's as sent, cut short; the reducer decides whether it is a release."""
+        res = ProbeResult(time.time(), "release", False, detail="no route to ask")
+        for path in paths:
+            res, body = await self._get("release", path)
+            if res.status in (404, 405):
+                continue
+            value = body.get(key) if res.ok and isinstance(body, dict) else None
+            if isinstance(value, str):
+                return ReleaseReported(at=res.at, version=value[:_RELEASE_CHARS], path=path, invocation=invocation,
+                                       latency_s=res.latency_s)
+            if res.ok:
+                return replace(res, ok=False, detail=f"{path}: no {key!r} in the answer")
+            return res
+        return res
 
     async def models(self) -> ProbeResult:
         res, body = await self._get("models", self.models_path)

@@ -133,7 +133,7 @@ class ControlConsoleApp(ConsoleApp):
             if changes:
                 self.confirm_restart(changes, "f")
 
-        self.push_screen(FlagsScreen(w.flag_specs, values, dep.flags), applied)
+        self.push_screen(FlagsScreen(w.editable_flags(values), values, dep.flags), applied)
 
     def action_start_stop(self) -> None:
         w = self.watch_

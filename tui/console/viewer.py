@@ -43,12 +43,13 @@ from tui.engine.updates import (
     Update,
 )
 from tui.exit_codes import ExitCode, signalled
+from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
 from tui.model import GpuSnapshot, LockInfo, LogLine, NoteSource, Phase, Snapshot, Step, ThroughputSample
 from widgets.error_log import RESTORE_HINT, ErrorLog
 from widgets.gpus import GpuPanel, memory_budget
-from widgets.lifecycle import LifecyclePanel
+from widgets.lifecycle import LifecyclePanel, release_text
 from widgets.throughput import ThroughputPanel
 
 #: the chart is redrawn at most this often (the sparkline above it follows every sample): a plotext frame costs
@@ -167,7 +168,11 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         host = self.snap.host or (dep.host if dep else "")
         target = self.watch_.manager.target if self.watch_ else ""
         ro = ("  [read-only]" if self.read_only else "") + ("  esc: all deployments" if self.fleet else "")
-        self.sub_title = f"{self.deployment} @ {host}  {target}{ro}"
+        # the server's release once it has said it (the header draws this text as plain text, never markup)
+        preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
+        release = release_text(self.snap.release, preset.display_name or preset.name if preset else "")
+        after = ("  " if target else "") + release if release else ""
+        self.sub_title = f"{self.deployment} @ {host}  {target}{after}{ro}"
 
     # ------------------------------------------------------------------ engine wiring
 
@@ -373,8 +378,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
                                                                              if self.gpu_snap else 0))
         # the memory the server is told to take (its flags, as the unit runs it): a GPU at it is normal, not warned
         dep = self.settings.deployments.get(self.deployment)
-        server = self.watch_.preset.name if self.watch_ else dep.preset if dep else ""
-        budget = memory_budget(self.snap.flags, server)
+        preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
+        budget = memory_budget(self.snap.flags, preset.memory_budget if preset is not None else None)
         with contextlib.suppress(NoMatches):
             self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
                                           self.releasing, self.snap.attribution, budget)

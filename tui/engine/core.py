@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from tui.config import DeploymentConfig, Settings
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
+from tui.lifecycle.presets.facts import resolve
 from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_lines
 from tui.managers import Manager
 from tui.model import (
@@ -43,6 +44,7 @@ from .logs import LogFollower
 from .node_gpus import NodesGpuStream
 from .probes import probe_loop
 from .readouts import StreamReadouts
+from .server_version import ReleaseQuery
 from .throughput import ThroughputTracker, metrics_loop
 from .unit import UnitFollower
 from .updates import CollectorFailed, GpusSampled, LogsRead, PhaseChanged, ThroughputSampled, Update
@@ -60,7 +62,9 @@ class Engine(StreamReadouts):
         self.host = settings.host(dep.host)
         self.host_name = dep.host_label
         self.preset: Preset = get_preset(dep.preset)
-        self.flag_specs: list[FlagSpec] = [*self.preset.flags, *(f.spec() for f in dep.extra_flags)]
+        self._extra_specs = [f.spec() for f in dep.extra_flags]
+        #: every flag of every covered release: what an argv is read with (a run's own flags may predate its release)
+        self.flag_specs: list[FlagSpec] = [*self.preset.flags, *self._extra_specs]
         self.transport = transport or make_transport(self.host)
         self._owns_transport = transport is None
         #: the links of a deployment over several nodes that this engine opened (and closes)
@@ -79,6 +83,7 @@ class Engine(StreamReadouts):
         self.gpu.background = lambda: self.background
         self.tput = ThroughputTracker(self.preset)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
+        self.release_query = ReleaseQuery()
         self.probe_poke = asyncio.Event()
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=dep.manager != "none",
@@ -154,9 +159,33 @@ class Engine(StreamReadouts):
         self.state = reduce_lines(self.state, lines, self.preset)
         self._phase_maybe_changed(before)
 
+    @property
+    def offered_flags(self) -> list[FlagSpec]:
+        """The flags this run's release takes, with its own choices (the newest release's while the run has not said
+        which it is): what the flags dialog lists and `--set` validates, so no edit makes the server refuse its
+        command line."""
+        version = self.state.release.version if self.state.release is not None else None
+        return [*self.preset.for_version(version).flags, *self._extra_specs]
+
+    def editable_flags(self, values: Mapping[str, str | None]) -> list[FlagSpec]:
+        """The offered flags, and any flag the run's argv gives that its release does not offer (set by hand, or for
+        an older release): listed too, so it can be seen and removed."""
+        offered = self.offered_flags
+        names = {f.name for f in offered}
+        return [*offered, *(f for f in self.flag_specs if f.name in values and f.name not in names)]
+
+    def release_words(self) -> str:
+        """`SGLang 0.5.23`, or `SGLang (release not said yet; flags of 0.5.23, the newest known)`."""
+        name = self.preset.display_name or self.preset.name
+        if self.state.release is not None:
+            return f"{name} {self.state.release.version}"
+        facts = resolve(self.preset.name, None).facts
+        return f"{name} (release not said yet{'; flags of ' + facts.version + ', the newest known' if facts else ''})"
+
     def _phase_maybe_changed(self, before: LifecycleState) -> None:
         if (self.state.phase != before.phase or self.state.timeline != before.timeline
-                or self.state.failure != before.failure or self.state.invocation != before.invocation):
+                or self.state.failure != before.failure or self.state.invocation != before.invocation
+                or self.state.release != before.release):
             self.emit(PhaseChanged(self.snapshot()))
 
     def snapshot(self, now: float | None = None) -> Snapshot:

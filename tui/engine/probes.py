@@ -8,7 +8,8 @@ this decides which one and how often from the phase, so the reducer gets the evi
   counters prove the run alive (tui/engine/cadence.py: /metrics or the log's stat lines show it serving, or idle by
   its own gauges); back to /health at once when they stall, the unit changes or an action starts; the operator's
   ask (the console's `g`) sends one generation at once and leaves the pace as it was;
-- failed, stopping, not running, or paused: nothing.
+- failed, stopping, not running, or paused: nothing;
+- once a run has said it is ready and its log has not named its release: one request for it (engine/server_version.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from tui.model import Phase, ProbeResult
 
 from .cadence import Pace
+from .server_version import ask_release
 from .updates import ProbeAnswered
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ async def probe_loop(engine: Engine) -> None:
         if engine.paused or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
             await asyncio.sleep(interval)
             continue
+        await ask_release(engine)  # once a run, once it has said it is ready (nothing most times round)
         if s.phase == Phase.READY:
             asked = engine.cadence.take_asked()
             if not asked and engine.cadence.pace(time.time(), s.phase) is Pace.FAST:

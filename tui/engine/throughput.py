@@ -43,7 +43,7 @@ class ThroughputTracker:
         self.latest: ThroughputSample | None = None
         self.history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
         self.metrics = MetricsState.UNKNOWN
-        self._rates = MetricsRates()
+        self._rates = MetricsRates(preset)
 
     def record(self, tp: ThroughputSample, merge: bool = False) -> ThroughputSample:
         """Keep a sample as the one shown. `merge`: a log line with only an acceptance figure updates that figure

@@ -15,7 +15,7 @@ from tui.model import GpuSnapshot, LockInfo, LogLine, Note, ProbeResult, Snapsho
 
 @dataclass(frozen=True, slots=True)
 class PhaseChanged:
-    """The phase, the timeline, the failure or the run changed: the picture as of that moment."""
+    """The phase, the timeline, the failure, the run or its known release changed: the picture as of that moment."""
 
     snapshot: Snapshot
 

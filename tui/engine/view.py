@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from tui.lifecycle.lines import latest_progress
+from tui.lifecycle.presets.facts import ReleaseMatch, resolve
 from tui.lifecycle.reducer import LifecycleState, reduce
 from tui.model import LogLine, Note, NoteSource, Phase, ProbeResult, Snapshot, Tick
 
@@ -97,9 +99,16 @@ def notes(e: Engine) -> tuple[Note, ...]:
         out.append(Note(NoteSource.LINK, f"ssh {e.host.ssh}: {link}"))
     out += [Note(NoteSource(k), f"{k}: {v}") for k, v in e.collector_errors.items()]
     if e.metrics_state == MetricsState.OFF:
-        how = "--enable-metrics" if e.preset.name == "sglang" else "stats enabled"
-        out.append(Note(NoteSource.THROUGHPUT, f"no metrics: start the server with {how} for tokens/s from /metrics"))
+        hint = e.preset.metrics_hint
+        how = f"{hint.advice} for tokens/s from /metrics" if hint is not None else "the server serves no /metrics"
+        out.append(Note(NoteSource.THROUGHPUT, f"no metrics: {how}"))
     return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def resolved_release(server: str, version: str) -> ReleaseMatch:
+    """The facts for a release the server named: resolved once per release, not at every snapshot."""
+    return resolve(server, version)
 
 
 def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
@@ -127,4 +136,5 @@ def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
         timeline=s.timeline, failure=e.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=gpus,
         throughput=e.throughput, flags=unit.argv if unit else (), notes=notes(e),
         endpoint=describe_probe(e.current_probe()), attribution=e.attribution(),
-        latest_line=latest_progress(s.blocks.tail))
+        latest_line=latest_progress(s.blocks.tail), release_seen=s.release,
+        release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None)

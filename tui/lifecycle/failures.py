@@ -6,12 +6,15 @@ kind and hint are decided again from the whole excerpt each time it grows.
 
 from __future__ import annotations
 
+import re
 import signal
+from collections.abc import Sequence
 from dataclasses import replace
 
 from tui.lifecycle.error_blocks import MAX_EXCERPT
-from tui.lifecycle.presets import Preset
-from tui.lifecycle.state import RANK, Excerpt, LifecycleState, enter
+from tui.lifecycle.lines import clean
+from tui.lifecycle.presets import HintFn, Preset
+from tui.lifecycle.state import RANK, STARTUP, Excerpt, LifecycleState, enter
 from tui.model import Failure, FailureKind, Phase, Transition, UnitState
 
 _INFERRED = "(phase inferred from the traceback)"
@@ -28,6 +31,50 @@ SIGKILL_HINT = ("SIGKILL leaves no line in the server's own log: look for the ke
                 "(systemd's TimeoutStopSec, `docker stop -t`), or a `kill -9` from outside")
 
 
+#: a traceback's last line, the exception that ended it (`torch.OutOfMemoryError: CUDA out of memory...`,
+#: `Exception: Capture cuda graph failed: ...`, `KeyboardInterrupt`)
+_FINAL_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure)(?::|$)")
+_EXCEPTION_WORDS = ("Error", "Exception", "Interrupt", "Exit", "Failure")
+#: a warning, whoever prints it: PyTorch's C++ log (`[rank0]:[W508 00:41:45.803613446 ProcessGroupNCCL.cpp:1496]
+#: Warning: WARNING: destroy_process_group() was not called before program exit, ...`, printed by every process that
+#: used NCCL as it exits, crash or not: vllm-project/vllm#17386; `W508` is May 8), Python's warnings module
+#: (`file.py:12: UserWarning:`)
+_NATIVE_WARNING = re.compile(r"^(?:\[rank\d+\]:)?\[W\d{3,4} \d\d:\d\d:\d\d|^\S+\.py:\d+: \w*Warning: ")
+
+
+def _hint(s: LifecycleState, preset: Preset) -> HintFn:
+    """The hints of this run's release (its flags), or, while the run has not said it, the newest's worded for
+    any release (tui/lifecycle/presets/per_release.py)."""
+    return preset.for_version(s.release.version if s.release is not None else None).hint
+
+
+def _noise(line: str, preset: Preset) -> bool:
+    """A line that does not say what went wrong: a warning (a logger's WARNING, PyTorch's exit warnings), or what a
+    failure does to the rest of the server (the preset's consequence lines: SGLang's SIGQUIT to the parent)."""
+    if preset.consequence is not None and preset.consequence.search(line):
+        return True
+    if "Warn" not in line and "WARN" not in line:
+        return False
+    c = clean(line)
+    return c.level == "WARNING" or bool(_NATIVE_WARNING.search(c.text))
+
+
+def classify(preset: Preset, excerpt: Sequence[str], phase: Phase) -> FailureKind:
+    """The failure's kind, from what caused it: the exception that ended the run (a traceback's last line, the last
+    first: a chained traceback ends in what ended it, an API server's `Engine core initialization failed` follows the
+    engine's own), then the rest of the cause block. Noise (warnings, consequences) never decides it: PyTorch's exit
+    warning names ProcessGroupNCCL after any failure of a process that used NCCL."""
+    cause = [x for x in excerpt if not _noise(x, preset)]
+    for line in reversed(cause):
+        if any(w in line for w in _EXCEPTION_WORDS):
+            text = clean(line).text
+            if _FINAL_EXCEPTION.match(text):
+                for c in preset.classifiers:
+                    if c.pattern.search(text):
+                        return c.kind
+    return preset.classify("\n".join(cause), phase)
+
+
 def fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...], kind: FailureKind | None,
          open_: bool) -> LifecycleState:
     """The run failed at `at`; `kind` None: the excerpt says which kind."""
@@ -38,8 +85,8 @@ def fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...],
         s = enter(s, inferred, at, _INFERRED)
     phase = inferred
     if kind is None:
-        kind = preset.classify("\n".join(excerpt), phase)
-    f = Failure(phase=phase, kind=kind, excerpt=excerpt[-MAX_EXCERPT:], hint=preset.hint(kind, phase,
+        kind = classify(preset, excerpt, phase)
+    f = Failure(phase=phase, kind=kind, excerpt=excerpt[-MAX_EXCERPT:], hint=_hint(s, preset)(kind, phase,
                 s.flag_dict()), at=at)
     s = replace(s, failure=f, excerpt=Excerpt.OPEN if open_ else Excerpt.CLOSED)
     return enter(s, Phase.FAILED, at, excerpt[-1] if excerpt else "")
@@ -53,9 +100,9 @@ def extend_failure(s: LifecycleState, preset: Preset, text: str) -> LifecycleSta
     phase = s.failure.phase
     if len(s.timeline) >= 2 and s.timeline[-2].phase == Phase.STARTING:
         phase = preset.infer_phase(joined, Phase.STARTING)
-    kind = preset.classify(joined, phase)
+    kind = classify(preset, excerpt, phase)
     keep = kind == s.failure.kind == FailureKind.EXIT and s.failure.hint == SIGKILL_HINT  # what the exit said
-    hint = s.failure.hint if keep else preset.hint(kind, phase, s.flag_dict())
+    hint = s.failure.hint if keep else _hint(s, preset)(kind, phase, s.flag_dict())
     f = replace(s.failure, excerpt=excerpt, kind=kind, phase=phase, hint=hint)
     timeline = s.timeline
     if phase != s.failure.phase and timeline and timeline[-1].phase == Phase.FAILED and \
@@ -69,10 +116,58 @@ def cause_arrived(s: LifecycleState, preset: Preset, excerpt: tuple[str, ...]) -
     """The exit was seen before its cause arrived (journals over SSH lag the unit state): the cause wins."""
     assert s.failure is not None
     phase = preset.infer_phase("\n".join(excerpt), s.failure.phase)
-    kind = preset.classify("\n".join(excerpt), phase)
+    kind = classify(preset, excerpt, phase)
     f = replace(s.failure, excerpt=excerpt[-MAX_EXCERPT:], kind=kind, phase=phase,
-                hint=preset.hint(kind, phase, s.flag_dict()))
+                hint=_hint(s, preset)(kind, phase, s.flag_dict()))
     return replace(s, failure=f, excerpt=Excerpt.OPEN)
+
+
+#: a stop line that says the stop was SIGTERM: SGLang's handler (`SIGTERM received. signum=...`), vLLM's engine core
+#: (`[shutdown] EngineCore: trigger received signal=SIGTERM`, v1/engine/core.py 0.25.0+) and its API server's
+#: `raise KeyboardInterrupt("terminated")` while it starts (entrypoints/openai/api_server.py 0.8.5-0.25.0,
+#: entrypoints/launchers/api_server/entry.py 0.30.0-0.34.0), which Python prints as the traceback's last line
+_SIGTERM_STOP = re.compile(r"\bSIGTERM\b|^KeyboardInterrupt: terminated$")
+#: exit statuses of a process SIGTERM ended with no handler: killed by the signal, or a container's 128 + 15
+_SIGTERM_STATUS = (-signal.SIGTERM, 128 + signal.SIGTERM)
+
+
+def sigterm_words(phase: Phase) -> str:
+    """The reason a run that was starting up stopped, as its timeline says it."""
+    return f"terminated by SIGTERM while {phase}"
+
+
+def stop_reason(s: LifecycleState) -> str:
+    """Why a stopping run stopped, when its stop line says SIGTERM came while it was starting up (a stop, not a
+    crash: `terminated by SIGTERM while loading`); empty otherwise."""
+    t = s.timeline
+    if len(t) >= 2 and t[-1].phase == Phase.STOPPING and t[-2].phase in STARTUP and _SIGTERM_STOP.search(t[-1].line):
+        return sigterm_words(t[-2].phase)
+    return ""
+
+
+def terminated(s: LifecycleState, u: UnitState, end: float) -> LifecycleState | None:
+    """A run that was starting up, ended by SIGTERM without a word (SGLang has no SIGTERM handler until its
+    tokenizer manager's event loop runs: the process dies of the signal): stopped by whoever sent it. None when the
+    unit ended some other way, or only in part (one node of several: the others run on, a deployment broken)."""
+    if s.phase not in STARTUP or u.exit_status not in _SIGTERM_STATUS or u.lingering:
+        return None
+    return enter(s, Phase.STOPPED, end, sigterm_words(s.phase))
+
+
+def stop_arrived(s: LifecycleState, preset: Preset, text: str) -> LifecycleState | None:
+    """The exit was seen before the line that says it was a clean stop (journals over SSH lag the unit state; vLLM
+    exits by its own KeyboardInterrupt, SIGINT's status, right after printing it): a stop, as when the line comes
+    first. None when the failure is no unexplained exit, the line is no stop line, or a node runs on."""
+    f = s.failure
+    if f is None or f.kind != FailureKind.EXIT or preset.stopping is None or not preset.stopping.search(text):
+        return None
+    if s.unit is not None and s.unit.lingering:
+        return None
+    timeline = s.timeline[:-1] if s.timeline and s.timeline[-1].phase == Phase.FAILED else s.timeline
+    s = replace(s, failure=None, excerpt=Excerpt.CLOSED, timeline=timeline,
+                phase=timeline[-1].phase if timeline else Phase.STARTING)
+    s = enter(s, Phase.STOPPING, f.at, text)
+    return enter(s, Phase.STOPPED, f.at, stop_reason(s))
 
 
 def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> LifecycleState:
@@ -81,7 +176,7 @@ def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> Lifec
     if u.sub == OOM_KILLED:
         return _oom_killed(s, preset, u, end, s.blocks.exit_lines())
     cause = s.blocks.recent()
-    kind = preset.classify("\n".join(cause), s.phase) if cause else FailureKind.EXIT
+    kind = classify(preset, cause, s.phase) if cause else FailureKind.EXIT
     if kind == FailureKind.UNKNOWN:
         kind = FailureKind.EXIT
     shown = s.blocks.exit_lines()

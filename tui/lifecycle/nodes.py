@@ -10,6 +10,7 @@ deployment is exactly what it was. Only what is shown to a person turns keys bac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from tui.model import GpuSample
@@ -86,13 +87,31 @@ def node_name(node: int, names: Sequence[str]) -> str:
     return names[node] if 0 <= node < len(names) else f"node{node}"
 
 
+#: a single-dash option, as argparse reads one: `-tp`, `-dpr=2`, `-r1` (a one-letter option with its value attached);
+#: `-1` is a value
+_SHORT = re.compile(r"-(?P<name>[A-Za-z]+)(?:\d+|=.*)?")
+
+
+def _option_name(word: str) -> str | None:
+    """The option a word of a command line names, or None for a value (or the program). vLLM's parser takes
+    `--flag=value`, and `--flag_name` as `--flag-name` (FlexibleArgumentParser.parse_args, vllm/utils/argparse_utils.py
+    0.34.0; vllm/utils.py 0.8.5): both name the option they spell, so a node's own flag is its own in every spelling.
+    A single-dash option (vLLM's `-r` for --node-rank) is named by its short spelling: the preset lists both."""
+    if word.startswith("--") and len(word) > 2:
+        name, dot, rest = word[2:].split("=", 1)[0].partition(".")  # `--json-arg.key`: dashes before the first dot
+        return name.replace("_", "-") + dot + rest
+    m = _SHORT.fullmatch(word)
+    return m["name"] if m else None
+
+
 def _options(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The program (everything before the first `--option`) and each option with the words that follow it."""
+    """The program (everything before the first option) and each option with the words that follow it."""
     prefix: list[str] = []
     opts: list[tuple[str, list[str]]] = []
     for word in argv:
-        if word.startswith("--") and len(word) > 2:
-            opts.append((word[2:].split("=", 1)[0], [word]))
+        name = _option_name(word)
+        if name is not None:
+            opts.append((name, [word]))
         elif opts:
             opts[-1][1].append(word)
         else:
@@ -104,9 +123,11 @@ def node_argv(before: Sequence[str], after: Sequence[str], node_now: Sequence[st
               node_specific: Iterable[str]) -> list[str]:
     """A worker node's command line after the head's was edited from `before` to `after`: the same edit (flags
     added, removed or given another value) applied to the node's own line, and nothing else. What differs between
-    nodes (the node-specific flags, SGLang `--node-rank`, vLLM `--headless`; a path, an address) is left as the node
-    has it: flags are edited once, for the deployment, and never overwrite what makes a node that node."""
-    specific = set(node_specific)
+    nodes (the node-specific flags, SGLang `--node-rank`, vLLM `--headless`, `--node-rank 1` / `-r 1`, in any
+    spelling its parser takes; a path, an address) is left as the node has it: flags are edited once, for the
+    deployment, and never overwrite what makes a node that node. `node_specific`: names without dashes, long
+    (`node-rank`) or short (`r`)."""
+    specific = {n for f in node_specific if (n := _option_name("--" + f.lstrip("-")))}
     _, old = _options(before)
     _, new = _options(after)
     old_by = _grouped(old)

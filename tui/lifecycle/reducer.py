@@ -24,10 +24,21 @@ from dataclasses import replace
 from typing import Any
 
 from tui.lifecycle.error_blocks import MAX_EXCERPT, TAIL, ErrorBlocks
-from tui.lifecycle.failures import cause_arrived, exit_words, exited, extend_failure, fail, failed_before_first_look
+from tui.lifecycle.failures import (
+    cause_arrived,
+    exit_words,
+    exited,
+    extend_failure,
+    fail,
+    failed_before_first_look,
+    stop_arrived,
+    stop_reason,
+    terminated,
+)
 from tui.lifecycle.flags import current_values
 from tui.lifecycle.lines import CleanLine, clean
 from tui.lifecycle.presets import Preset
+from tui.lifecycle.server_version import release_in_line, release_version
 from tui.lifecycle.state import (
     RANK,
     STARTUP,
@@ -52,6 +63,9 @@ from tui.model import (
     Phase,
     ProbeRequired,
     ProbeResult,
+    ReleaseReported,
+    ReleaseSeen,
+    ReleaseSource,
     Tick,
     Transition,
     UnitObserved,
@@ -87,11 +101,22 @@ def _on_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine | None
         s, blocks = _unannounced_run(s, ev, c, blocks.line_no)
     in_block = blocks.in_block(c, preset)
     s = replace(s, blocks=blocks.grouped(c.body, in_block), last_progress=ev.at)
+    if s.release is None and preset.version_line is not None:
+        s = _release_line(s, ev, preset, c)
     if s.phase == Phase.FAILED:
         return _after_failure(s, preset, c, in_block)
     if s.phase == Phase.STOPPING:
         return _while_stopping(s, ev, preset, c)
     return _while_running(s, ev, preset, c)
+
+
+def _release_line(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine) -> LifecycleState:
+    """The run states its release at start-up (vLLM): known from that line on, whatever the phase."""
+    assert preset.version_line is not None
+    version = release_in_line(c.text, preset.version_line)
+    if version is None:
+        return s
+    return replace(s, release=ReleaseSeen(version, ReleaseSource.LOG, ev.at, c.text[:300]))
 
 
 def _is_another_run(s: LifecycleState, ev: LogLine) -> bool:
@@ -108,6 +133,8 @@ def _after_failure(s: LifecycleState, preset: Preset, c: CleanLine, in_block: bo
     """A failed run's later lines: its cause (after an exit), or more of its traceback, until the block ends."""
     if s.excerpt == Excerpt.AWAITING_CAUSE and s.failure is not None and preset.fatal.search(c.text):
         return cause_arrived(s, preset, s.blocks.cause(c.body))
+    if s.excerpt == Excerpt.AWAITING_CAUSE and (stopped := stop_arrived(s, preset, c.text)) is not None:
+        return stopped  # the exit's lagging lines say it was a clean stop
     if s.excerpt != Excerpt.OPEN:
         return s
     if preset.consequence is not None and preset.consequence.search(c.text):
@@ -184,6 +211,8 @@ def _says_nothing_new(s: LifecycleState, c: CleanLine, preset: Preset) -> bool:
         return False
     if preset.stopping is not None and preset.stopping.search(t):
         return False
+    if s.release is None and preset.version_line is not None and preset.version_line.search(t):
+        return False
     # the ready line and serving lines are searched only before the ready line: after it they change nothing
     if s.readiness.ready_line_at is None and _is_ready_evidence(s, preset, t):
         return False
@@ -236,9 +265,11 @@ def _unit_ended(s: LifecycleState, u: UnitState, prev: UnitState | None, at: flo
     if (s.phase == Phase.STOPPING and s.timeline and s.timeline[-1].line == FIRST_SEEN_LEAVING
             and not s.stop_requested and u.active == "failed"):
         return exited(s, preset, u, end)  # never seen running, nobody asked it to stop, and it ended failed
+    if not s.stop_requested and (stopped := terminated(s, u, end)) is not None:
+        return stopped  # SIGTERM while starting up, from whoever sent it: a stop
     # `inactive` is a clean end (stopped by this or another console, systemctl, or exit 0); `failed` is a crash
     if s.stop_requested or s.phase == Phase.STOPPING or u.active == "inactive":
-        return enter(replace(s, stop_requested=False), Phase.STOPPED, end)
+        return enter(replace(s, stop_requested=False), Phase.STOPPED, end, stop_reason(s))
     if _was_live(s, prev):
         return exited(s, preset, u, end)
     if _failed_before_we_looked(s, u):
@@ -276,7 +307,7 @@ def _on_probe(s: LifecycleState, ev: ProbeResult, preset: Preset) -> LifecycleSt
     if not ev.ok:
         return replace(s, readiness=replace(r, generation_failed_since_ready_line=True)) \
             if r.ready_line_at is not None else s
-    if not _is_evidence_now(s, ev):
+    if not _is_evidence_now(s, ev.sent_at):
         return s
     return _generation_ok(replace(s, readiness=replace(r, generation_ok_at=ev.at)), ev.at)
 
@@ -299,14 +330,29 @@ def _generation_ok(s: LifecycleState, at: float) -> LifecycleState:
     return enter(s, Phase.READY, since, "ready line + generation probe succeeded")
 
 
-def _is_evidence_now(s: LifecycleState, ev: ProbeResult) -> bool:
+def _is_evidence_now(s: LifecycleState, sent_at: float) -> bool:
     """A generation that succeeded says something of the current run only if it was sent after the run began and
     after its ready line, and the run has not ended."""
-    if s.invocation_started is not None and ev.sent_at < s.invocation_started:
+    return _answered_by_this_run(s, sent_at) and not (s.phase in _ENDED and s.unit is not None)
+
+
+def _answered_by_this_run(s: LifecycleState, sent_at: float) -> bool:
+    """An HTTP answer is the current run's only if it was asked after the run began and after its ready line
+    (answered before the server said it was ready, it may be the old process's: not evidence about this run)."""
+    if s.invocation_started is not None and sent_at < s.invocation_started:
         return False
-    if s.readiness.ready_line_at is not None and ev.sent_at < s.readiness.ready_line_at:
-        return False  # answered before the server said it was ready: not evidence about this moment
-    return not (s.phase in _ENDED and s.unit is not None)
+    return s.readiness.ready_line_at is None or sent_at >= s.readiness.ready_line_at
+
+
+def _on_release_reported(s: LifecycleState, ev: ReleaseReported, preset: Preset) -> LifecycleState:
+    """The server named its release over HTTP: the current run's, if it was asked of this run (another run's
+    answer is dropped, as a probe's is); a start-up line that said it first stands."""
+    if s.release is not None or ev.invocation != s.invocation or not _answered_by_this_run(s, ev.sent_at):
+        return s
+    version = release_version(ev.version)
+    if version is None:
+        return s  # not a plain release string: still unknown
+    return replace(s, release=ReleaseSeen(version, ReleaseSource.HTTP, ev.at, ev.path[:100]))
 
 
 # ---------------------------------------------------------------- the rest
@@ -371,6 +417,7 @@ _HANDLERS: dict[type, Callable[[LifecycleState, Any, Preset], LifecycleState]] =
     FlagsKnown: _on_flags,
     LogSourceKnown: _on_log_source,
     ProbeRequired: _on_probe_required,
+    ReleaseReported: _on_release_reported,
 }
 
 
@@ -411,5 +458,6 @@ def reduce_lines(s: LifecycleState, lines: Iterable[LogLine], preset: Preset) ->
 def log_ended(s: LifecycleState) -> LifecycleState:
     """The end of a recorded log (replay): a server that was shutting down cleanly when its log ends, stopped."""
     if s.phase == Phase.STOPPING:
-        return enter(replace(s, stop_requested=False), Phase.STOPPED, s.now, "(the log ends during a clean shutdown)")
+        return enter(replace(s, stop_requested=False), Phase.STOPPED, s.now,
+                     stop_reason(s) or "(the log ends during a clean shutdown)")
     return s

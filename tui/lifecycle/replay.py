@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from tui.lifecycle.journal import parse_entry
 from tui.lifecycle.lines import CleanLine, clean, split_output
 from tui.lifecycle.presets import Preset, get_preset
+from tui.lifecycle.presets.registry import PRESETS
 from tui.lifecycle.reducer import LifecycleState, initial, log_ended, reduce
 from tui.lifecycle.server_args import argv_from_line
 from tui.model import Event, FlagsKnown, LogLine, UnitObserved, UnitState
@@ -180,24 +181,17 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
             yield u if u is not None else LogLine(at=last, text=piece)
 
 
-_SGLANG_HINTS = re.compile(r"server_args=|fired up and ready|Load weight (?:begin|end)|Capture cuda graph|TP\d+\]|"
-                           r"Decode batch|sglang|launch_server\.py|\[gpu_id=\d+\]|"
-                           r"^\[?\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: [A-Z_]+\d+)*\] ", re.I)
-#: vLLM's own logger prefix (`INFO 11-24 11:43:54 [file.py:12] `, older `... file.py:12] `) is vLLM's alone
-_VLLM_HINTS = re.compile(r"vLLM|EngineCore|\[(?:gpu_model_runner|core|api_server|loader|worker)\.py:\d+\]|"
-                         r"Avg prompt throughput|vllm\.|"
-                         r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? "
-                         r"\[?[\w./-]+\.py:\d+\]", re.I)
-
-
 def detect_preset(lines: Iterable[str]) -> str:
-    sg = vl = 0
+    """The name of the registered preset whose `detection` finds the most of the first 2,000 lines (the first
+    registered on a tie, or when none finds any)."""
+    presets = list(PRESETS.values())
+    hits = [0] * len(presets)
     for n, line in enumerate(lines):
-        sg += bool(_SGLANG_HINTS.search(line))
-        vl += bool(_VLLM_HINTS.search(line))
+        for i, p in enumerate(presets):
+            hits[i] += bool(p.detection is not None and p.detection.search(line))
         if n > 2000:
             break
-    return "vllm" if vl > sg else "sglang"
+    return presets[max(range(len(presets)), key=lambda i: (hits[i], -i))].name
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from tui.lifecycle.error_blocks import ErrorBlocks
-from tui.model import PROGRESS_ORDER, Failure, Phase, Transition, UnitState
+from tui.model import PROGRESS_ORDER, Failure, Phase, ReleaseSeen, Transition, UnitState
 
 RANK = {p: i for i, p in enumerate(PROGRESS_ORDER)}
 STARTUP = (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP)
@@ -74,6 +74,8 @@ class LifecycleState:
     readiness: Readiness = field(default_factory=Readiness)
     blocks: ErrorBlocks = field(default_factory=ErrorBlocks)
     session: Session = field(default_factory=Session)
+    #: the current run's release, once the server has said it (a start-up line, or its HTTP answer)
+    release: ReleaseSeen | None = None
 
     @property
     def stalled_for(self) -> float | None:
@@ -140,5 +142,5 @@ def new_invocation(s: LifecycleState, invocation: str, at: float, line: str = ""
     """A new run begins: everything about the last one is forgotten but the session."""
     s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, excerpt=Excerpt.CLOSED,
                 readiness=Readiness(), stop_requested=False, blocks=s.blocks.new_run(), last_progress=at,
-                phase=Phase.STOPPED)
+                phase=Phase.STOPPED, release=None)
     return enter(s, Phase.STARTING, at, line)

@@ -86,3 +86,6 @@ class EngineView(FollowView, GpuView, Protocol):
 
     @property
     def flag_specs(self) -> Sequence[FlagSpec]: ...
+
+    @property
+    def offered_flags(self) -> Sequence[FlagSpec]: ...

@@ -62,8 +62,9 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         self.specs = sorted(specs, key=lambda f: order.get(f.name, len(order)))
         self.values = values
         self.pending: dict[str, FlagChange] = {}
-        #: each change as it was made: the flag and its pending change before it (None: none), for `u`
-        self.history: list[tuple[str, FlagChange | None]] = []
+        #: each change as it was made: the flags it touched, each with its pending change before it (None: none),
+        #: for `u` (a key that sets a flag and its companions is one change)
+        self.history: list[tuple[tuple[str, FlagChange | None], ...]] = []
         self._editing: FlagSpec | None = None
         #: the help column's width the rows were folded to (0: not laid out yet)
         self._about_width = 0
@@ -172,7 +173,8 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
 
     # ------------------------------------------------------------------ changes
 
-    def _set(self, f: FlagSpec, change: FlagChange) -> None:
+    def _set(self, f: FlagSpec, change: FlagChange, *, record: bool = True) -> tuple[str, FlagChange | None] | None:
+        """Make a change pending; returns the undo entry (None: nothing changed), recorded unless told not to."""
         before = self.pending.get(f.name)
         was_present = f.name in self.values
         unchanged = was_present and not change.remove and self.values.get(f.name) == change.value
@@ -180,16 +182,37 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
             self.pending.pop(f.name, None)
         else:
             self.pending[f.name] = change
-        if self.pending.get(f.name) != before:
-            self.history.append((f.name, before))
         self._refresh_row(f)
+        if self.pending.get(f.name) == before:
+            return None
+        if record:
+            self.history.append(((f.name, before),))
+        return (f.name, before)
 
     def action_toggle_named(self, name: str) -> None:
         if self._editing is not None:
             return
         table = self.query_one(DataTable)
         table.move_cursor(row=table.get_row_index(name))
+        f = self._current_spec()
+        if f is not None and f.kind != "bool" and f.toggle_value is not None:
+            self._toggle_value(f, f.toggle_value)
+            return
         self.action_toggle_flag()
+
+    def _toggle_value(self, f: FlagSpec, value: str) -> None:
+        """A key on a flag with a value (graphs off on SGLang 0.5.23: `--cuda-graph-backend-decode disabled`) sets
+        that value, or removes the flag when it already has it; its companions follow, as one change for `u`."""
+        present, now = self.effective(f)
+        on = not (present and now == value)
+        group = []
+        for spec in [f, *(s for s in self.specs if s.name in f.companions)]:
+            entry = self._set(spec, FlagChange(spec.name, value) if on else FlagChange(spec.name, None, remove=True),
+                              record=False)
+            if entry is not None:
+                group.append(entry)
+        if group:
+            self.history.append(tuple(group))
 
     def action_toggle_flag(self) -> None:
         if self._editing is not None:
@@ -254,16 +277,19 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         if not self.history:
             self.notify("nothing to undo: no pending change", timeout=4)
             return
-        name, before = self.history.pop()
-        if before is None:
-            self.pending.pop(name, None)
-        else:
-            self.pending[name] = before
+        group = self.history.pop()
+        for name, before in reversed(group):
+            if before is None:
+                self.pending.pop(name, None)
+            else:
+                self.pending[name] = before
+            self._refresh_row(next(f for f in self.specs if f.name == name))
+        name = group[0][0]
         f = next(f for f in self.specs if f.name == name)
-        self._refresh_row(f)
         table = self.query_one(DataTable)
         table.move_cursor(row=table.get_row_index(name))
-        self.notify(f"undone: the last change to --{name}; it is {self._value_text(f).plain} "
+        also = f" (and --{', --'.join(n for n, _ in group[1:])})" if len(group) > 1 else ""
+        self.notify(f"undone: the last change to --{name}{also}; it is {self._value_text(f).plain} "
                     f"{'(still pending)' if name in self.pending else 'as on the server'}", timeout=4, markup=False)
 
     def action_apply(self) -> None:

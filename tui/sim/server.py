@@ -1,5 +1,8 @@
 """The reference server: a simulated SGLang 0.5.x deployment (``python -m sglang.launch_server`` look-alike).
 
+``--release`` picks the release it imitates (default the newest): its flags, arguments line, wordings, metric
+labels and routes, from the table in releases.py.
+
 It lets the console be built and tested without GPUs: a real process with a real HTTP server that
 prints SGLang's startup and serving lines with realistic timing, holds simulated GPU memory (gpus.py) that is
 released only some time after it exits, and reproduces real bring-up failures (DFLASH + CUDA graphs crash, OOM
@@ -28,13 +31,14 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     from . import gpus, nodes
+    from .releases import DEPRECATED, NEWEST, RELEASES, Alias, Release
     from .scenarios import SCENARIOS
 except ImportError:
     import gpus  # type: ignore[no-redef]
     import nodes  # type: ignore[no-redef]
+    from releases import DEPRECATED, NEWEST, RELEASES, Alias, Release  # type: ignore[no-redef]
     from scenarios import SCENARIOS  # type: ignore[no-redef]
 
-VERSION = "0.5.23-sim"
 SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
 CAP_GIB = gpus.CAPACITY_MIB / 1024  # 139.81: what torch calls the total capacity of an H200
 SP = "/usr/local/lib/python3.12/dist-packages"
@@ -101,10 +105,34 @@ def traceback_text(frames: str, final: str) -> str:
     return "\n".join([*out, final])
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """SGLang's flags (those the console toggles), the sim's ``--sim-*``/``--scenario``; resolves defaults."""
+class _Deprecated(argparse.Action):
+    """A retired spelling the release still takes: SGLang's warning on stderr as it parses, then the value stored
+    where the new flag stores it."""
+
+    def __init__(self, option_strings: list[str], dest: str, alias: Alias, stamped: bool, **kw: Any) -> None:
+        self.alias, self.stamped = alias, stamped
+        if alias.value_type is None:
+            kw.update(nargs=0, default=False)
+        else:
+            kw.update(type=alias.value_type, nargs=alias.nargs)
+        super().__init__(option_strings, alias.dest, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        msg = DEPRECATED.format(flag=option_string, new=self.alias.new)
+        stamp = time.strftime("[%Y-%m-%d %H:%M:%S] ") if self.stamped else ""
+        sys.stderr.write(f"{stamp}{msg}\n")
+        sys.stderr.flush()
+        setattr(ns, self.dest, True if self.alias.value_type is None else values)
+
+
+def build_parser(rel: Release) -> argparse.ArgumentParser:
+    """SGLang's flags (those the console toggles) as `rel` spells them, and the sim's ``--sim-*``, ``--scenario``,
+    ``--time-scale`` and ``--release``. argparse takes a unique prefix of a long flag, as SGLang's parser does."""
     p = argparse.ArgumentParser(prog="sglang.launch_server", description=__doc__.splitlines()[0])
     a = p.add_argument
+    a("--release", choices=tuple(RELEASES), default=NEWEST,
+      help=f"the SGLang release to imitate (default {NEWEST}): its flags, lines, metrics and routes")
     a("--model-path", default="moonshotai/Kimi-K2.6")
     a("--served-model-name")
     a("--host", default="127.0.0.1")
@@ -112,9 +140,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=8)
     a("--ep-size", "--ep", dest="ep_size", type=int, default=1)
     a("--mem-fraction-static", type=float)
-    a("--disable-cuda-graph", action="store_true")
-    a("--cuda-graph-backend-decode", choices=("full", "breakable", "disabled"), default="full")
-    a("--cuda-graph-max-bs", type=int, default=256)
+    for phase in ("decode", "prefill"):
+        a(f"--cuda-graph-backend-{phase}", choices=rel.graph_backends)
+        a(f"--cuda-graph-max-bs-{phase}", type=int)
+        a(f"--cuda-graph-bs-{phase}", type=int, nargs="+")
+        a(f"--disable-{phase}-cuda-graph", action="store_true")
+    for flag, alias in rel.aliases.items():
+        a(flag, action=_Deprecated, alias=alias, stamped=rel.warning_stamped)
     a("--speculative-algorithm", type=str.upper, choices=SPEC_ALGOS)
     a("--speculative-draft-model-path")
     for flag in ("num-draft-tokens", "dflash-block-size", "num-steps", "eagle-topk"):
@@ -145,6 +177,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a("--sim-burst-rate", type=int, default=20_000, help="log-burst: lines per second")
     a("--sim-burst-seconds", type=float, default=10.0, help="log-burst: how long (not scaled)")
     a("--sim-burst-after", type=float, default=10.0, help="log-burst: seconds after ready (not scaled)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments of the release ``--release`` names (default the newest), with defaults resolved."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--release", choices=tuple(RELEASES), default=NEWEST)
+    rel = RELEASES[pre.parse_known_args(argv)[0].release]
+    p = build_parser(rel)
     ns = p.parse_args(argv)
     ns.served_model_name = ns.served_model_name or ns.model_path
     if ns.scenario == "dflash-graph-crash" and not ns.speculative_algorithm:
@@ -180,7 +221,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"need {per_node} GPU ids in 0..{ns.sim_gpus - 1}, got {ns.gpu_ids}")
     if ns.ep_size < 1 or ns.tp_size % ns.ep_size:
         p.error("--ep-size must divide --tp-size")
-    ns.graphs = not ns.disable_cuda_graph and ns.cuda_graph_backend_decode != "disabled"
+    ns.disable_cuda_graph = bool(getattr(ns, "disable_cuda_graph", False))
+    ns.graph_backend = "disabled" if ns.disable_cuda_graph or ns.disable_decode_cuda_graph else (
+        ns.cuda_graph_backend_decode or "full")
+    ns.graphs = ns.graph_backend != "disabled"
+    ns.graph_max_bs = ns.cuda_graph_max_bs_decode or 256
+    ns.rel = rel
     return ns
 
 
@@ -232,8 +278,11 @@ class Log:
 class Req:
     """One generation in the simulated scheduler (an HTTP request or a background ``--sim-load`` one)."""
 
-    def __init__(self, prompt: int, max_new: int) -> None:
+    def __init__(self, prompt: int, max_new: int, stream: bool = False) -> None:
         self.prompt, self.max_new, self.generated, self.acc = prompt, max_new, 0, 0.0
+        self.stream = stream
+        #: its speculative verify forwards: one per accept length's worth of its tokens
+        self.verifies = 0.0
         self.created = time.time()
         self.ready_at = 0.0
         self.first_token_at: float | None = None
@@ -263,16 +312,23 @@ class Sim:
         self.graph_gib = (1.44 + (0.35 if self.draft_gib else 0.0)) if a.graphs else 0.0
         self.kv_gib = CAP_GIB * a.mem_fraction_static - (0.53 + self.weights_gib + self.draft_gib)
         self.max_tokens = 0
-        self.max_running = min(256, a.cuda_graph_max_bs) if a.graphs else 256
+        self.max_running = min(256, a.graph_max_bs) if a.graphs else 256
+        self.rel: Release = a.rel
         self.cond = threading.Condition()  # guards everything below
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.background: list[Req] = []
-        self.c = {"decode": 0, "prefill": 0, "gen": 0, "prompt": 0, "reqs": 0}
-        #: speculative verify forwards (sglang:spec_verify_calls_total): one per accept length's worth of tokens
-        self.verify_calls = 0.0
-        self.ttft = [0] * (len(TTFT_BUCKETS) + 1)
-        self.ttft_sum = self.gen_throughput = self.accept_len = self.accept_rate = 0.0
+        #: the scheduler's counters, bumped every step (realtime_tokens_total) ...
+        self.c = {"decode": 0, "prefill": 0}
+        #: ... and the tokenizer's, bumped when a request finishes, by its is_streaming ("true"/"false"): prompt and
+        #: generated tokens, requests, verify forwards (spec_verify_calls_total, no is_streaming in any release)
+        self.fin: dict[str, dict[str, float]] = {"prompt": {}, "gen": {}, "reqs": {}}
+        self.verify_calls = 0
+        #: verify forwards of every step since start (`avg_spec_accept_length`: decode tokens over these)
+        self.verify_steps = 0.0
+        self.ttft: dict[str, list[int]] = {}
+        self.ttft_sum: dict[str, float] = {}
+        self.gen_throughput = self.accept_len = self.accept_rate = 0.0
         self.noise = 1.0
         self.streamed = 0  # streamed chat requests received (--sim-crash-after-requests)
         self.replayed, self.jit_pending = False, True
@@ -282,8 +338,15 @@ class Sim:
 
     def sglang_args(self) -> dict[str, Any]:
         """The resolved SGLang arguments (what ServerArgs would hold), without the sim's own."""
-        return {k: v for k, v in vars(self.a).items()
-                if not k.startswith("sim_") and k not in ("time_scale", "scenario", "gpu_ids", "graphs")}
+        return {k: v for k, v in vars(self.a).items() if not k.startswith("sim_") and k not in (
+            "time_scale", "scenario", "release", "rel", "gpu_ids", "graphs", "graph_backend", "graph_max_bs")}
+
+    def args_line(self) -> str:
+        """`server_args=ServerArgs(k=v, ...)` (a dataclass's repr), or from 0.5.20 `server_args={'k': v, ...}`."""
+        args = self.sglang_args()
+        if self.rel.args_line == "dict":
+            return f"server_args={args!r}"
+        return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds * self.scale)
@@ -376,10 +439,11 @@ class Sim:
         kind = "verify" if role == "target" and self.algo else "decode"
         per_req = a.speculative_num_draft_tokens if kind == "verify" else (
             (a.speculative_eagle_topk or 1) if role == "draft" else 1)
-        bss = [b for b in [1, 2, 4, 8, *range(16, 257, 8)] if b <= a.cuda_graph_max_bs]
-        bs_txt = f"bs={bss}, " if role == "draft" else ""  # 0.5.23: draft sizes at begin, target at end
-        L.ranks(f"Capture {role} {kind} CUDA graph begin. backend={a.cuda_graph_backend_decode}, "
-                f"num_tokens_per_req={per_req}, {bs_txt}avail mem={self.avail():.2f} GB")
+        bss = [b for b in [1, 2, 4, 8, *range(16, 257, 8)] if b <= a.graph_max_bs]
+        at_end = role == "target" and self.rel.target_bs_at_end  # the draft's sizes open its capture
+        bs_txt = "" if at_end else f"bs={bss}, "
+        L.ranks(f"Capture {role} {kind} CUDA graph begin. backend={a.graph_backend}, "
+                f"{self.rel.tokens_key}={per_req}, {bs_txt}avail mem={self.avail():.2f} GB")
         t0, base = time.time(), self.used_gib
         for i, bs in enumerate(reversed(bss)):
             self.set_mem(base + gib * (i + 1) / len(bss), self.rng.randint(30, 50))
@@ -392,14 +456,16 @@ class Sim:
     def bringup(self) -> None:
         """The startup timeline of SGLang 0.5.x: at --time-scale 1, ~27 s with graphs, ~19 s without."""
         a, L = self.a, self.log
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.sglang_args().items())
-        L.line(f"server_args=ServerArgs({shown})")
+        L.line(self.args_line())
         self.sleep(1.0)
-        L.ranks("Init torch distributed begin.")
+        L.ranks(self.rel.init_begin)
+        t0 = time.time()
         self.join_nodes()
         self.sleep(1.5)
         self.set_mem(0.53, 2)
-        L.ranks(f"Init torch distributed ends. mem usage={self.used_gib:.2f} GB")
+        for text in (self.rel.init_end, self.rel.init_after):
+            if text:
+                L.ranks(text.format(elapsed=time.time() - t0, mem=self.used_gib))
         self.sleep(0.5)
         self.others_gib = max(sum(p["used_memory"] for p in ps) for ps in self.others().values()) / 1024
         quant = "quant=compressed-tensors, " if self.is_kimi else "dtype=torch.bfloat16, "
@@ -596,15 +662,24 @@ class Sim:
             return self.stop(int(e.args[0]))
 
     # ---- scheduler -----------------------------------------------------------------------------------
-    def submit_locked(self, prompt: int, max_new: int) -> Req:
-        r = Req(prompt, max_new)
+    def submit_locked(self, prompt: int, max_new: int, stream: bool = False) -> Req:
+        r = Req(prompt, max_new, stream)
         self.waiting.append(r)
         self.cond.notify_all()
         return r
 
-    def submit(self, prompt: int, max_new: int) -> Req:
+    def submit(self, prompt: int, max_new: int, stream: bool = False) -> Req:
         with self.cond:
-            return self.submit_locked(prompt, max_new)
+            return self.submit_locked(prompt, max_new, stream)
+
+    def finished(self, r: Req) -> None:
+        """The tokenizer process's count of a finished request (`observe_one_finished_request`): its prompt and
+        generated tokens and the request itself, by is_streaming, and its verify forwards."""
+        key = "true" if r.stream else "false"
+        for name, n in (("prompt", r.prompt), ("gen", r.generated), ("reqs", 1)):
+            self.fin[name][key] = self.fin[name].get(key, 0) + n
+        if self.algo and r.generated:
+            self.verify_calls += max(1, round(r.verifies))
 
     def new_window(self) -> None:
         """Noise and accept length are drawn per log window, so the printed numbers move like real ones."""
@@ -626,7 +701,6 @@ class Sim:
         if new:
             toks = sum(r.prompt for r in new)
             self.c["prefill"] += toks
-            self.c["prompt"] += toks
             used = sum(r.prompt + r.generated for r in self.running + new)
             self.log.line(f"Prefill batch, #new-seq: {len(new)}, #new-token: {toks}, #cached-token: 0, token "
                           f"usage: {used / max(1, self.max_tokens):.2f}, #running-req: {len(self.running)}, "
@@ -644,16 +718,17 @@ class Sim:
             k = min(int(r.acc), r.max_new - r.generated)
             r.acc -= k
             r.generated += k
+            r.verifies += k / max(1.0, self.accept_len) if self.algo else 0.0
             total += k
             if k and r.first_token_at is None:
                 r.first_token_at = now
-                ttft = now - r.created
-                self.ttft_sum += ttft
-                self.ttft[next((i for i, b in enumerate(TTFT_BUCKETS) if ttft <= b), -1)] += 1
+                ttft, key = now - r.created, "true" if r.stream else "false"
+                self.ttft_sum[key] = self.ttft_sum.get(key, 0.0) + ttft
+                hist = self.ttft.setdefault(key, [0] * (len(TTFT_BUCKETS) + 1))
+                hist[next((i for i, b in enumerate(TTFT_BUCKETS) if ttft <= b), -1)] += 1
             if r.generated >= r.max_new:
                 self.running.remove(r)
-                self.c["gen"] += r.generated
-                self.c["reqs"] += 1
+                self.finished(r)
                 r.done.set()
                 if r in self.background and self.state == "ready":
                     self.background.remove(r)
@@ -661,7 +736,7 @@ class Sim:
                                                                self.rng.randint(150, 500)))
         self.c["decode"] += total
         if self.algo:
-            self.verify_calls += total / max(1.0, self.accept_len)
+            self.verify_steps += total / max(1.0, self.accept_len)
         self.cond.notify_all()
         return total, n, False
 
@@ -720,50 +795,70 @@ class Sim:
     def server_info(self) -> dict[str, Any]:
         info = self.sglang_args()
         state: dict[str, Any] = {"last_gen_throughput": round(self.gen_throughput, 2)}
-        if self.algo:
-            state["avg_spec_accept_length"] = round(self.accept_len, 2)
-        return {**info, "version": VERSION, "startup_time": self.holder.data["started"],
+        if self.algo and self.verify_steps:  # over every verify forward since start
+            state["avg_spec_accept_length"] = round(self.c["decode"] / self.verify_steps, 2)
+        return {**info, "version": self.rel.version, "startup_time": self.holder.data["started"],
                 "max_total_num_tokens": self.max_tokens, "internal_states": [state]}
 
     def metrics(self) -> str:
-        tok = f'model_name="{self.a.served_model_name}",engine_type="unified"'
-        sch = f'{tok},tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        """The page as SGLang's multi-process Prometheus collector renders it (labels in name order): the scheduler's
+        figures labelled with its ranks, the tokenizer process's without, and a labelled counter only once it has
+        been bumped. Names, help and label names as observability/metrics_collector.py of the release declares them.
+        """
+        tok = {"model_name": self.a.served_model_name, "engine_type": "unified"}
+        sch = {**tok, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
         out: list[str] = []
 
-        def m(name: str, kind: str, help_: str, samples: list[tuple[str, str, float]]) -> None:
+        def m(name: str, kind: str, help_: str, samples: list[tuple[str, dict[str, str], float]]) -> None:
+            if not samples:  # a family shows once one of its series has been set
+                return
             out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
-            out.extend(f"{name}{suffix}{{{labels}}} {float(v)}" for suffix, labels, v in samples)
+            for suffix, labels, v in samples:
+                text = ",".join(f'{k}="{labels[k]}"' for k in sorted(labels))
+                out.append(f"{name}{suffix}{{{text}}} {float(v)}")
+
+        def by_stream(values: dict[str, float]) -> list[tuple[dict[str, str], float]]:
+            if self.rel.is_streaming:
+                return [({**tok, "is_streaming": k}, v) for k, v in sorted(values.items())]
+            return [(tok, sum(values.values()))] if values else []
 
         with self.cond:
             used = sum(r.prompt + r.generated for r in self.running)
-            m("sglang:gen_throughput", "gauge", "The generation throughput (token/s).",
-              [("", sch, round(self.gen_throughput, 2))])
-            m("sglang:num_running_reqs", "gauge", "The number of running requests.",
-              [("", sch, len(self.running))])
-            m("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
-              [("", sch, len(self.waiting))])
-            m("sglang:token_usage", "gauge", "The token usage.",
-              [("", sch, round(used / max(1, self.max_tokens), 4))])
-            if self.algo:
-                for key, val in (("length", self.accept_len), ("rate", self.accept_rate)):
-                    m(f"sglang:spec_accept_{key}", "gauge", f"The average acceptance {key} of speculative "
-                      "decoding.", [("", sch, round(val, 3))])
-            if self.algo:
-                m("sglang:spec_verify_calls_total", "counter", "The number of speculative verify forward passes.",
-                  [("", sch, round(self.verify_calls, 1))])
-            m("sglang:realtime_tokens_total", "counter", "Total tokens processed, updated every step.",
-              [("", f'{sch},mode="prefill_compute"', self.c["prefill"]),
-               ("", f'{sch},mode="decode"', self.c["decode"])])
-            for key, name, what in (("prompt", "prompt_tokens", "prefill tokens"),
-                                    ("gen", "generation_tokens", "generation tokens"),
-                                    ("reqs", "num_requests", "requests")):
-                m(f"sglang:{name}_total", "counter", f"Number of {what} processed.", [("", tok, self.c[key])])
-            cum, buckets = 0, []
-            for i, b in enumerate([*TTFT_BUCKETS, "+Inf"]):
-                cum += self.ttft[i]
-                buckets.append(("_bucket", f'{tok},le="{b}"', cum))
-            m("sglang:time_to_first_token_seconds", "histogram", "Histogram of time to first token (s).",
-              [*buckets, ("_count", tok, cum), ("_sum", tok, self.ttft_sum)])
+            for name, help_, v in (
+                    ("num_running_reqs", "The number of running requests.", len(self.running)),
+                    ("num_queue_reqs", "The number of requests in the waiting queue.", len(self.waiting)),
+                    ("gen_throughput", "The generation throughput (token/s).", round(self.gen_throughput, 2)),
+                    ("token_usage", "The token usage.", round(used / max(1, self.max_tokens), 4)),
+                    # set at every decode-log interval, to that interval's mean; 0 without speculative decoding
+                    ("spec_accept_length", "Mean acceptance length of speculative decoding (accepted drafts + "
+                     "bonus token per forward).", round(self.accept_len, 3)),
+                    ("spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in "
+                     "batch).", round(self.accept_rate, 3))):
+                m(f"sglang:{name}", "gauge", help_, [("", sch, v)])
+            m("sglang:realtime_tokens_total", "counter", "Total number of tokens processed (updated on each log "
+              "interval). mode: prefill_compute, prefill_cache, decode.",
+              [("", {**sch, "mode": mode}, self.c[key]) for mode, key in (("prefill_compute", "prefill"),
+                                                                         ("decode", "decode")) if self.c[key]])
+            for key, name, help_ in (("prompt", "prompt_tokens", "Number of prefill tokens processed."),
+                                     ("gen", "generation_tokens", "Number of generation tokens processed."),
+                                     ("reqs", "num_requests", "Number of requests processed.")):
+                m(f"sglang:{name}_total", "counter", help_, [("", lb, v) for lb, v in by_stream(self.fin[key])])
+            if self.verify_calls:
+                m("sglang:spec_verify_calls_total", "counter", "Number of speculative decoding verification calls.",
+                  [("", tok, self.verify_calls)])
+            hist: list[tuple[str, dict[str, str], float]] = []
+            keys = sorted(self.ttft) if self.rel.is_streaming else ([""] if self.ttft else [])
+            for key in keys:
+                labels = {**tok, "is_streaming": key} if key else tok
+                counts = self.ttft[key] if key else [sum(h[i] for h in self.ttft.values())
+                                                     for i in range(len(TTFT_BUCKETS) + 1)]
+                total = self.ttft_sum[key] if key else sum(self.ttft_sum.values())
+                cum = 0
+                for i, b in enumerate([*TTFT_BUCKETS, "+Inf"]):
+                    cum += counts[i]
+                    hist.append(("_bucket", {**labels, "le": str(b)}, cum))
+                hist += [("_count", labels, cum), ("_sum", labels, total)]
+            m("sglang:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.", hist)
         return "\n".join(out) + "\n"
 
 
@@ -811,9 +906,13 @@ class Handler(BaseHTTPRequestHandler):
     def route(self, method: str) -> None:
         sim, path = self.sim, urlsplit(self.path).path
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if method == "GET" and path in ("/get_model_info", "/get_server_info") and sim.state != "stopping":
+            sim.log.line(f"Endpoint '{path}' is deprecated and will be removed in a future version. Please use "
+                         f"'/{path[5:]}' instead.")
         path = {"/health_generate": "/health", "/get_model_info": "/model_info",
                 "/get_server_info": "/server_info"}.get(path, path)
-        gets = ("/health", "/ready", "/v1/models", "/model_info", "/server_info", "/metrics")
+        gets = ("/health", "/v1/models", "/model_info", "/server_info", "/metrics",
+                *(("/ready",) if sim.rel.ready_route else ()))
         posts = ("/generate", "/v1/completions", "/v1/chat/completions")
         name = sim.a.served_model_name
         if sim.state == "stopping":
@@ -824,9 +923,8 @@ class Handler(BaseHTTPRequestHandler):
                       "running or waiting requests, the operation will not be performed.)\n", "text/plain")
         elif method == "GET" and path == "/health":
             self.send(200 if sim.state in ("ready", "stale") else 503, b"", "text/plain")
-        elif method == "GET" and path == "/ready":
-            ok = sim.state == "ready"
-            self.send(200 if ok else 503, {"status": "ready" if ok else "starting"})
+        elif method == "GET" and path == "/ready" and sim.rel.ready_route:
+            self.send(200 if sim.state == "ready" else 503, b"", "text/plain")
         elif method == "GET" and path == "/v1/models":
             self.send(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": int(sim.holder.data["started"]),
@@ -867,7 +965,7 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError("max_new_tokens must be >= 0")
         if kind == "chat" and req.get("stream"):
             sim.count_stream()
-        r = sim.submit(prompt, max_new)
+        r = sim.submit(prompt, max_new, bool(req.get("stream")))
         rid, created = os.urandom(16).hex(), int(time.time())
         obj = {"chat": "chat.completion", "cmpl": "text_completion"}.get(kind, "")
 

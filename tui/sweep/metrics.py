@@ -12,8 +12,11 @@ column is defined here once, and the README repeats these words:
 - tok_s_total: output tokens of successful requests / the cell's wall time; tok_s_user: 1 / mean TPOT;
   tok_s_gpu: tok_s_total / the deployment's GPUs; req_s: successful requests / wall time;
 - goodput_rps: successful requests meeting every SLO / wall time (None without SLOs), with the SLO string;
-- accept_len = 1 + d(accepted) / d(drafts), accept_rate = d(accepted) / d(draft tokens), from counter deltas over
-  the cell (None when the server has no such counters): never a cumulative average polluted by earlier cells.
+- accept_len and accept_rate, from counter deltas over the cell, never a gauge: vLLM 1 + d(accepted) / d(drafts) and
+  d(accepted) / d(draft tokens) (all three counted each step); SGLang d(generation tokens) / d(verify calls), both
+  counted when a request finishes (0.5.15+), and no rate (no draft-token counter). None when the server has no such
+  counters; when an SGLang speculates without a verify counter, accept_note says the figure is not available
+  (tui/sweep/counters.py has what each release counts, and when).
 
 Failed requests are counted and excluded from every latency and throughput figure.
 """
@@ -85,9 +88,15 @@ class SloSpec:
 class SpecCounters:
     """Speculative-decoding counters read from /metrics at one moment (None: the server has no such counter)."""
 
+    #: vLLM, counted each step: drafts (verify steps), accepted draft tokens, proposed draft tokens
     drafts: float | None = None
     accepted: float | None = None
     draft_tokens: float | None = None
+    #: SGLang, counted when a request finishes: its generated tokens, and its verify forwards
+    finished_tokens: float | None = None
+    verify_calls: float | None = None
+    #: why the accept length cannot be had from this server's /metrics at all ("" when it can, or nothing speculates)
+    unavailable: str = ""
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -117,12 +126,21 @@ def accept_from_counters(before: SpecCounters | None, after: SpecCounters | None
 
     def delta(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None or b < a else b - a
+    if after.verify_calls is not None:  # SGLang: a counter with no series yet (no request finished) counts 0
+        d_tok = delta(before.finished_tokens or 0.0, after.finished_tokens)
+        d_ver = delta(before.verify_calls or 0.0, after.verify_calls)
+        return _r(d_tok / d_ver, 4) if d_tok is not None and d_ver else None, None
     d_drafts = delta(before.drafts, after.drafts)
     d_acc = delta(before.accepted, after.accepted)
     d_tok = delta(before.draft_tokens, after.draft_tokens)
     length = 1 + d_acc / d_drafts if d_acc is not None and d_drafts else None
     rate = d_acc / d_tok if d_acc is not None and d_tok else None
     return _r(length, 4), _r(rate, 4)
+
+
+def accept_note(after: SpecCounters | None) -> str | None:
+    """Why a cell has no accept length, when the server speculates but its /metrics cannot give one."""
+    return after.unavailable or None if after is not None else None
 
 
 def cell_metrics(requests: Sequence[RequestTiming], duration_s: float, n_gpus: int, slo: SloSpec | None = None,
@@ -146,7 +164,8 @@ def cell_metrics(requests: Sequence[RequestTiming], duration_s: float, n_gpus: i
         tok_s_total=_r(total) or 0.0, tok_s_user=_r(1.0 / tpot_mean) if tpot_mean else None,
         tok_s_gpu=_r(total / n_gpus) if n_gpus > 0 else None,
         req_s=(_r(len(ok) / dur) or 0.0) if duration_s > 0 else 0.0, goodput_rps=good,
-        slo=slo.text if slo is not None and slo.any else None, accept_len=acc_len, accept_rate=acc_rate)
+        slo=slo.text if slo is not None and slo.any else None, accept_len=acc_len, accept_rate=acc_rate,
+        accept_note=accept_note(counters[1]) if acc_len is None else None)
 
 
 def _r(x: float | None, digits: int = 3) -> float | None:

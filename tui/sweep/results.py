@@ -137,6 +137,8 @@ class CellMetrics:
     slo: str | None = None
     accept_len: float | None = None
     accept_rate: float | None = None
+    #: why accept_len is None although the server speculates (its /metrics has no counter to give it)
+    accept_note: str | None = None
 
     @classmethod
     def from_json(cls, raw: Any) -> CellMetrics:
@@ -150,6 +152,7 @@ class CellMetrics:
             tok_s_gpu=_num(raw.get("tok_s_gpu")), req_s=float(raw.get("req_s") or 0.0),
             goodput_rps=_num(raw.get("goodput_rps")), slo=raw.get("slo"),
             accept_len=_num(raw.get("accept_len")), accept_rate=_num(raw.get("accept_rate")),
+            accept_note=raw.get("accept_note") if isinstance(raw.get("accept_note"), str) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -159,6 +162,8 @@ class CellMetrics:
         out.update(tok_s_total=self.tok_s_total, tok_s_user=self.tok_s_user, tok_s_gpu=self.tok_s_gpu,
                    req_s=self.req_s, goodput_rps=self.goodput_rps, slo=self.slo, accept_len=self.accept_len,
                    accept_rate=self.accept_rate)
+        if self.accept_note:
+            out["accept_note"] = self.accept_note
         return out
 
 

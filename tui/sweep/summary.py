@@ -25,7 +25,7 @@ from tui.sweep.results import (
 )
 
 SCALARS = ("completed", "failed", "duration_s", "tok_s_total", "tok_s_user", "tok_s_gpu", "req_s", "goodput_rps",
-           "slo", "accept_len", "accept_rate")
+           "slo", "accept_len", "accept_rate", "accept_note")
 
 
 def flag_words(flags: dict[str, str | bool | None]) -> str:
@@ -66,7 +66,7 @@ def summary_csv(res: SweepResults) -> str:
         m = c.metrics.to_json()
         w.writerow([c.config, flag_words(rec.flags) if rec else "", c.cell, c.prompt_tokens, c.output_tokens,
                     c.concurrency, c.repeat, c.attempt, c.invocation or "", c.reason,
-                    *(_v(m[k]) for k in SCALARS), *(_v(m[x][k]) for x in LATENCY_METRICS for k in STAT_KEYS)])
+                    *(_v(m.get(k)) for k in SCALARS), *(_v(m[x][k]) for x in LATENCY_METRICS for k in STAT_KEYS)])
     return buf.getvalue()
 
 
@@ -107,6 +107,10 @@ def summary_md(res: SweepResults) -> str:
         lines.append(f"**{best}** (highest mean output tok/s at the highest concurrency measured)")
         if rec is not None:
             lines += ["", "Launch flags: `" + flag_words(rec.flags) + "`", "", "```", " ".join(rec.argv), "```"]
+    notes = {c.config: c.metrics.accept_note for c in res.valid_cells() if c.metrics.accept_note}
+    if notes:  # speculating, but the server's counters cannot give the accept length: said, not left blank
+        lines += ["", "## Accept length", ""]
+        lines += [f"- **{name}**: {note}" for name, note in notes.items()]
     failed = [r for r in (res.config_record(n) for n in configs) if r is not None and r.status == "failed"]
     if failed:
         lines += ["", "## Failed configurations", ""]

@@ -12,8 +12,13 @@ import re._constants as _sre_c
 import re._parser as _sre
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from tui.lifecycle.presets.telemetry import LogThroughput, MemoryBudget, MetricsHint, MetricsSpec
 from tui.model import FailureKind, Phase
+
+if TYPE_CHECKING:
+    from tui.lifecycle.presets.facts import ReleaseFacts
 
 # Values that may be written into a server's argv, a unit's ExecStart or a shell-quoted remote command.
 # Deliberately narrow: paths, model ids, numbers, simple JSON-free tokens. Anything else is refused with a
@@ -39,6 +44,13 @@ class FlagSpec:
     short: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
+    #: a flag that took over another's job in later releases (SGLang's `cuda-graph-backend-decode` for
+    #: `disable-cuda-graph`): on a release that lacks or deprecates that one, its key moves here
+    takes_key_from: str = ""
+    #: for a flag with a value: the value its key toggles on (unset again on the next press)
+    toggle_value: str | None = None
+    #: flags the key sets together with this one, to the same value (graphs off is decode AND prefill)
+    companions: tuple[str, ...] = ()
 
     @property
     def option(self) -> str:
@@ -153,6 +165,49 @@ class Preset:
     #: flags whose value is each node's own in a deployment over several nodes: kept per node when the
     #: deployment's flags are edited (tui/lifecycle/nodes.py)
     node_flags: tuple[str, ...] = ()
+    # What the server says about its own work (tui/lifecycle/presets/telemetry.py); the engine, the collectors and
+    # the front ends read a server's knowledge here, never by its name. ARCHITECTURE.md, "Where to add things".
+    #: the name people know the server by, in messages ("SGLang")
+    display_name: str = ""
+    #: which series of its /metrics page are which figure, and how its ranks' series add up
+    metrics: MetricsSpec | None = None
+    #: the reader of its periodic throughput log line (the figures when it serves no /metrics)
+    log_throughput: LogThroughput | None = None
+    #: the flag that sizes its GPU memory, and its default: the GPU panel judges memory against it
+    memory_budget: MemoryBudget | None = None
+    #: how its /metrics figures are turned on, said when it serves none
+    metrics_hint: MetricsHint | None = None
+    #: lines only this server writes: a replay counts each preset's hits to tell which server wrote a log
+    detection: re.Pattern[str] | None = None
+    #: start-up lines that state the server's release: each wording ends where the release begins (read right
+    #: after the match, tui/lifecycle/server_version.py: `re` allows no group name twice in one pattern, and one
+    #: wording per alternative keeps the substring screen). None: its log never says
+    version_line: Alternation | None = None
+    #: where its HTTP server names its release, in the order tried (the next only after a 404: a route the release
+    #: lacks), once a run has said it is ready; and the key of the JSON answer that holds it
+    version_paths: tuple[str, ...] = ()
+    version_key: str = "version"
+    #: wordings of the lists above that are another program's (PyTorch, NCCL, uvicorn, argparse, the C++ runtime),
+    #: so no release of the server has them in its own code: the conformance tests check every other one against
+    #: the releases' format strings (tests/test_conformance.py), and these against not being the server's own
+    foreign_wordings: frozenset[str] = frozenset()
+    #: the hints as one release words them (its flags): `for_release` puts them in place of `hint`
+    hints_for: Callable[[ReleaseFacts, bool], HintFn] | None = None
+    #: the release this preset was specialised for by `for_release` ("": every release's flags, newest hints)
+    release: str = ""
+
+    def for_release(self, facts: ReleaseFacts | None, known: bool = True) -> Preset:
+        """This preset as one release sees it: its parser's flags and choices, hints naming only those flags
+        (`known=False`: the newest facts stand in for a release not said yet; tui/lifecycle/presets/per_release.py)."""
+        from tui.lifecycle.presets.per_release import for_release
+
+        return for_release(self, facts, known)
+
+    def for_version(self, version: str | None) -> Preset:
+        """This preset for a run of that release (None: not said yet)."""
+        from tui.lifecycle.presets.per_release import release_preset
+
+        return release_preset(self, version)
 
     def infer_phase(self, text: str, phase: Phase) -> Phase:
         """The phase a failure belongs to: the one reached, or, if no marker was seen, the traceback's."""
@@ -184,9 +239,11 @@ class Alternation:
     without a literal run of 3+ characters, or case-insensitive flags, turns the screen off.
     """
 
-    __slots__ = ("needles", "pattern", "regex")
+    __slots__ = ("alternatives", "needles", "pattern", "regex")
 
     def __init__(self, alternatives: Sequence[str], flags: int = 0) -> None:
+        #: each wording as written: the conformance tests hold each one to a release's own format strings
+        self.alternatives = tuple(alternatives)
         self.regex = re.compile("|".join(f"(?:{a})" for a in alternatives), flags)
         self.pattern = self.regex.pattern
         self.needles = None if flags & re.IGNORECASE else _needles(_sre.parse(self.pattern))
@@ -228,14 +285,14 @@ def rx(*alternatives: str, flags: int = 0) -> Alternation:
 
 
 def get_preset(name: str) -> Preset:
-    from tui.lifecycle.presets.sglang import SGLANG
-    from tui.lifecycle.presets.vllm import VLLM
+    """The registered preset of that name (tui/lifecycle/presets/registry.py); KeyError names the known ones."""
+    from tui.lifecycle.presets.registry import get_preset as get
 
-    presets = {"sglang": SGLANG, "vllm": VLLM}
-    try:
-        return presets[name]
-    except KeyError:
-        raise KeyError(f"unknown preset {name!r} (known: {', '.join(presets)})") from None
+    return get(name)
 
 
-PRESET_NAMES = ("sglang", "vllm")
+def preset_names() -> tuple[str, ...]:
+    """The registered presets' names, in the registry's order."""
+    from tui.lifecycle.presets.registry import preset_names as names
+
+    return names()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from tui.lifecycle.presets import Classifier, FlagSpec, HintTable, Marker, Preset, rx
+from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
     COMMON_CLASSIFIERS,
-    COMMON_HINTS,
     CONSEQUENCE,
     CUDA_GRAPH,
     GENERATION_OK,
@@ -17,6 +16,8 @@ from tui.lifecycle.presets.common import (
     STOPPING,
     WARMUP_FRAMES,
 )
+from tui.lifecycle.presets.sglang_hints import hints_for
+from tui.lifecycle.presets.sglang_metrics import DETECTION, MEMORY_BUDGET, METRICS, METRICS_HINT, DecodeBatchLine
 from tui.model import FailureKind, Phase
 
 MARKERS = (
@@ -97,9 +98,15 @@ CLASSIFIERS = (
 
 FLAGS = (
     FlagSpec("disable-cuda-graph", "bool", "turn CUDA graphs off (slower decode, no capture phase)", key="g"),
+    # 0.5.18+: graphs per phase; where --disable-cuda-graph is deprecated (0.5.23) the g key writes both as disabled
     FlagSpec("cuda-graph-backend-decode", "choice", "decode CUDA graph backend (0.5.18+)",
+             choices=("full", "breakable", "disabled"), takes_key_from="disable-cuda-graph", toggle_value="disabled",
+             companions=("cuda-graph-backend-prefill",)),
+    FlagSpec("cuda-graph-backend-prefill", "choice", "prefill CUDA graph backend (0.5.18+)",
              choices=("full", "breakable", "disabled")),
     FlagSpec("cuda-graph-max-bs", "int", "largest batch captured in a CUDA graph (gone in 0.5.21)",
+             minimum=1, maximum=4096),
+    FlagSpec("cuda-graph-max-bs-decode", "int", "largest decode batch captured in a CUDA graph (0.5.18+)",
              minimum=1, maximum=4096),
     FlagSpec("enable-metrics", "bool", "serve Prometheus /metrics (tokens/s, accept length)", key="m"),
     FlagSpec("mem-fraction-static", "float", "fraction of GPU memory for weights + KV cache",
@@ -107,8 +114,11 @@ FLAGS = (
     FlagSpec("tp-size", "int", "tensor parallel size", aliases=("tp", "tensor-parallel-size"),
              minimum=1, maximum=64),
     FlagSpec("ep-size", "int", "expert parallel size", aliases=("ep",), minimum=1, maximum=64),
+    # sglang 0.5.23 srt/speculative/spec_info.py SpeculativeAlgorithm, plus NEXTN (an alias of EAGLE: spec_registry.py
+    # _RESERVED_ALIASES); argparse choices until 0.5.10 (EAGLE EAGLE3 NEXTN, + STANDALONE NGRAM by 0.5.5), from 0.5.15
+    # a free string read by from_string: DFLASH and FROZEN_KV_MTP 0.5.15, DSPARK 0.5.18, UNO 0.5.20
     FlagSpec("speculative-algorithm", "choice", "speculative decoding algorithm",
-             choices=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")),
+             choices=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP")),
     FlagSpec("speculative-draft-model-path", "str", "draft model", aliases=("speculative-draft-model",)),
     FlagSpec("speculative-num-draft-tokens", "int", "verify window", minimum=1, maximum=64),
     FlagSpec("speculative-dflash-block-size", "int", "DFLASH block size (verify window)", minimum=1, maximum=64),
@@ -120,43 +130,8 @@ FLAGS = (
 )
 
 
-HINTS = HintTable(
-    by_kind={
-        **COMMON_HINTS,
-        FailureKind.CUDA_GRAPH: "CUDA graph capture/replay failed: lower --cuda-graph-max-bs or --mem-fraction-static, "
-                                "or restart with CUDA graphs off (--set disable-cuda-graph).",
-        FailureKind.OOM: "CUDA out of memory: lower --mem-fraction-static, or --cuda-graph-max-bs, "
-                         "or turn CUDA graphs off (--set disable-cuda-graph).",
-        FailureKind.NCCL: "NCCL failed: one rank probably died first (find the earliest traceback); check the GPUs "
-                          "with `nvidia-smi topo -m`, and rerun with NCCL_DEBUG=INFO for details.",
-        FailureKind.PORT_IN_USE: "The port is taken: the previous server may still be shutting down, or another "
-                                 "process uses it (`ss -ltnp`).",
-        FailureKind.WARMUP: "The HTTP server came up but the warmup request failed: check proxies (no_proxy for "
-                            "127.0.0.1) and the model's chat template; --skip-server-warmup hides this but does not "
-                            "fix it.",
-        FailureKind.SCHEDULER_DIED: "A scheduler process died or hung: exit code -9 usually means the OS OOM killer "
-                                    "(check `dmesg` and host RAM); a watchdog timeout means one forward step outlasted "
-                                    "--watchdog-timeout (a stuck collective or GPU; raise it only for steps that are "
-                                    "legitimately that slow); otherwise the first traceback is the cause.",
-    },
-    while_loading={
-        FailureKind.OOM: "CUDA out of memory while loading: memory may still be held by the previous run "
-                         "(`bringup restart` waits for release; check the GPU panel), or the model does not fit: "
-                         "lower --mem-fraction-static or raise --tp-size.",
-    },
-    default="The server reported a fatal error: read the excerpt; the first traceback is usually the cause.",
-)
-
-
-def hint(kind: FailureKind, phase: Phase, flags: dict[str, str | None]) -> str:
-    """The table's hint, except for the one the flags decide: CUDA graphs that crash under speculative decoding
-    (the K2.6 DFLASH crash) are turned off, not tuned."""
-    spec = flags.get("speculative-algorithm")
-    graphs_on = "disable-cuda-graph" not in flags and flags.get("cuda-graph-backend-decode") != "disabled"
-    if kind == FailureKind.CUDA_GRAPH and spec and graphs_on:
-        return (f"CUDA graphs crashed with {spec} speculative decoding: restart with CUDA graphs off "
-                "(`bringup restart <deployment> --set disable-cuda-graph`, or in the console: f, g, a).")
-    return HINTS(kind, phase, flags)
+#: the hints as no release in particular words them; each run's own come from `hints_for` and its release's facts
+hint = hints_for(None)
 
 
 THROUGHPUT_LINE = re.compile(r"Decode batch(?: \[\d+\])?[.,]\s*(?P<rest>.*)$")
@@ -169,6 +144,7 @@ SGLANG = Preset(
     fatal=FATAL,
     classifiers=CLASSIFIERS,
     hint=hint,
+    hints_for=hints_for,
     flags=FLAGS,
     health_path="/health",
     models_path="/v1/models",
@@ -179,4 +155,14 @@ SGLANG = Preset(
                  Marker(Phase.LOADING, LOADING_FRAMES)),
     stopping=STOPPING,
     consequence=CONSEQUENCE,
+    display_name="SGLang",
+    metrics=METRICS,
+    log_throughput=DecodeBatchLine(THROUGHPUT_LINE),
+    memory_budget=MEMORY_BUDGET,
+    metrics_hint=METRICS_HINT,
+    detection=DETECTION,
+    # no start-up line of 0.4.10 ... 0.5.23 states the release (only `sglang version`, a command of its own, prints
+    # it): its HTTP answer does. `/server_info` from 0.5.10 (older: `/get_server_info` only; from 0.5.10 that one
+    # logs a deprecation warning at each call, so it comes second), both with `"version": __version__`
+    version_paths=("/server_info", "/get_server_info"),
 )

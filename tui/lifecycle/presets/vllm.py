@@ -1,31 +1,41 @@
-"""vLLM 0.6 to 0.33: wordings from the 0.33.0 wheel and real logs in public issues."""
+"""vLLM 0.6 to 0.34: wordings from the released wheels (0.8.5 ... 0.34.0) and real logs in public issues."""
 
 from __future__ import annotations
 
 import re
 
-from tui.lifecycle.presets import Classifier, FlagSpec, HintTable, Marker, Preset, rx
+from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
     COMMON_CLASSIFIERS,
-    COMMON_HINTS,
     GENERATION_OK,
     GRAPH_FRAMES,
     LOADING_FRAMES,
-    STOPPING,
 )
+from tui.lifecycle.presets.common import STOPPING as COMMON_STOPPING
+from tui.lifecycle.presets.vllm_hints import hints_for
+from tui.lifecycle.presets.vllm_metrics import DETECTION, MEMORY_BUDGET, METRICS, METRICS_HINT, StatsLines
 from tui.model import FailureKind, Phase
 
 MARKERS = (
     Marker(Phase.STARTING, rx(
+        # 0.8.5-0.11.0 `vLLM API server version %s` (entrypoints/openai/api_server.py); 0.15.0+ log_version_and_model:
+        # `vLLM server version %s, serving model %s`, or by default its logo, whose second line names the release
         r"vLLM (?:API )?server version",
+        r"\u2580\u2584\u2580 \u2588\s+version \S",
         r"^non-default args:",
         r"^args: Namespace\(",
-        r"Initializing a V\d engine",
+        # `Initializing a V1 LLM engine (v%s) with config: %s` (v1/engine/core.py, 0.8.5 ... 0.34.0), V0 (engine/
+        # llm_engine.py, 0.8.5-0.10.2); `Initializing an LLM engine (v%s)` before 0.8
+        r"Initializing a V\d LLM engine \(v",
         r"Initializing an LLM engine",
     )),
     Marker(Phase.LOADING, rx(
+        # `Starting to load model %s...`: v1/worker/gpu_model_runner.py 0.8.5-0.33.0 (gone with that runner in
+        # 0.34.0); `Loading model from scratch...`: the V2 runner v1/worker/gpu/model_runner.py (0.15.0+, the only
+        # one in 0.34.0) and 0.9.2-0.11.0's gpu_model_runner.py
         r"Starting to load model",
+        r"^Loading model from scratch",
         r"Loading safetensors checkpoint shards",
         r"Loading weights took",
         r"Model loading took",
@@ -56,6 +66,19 @@ MARKERS = (
 
 READY = rx(r"Application startup complete")
 
+#: a clean shutdown, and vLLM's own word for SIGTERM during start-up: its handler `raise KeyboardInterrupt(
+#: "terminated")` (entrypoints/openai/api_server.py 0.8.5-0.25.0, entrypoints/launchers/api_server/entry.py
+#: 0.30.0-0.34.0), until uvicorn installs its own; Python prints it as the traceback's last line
+STOPPING = rx(*COMMON_STOPPING.alternatives, r"^KeyboardInterrupt: terminated$")
+
+#: `Engine core proc %s died unexpectedly, shutting down client.` (v1/engine/core_client.py, 0.10.2-0.15.0)
+ENGINE_CORE_DIED = r"Engine core proc \S+ died unexpectedly"
+#: `Worker proc %s died unexpectedly, shutting down executor.` (v1/executor/multiproc_executor.py, 0.8.5-0.25.0),
+#: `... died unexpectedly (exit code: %s), ...` (0.30.0+). Exit code 0 is a worker's own SIGTERM handler (`raise
+#: SystemExit()`, worker_main), -15/-2 the stop signal itself: a stop reaching every process at once (systemd), whose
+#: own line follows, not a death
+WORKER_DIED = r"Worker proc \S+ died unexpectedly(?! \(exit code: (?:0|-15|-2)\))"
+
 FATAL = rx(
     BAD_ARGS,
     r"EngineCore failed to start",
@@ -63,7 +86,8 @@ FATAL = rx(
     r"WorkerProc failed to start",
     r"WorkerProc hit an exception",
     r"EngineCore encountered a fatal error",
-    r"Engine core process \S+ died unexpectedly",
+    ENGINE_CORE_DIED,
+    WORKER_DIED,
     r"Process \S+ \(PID: \d+\) died with exit code",
     r"EngineDeadError",
     r"CUDA out of memory",
@@ -93,7 +117,8 @@ CLASSIFIERS = (
     *COMMON_CLASSIFIERS,
     Classifier(FailureKind.CUDA_GRAPH, CAPTURE),
     Classifier(FailureKind.SCHEDULER_DIED, rx(
-        r"Engine core process \S+ died unexpectedly",
+        ENGINE_CORE_DIED,
+        WORKER_DIED,
         r"Process \S+ \(PID: \d+\) died with exit code",
         r"WorkerProc hit an exception",
         r"EngineDeadError",
@@ -116,40 +141,27 @@ FLAGS = (
 )
 
 
-HINTS = HintTable(
-    by_kind={
-        **COMMON_HINTS,
-        FailureKind.CUDA_GRAPH: "CUDA graph capture/compile failed: lower --max-cudagraph-capture-size, or restart "
-                                "with --set enforce-eager (no CUDA graphs, no torch.compile).",
-        FailureKind.OOM: "CUDA out of memory: lower --gpu-memory-utilization or --max-num-seqs, or --set "
-                         "enforce-eager.",
-        FailureKind.NCCL: "NCCL failed: one rank probably died first (find the earliest traceback); rerun with "
-                          "NCCL_DEBUG=INFO.",
-        FailureKind.PORT_IN_USE: "The port is taken: another server (or the previous run) is listening on it "
-                                 "(`ss -ltnp`).",
-        FailureKind.SCHEDULER_DIED: "An engine process died: exit code -9 usually means the OS OOM killer (check "
-                                    "`dmesg`); otherwise the first traceback is the cause.",
-        FailureKind.WARMUP: "The API server failed while starting: read the excerpt.",
-    },
-    while_loading={
-        FailureKind.OOM: "Not enough GPU memory: memory may still be held by a previous run (`bringup restart` waits "
-                         "for release), or lower --gpu-memory-utilization / --max-model-len, or raise "
-                         "--tensor-parallel-size.",
-    },
-    default="The engine reported a fatal error: read the excerpt; the root cause is usually the first traceback.",
-)
+#: each node's own flags in a deployment over several nodes, long and short (engine/arg_utils.py): --node-rank -r
+#: (0.15.0+), --data-parallel-start-rank -dpr (0.10.2+), --data-parallel-rank -dpn and --data-parallel-size-local
+#: -dpl (0.9.2+), --headless. Not -dpa (--data-parallel-address): every node names the head's address
+NODE_FLAGS = ("node-rank", "r", "headless", "data-parallel-start-rank", "dpr", "data-parallel-rank", "dpn",
+              "data-parallel-size-local", "dpl")
+
+#: the hints as no release in particular words them; each run's own come from `hints_for` and its release's facts
+HINTS = hints_for(None)
 
 
 THROUGHPUT_LINE = re.compile(r"Avg generation throughput: (?P<tps>[\d.]+) tokens/s")
 
 VLLM = Preset(
-    node_flags=("node-rank", "headless", "data-parallel-start-rank", "data-parallel-rank", "data-parallel-size-local"),
+    node_flags=NODE_FLAGS,
     name="vllm",
     markers=MARKERS,
     ready=READY,
     fatal=FATAL,
     classifiers=CLASSIFIERS,
     hint=HINTS,
+    hints_for=hints_for,
     flags=FLAGS,
     health_path="/health",
     models_path="/v1/models",
@@ -162,4 +174,23 @@ VLLM = Preset(
     phase_hints=(Marker(Phase.GRAPH_CAPTURE, GRAPH_FRAMES), Marker(Phase.LOADING, LOADING_FRAMES)),
     stopping=STOPPING,
     graph_evidence=CAPTURE,
+    display_name="vLLM",
+    metrics=METRICS,
+    log_throughput=StatsLines(THROUGHPUT_LINE),
+    memory_budget=MEMORY_BUDGET,
+    metrics_hint=METRICS_HINT,
+    detection=DETECTION,
+    # every release states itself at start-up (the wheels 0.8.5 ... 0.34.0): each wording ends where the release
+    # begins. The API server's first line, 0.8.5-0.11 (entrypoints/openai/api_server.py); from 0.15 the logo with
+    # `version %s` (a formatter of vLLM's own) or, plain, `vLLM server version %s, serving model %s`
+    # (log_version_and_model); the engine core's `Initializing a V1 LLM engine (v%s) with config: %s` (V0 in
+    # 0.8.5-0.10); a headless node's `Launching vLLM (v%s) headless multiproc executor` (0.15+)
+    version_line=rx(
+        r"vLLM (?:API )?server version ",
+        r"\u2580\u2584\u2580 \u2588\s+version ",
+        r"Initializing a V[01] LLM engine \(v",
+        r"Launching vLLM \(v",
+    ),
+    # `GET /version` -> {"version": VLLM_VERSION}, in every release since 0.8.5
+    version_paths=("/version",),
 )

@@ -1,0 +1,1 @@
+"""Facts about released SGLang and vLLM servers, read statically from their wheels (never imported or run)."""

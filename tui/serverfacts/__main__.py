@@ -1,0 +1,110 @@
+"""`python -m tui.serverfacts [sglang==0.5.23 vllm==0.34.0 ...] [--wheels DIR] [--out DIR]`: refresh the committed
+facts of releases from their wheels. Run by hand when a release comes out (never by CI: it downloads wheels of
+hundreds of MB); the diff of the JSON files is the review of what changed."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tui.serverfacts.extract import SERVERS, SIZE_BUDGET, dumps, facts_from_wheel
+from tui.serverfacts.wheel import WheelError
+
+DEFAULT_RELEASES = (
+    "sglang==0.4.10", "sglang==0.5.5", "sglang==0.5.10", "sglang==0.5.15", "sglang==0.5.18", "sglang==0.5.20",
+    "sglang==0.5.23",
+    "vllm==0.8.5", "vllm==0.9.2", "vllm==0.10.2", "vllm==0.11.0", "vllm==0.15.0", "vllm==0.20.0", "vllm==0.25.0",
+    "vllm==0.30.0", "vllm==0.33.0", "vllm==0.34.0",
+)
+OUT_DIR = Path(__file__).resolve().parents[1] / "lifecycle" / "presets" / "facts"
+
+
+class RefreshError(Exception):
+    """One release could not be refreshed (the message is one line)."""
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    server, sep, version = spec.partition("==")
+    server = server.strip().lower()
+    if not sep or not version.strip() or server not in SERVERS:
+        raise RefreshError(f"{spec!r}: expected SERVER==VERSION with SERVER one of {', '.join(SERVERS)}")
+    return server, version.strip()
+
+
+def find_wheel(folder: Path, server: str, version: str) -> Path | None:
+    hits = sorted(p for p in folder.glob(f"{server}-{version}-*.whl") if p.is_file())
+    return hits[0] if hits else None
+
+
+def download_wheel(server: str, version: str, into: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+           f"{server}=={version}", "-d", str(into)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RefreshError(f"{server}=={version}: pip download failed: {e}") from e
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RefreshError(f"{server}=={version}: pip download failed (exit {p.returncode}): {last}")
+    wheel = find_wheel(into, server, version)
+    if wheel is None:
+        raise RefreshError(f"{server}=={version}: pip download left no {server}-{version}-*.whl")
+    return wheel
+
+
+def refresh(spec: str, wheels: Path | None, out: Path, tmp: Path, budget: int = SIZE_BUDGET) -> str:
+    server, version = parse_spec(spec)
+    wheel = find_wheel(wheels, server, version) if wheels is not None else None
+    if wheel is None:
+        wheel = download_wheel(server, version, tmp)
+    try:
+        facts, notes = facts_from_wheel(wheel.read_bytes(), wheel.name, server, budget)
+    except WheelError as e:
+        raise RefreshError(str(e)) from e
+    except (LookupError, RecursionError) as e:
+        raise RefreshError(f"{wheel.name}: extraction failed: {e}") from e
+    if facts["version"] != version:
+        raise RefreshError(f"{wheel.name}: the wheel is version {facts['version']}, not {version}")
+    target = out / f"{server}-{version}.json"
+    text = dumps(facts)
+    target.write_text(text, encoding="utf-8")
+    counts = (f"{len(facts['options'])} options, {len(facts['log_formats'])} log formats, "
+              f"{len(facts['metrics'])} metrics, {len(facts['routes'])} routes")
+    return f"{target.name}: {len(text.encode()) // 1000} KB ({counts})" + "".join(f"; {n}" for n in notes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tui.serverfacts", description=__doc__)
+    ap.add_argument("releases", nargs="*", metavar="SERVER==VERSION",
+                    help="releases to refresh (default: every release bringup keeps facts for)")
+    ap.add_argument("--wheels", type=Path, help="a folder that may already hold the wheels (else pip downloads)")
+    ap.add_argument("--out", type=Path, default=OUT_DIR, help="where the facts go (default: %(default)s)")
+    ap.add_argument("--budget-kb", type=int, default=SIZE_BUDGET // 1000,
+                    help="size a release's file should stay under; log formats are dropped tier by tier to fit "
+                    "(default: %(default)s)")
+    args = ap.parse_args(argv)
+    if args.wheels is not None and not args.wheels.is_dir():
+        print(f"--wheels {args.wheels}: not a folder", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="serverfacts-") as tmp:
+        for spec in args.releases or DEFAULT_RELEASES:
+            start = time.monotonic()
+            try:
+                line = refresh(spec, args.wheels, args.out, Path(tmp), args.budget_kb * 1000)
+            except RefreshError as e:
+                print(f"error: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            print(f"{line} [{time.monotonic() - start:.0f} s]", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
