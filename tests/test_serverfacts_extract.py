@@ -22,7 +22,7 @@ def wheel(files: dict[str, str]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for path, text in files.items():
-            zf.writestr(path, textwrap.dedent(text))
+            zf.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), textwrap.dedent(text))
     return buf.getvalue()
 
 
@@ -353,7 +353,7 @@ def test_log_formats_canonical_templates(sglang_facts: dict) -> None:
     assert got["server_args={}"]["source"] == "sglang/srt/entrypoints/engine.py:8"
     assert "tiny" not in got  # fewer than 6 literal characters
     for text in got:  # every template renders with as many values as it has fields
-        text.format(*[1.0 for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None])
+        text.format(*[1 for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None])
 
 
 @pytest.mark.parametrize(("raw", "want"), [
@@ -432,13 +432,14 @@ def test_provenance_and_deterministic_output(sglang_facts: dict) -> None:
     assert [o["flags"][0] for o in facts["options"]] == sorted(o["flags"][0] for o in facts["options"])
 
 
-@pytest.mark.parametrize(("data", "name", "server", "message"), [
-    (wheel(SGLANG), "sglang-9.9.9-py3-none-any.whl", "vllm", "a wheel of sglang, not of vllm"),
-    (b"not a zip", "vllm-1.0-py3-none-any.whl", "vllm", "not a zip file"),
-    (wheel({"other/__init__.py": ""}), "vllm-1.0-py3-none-any.whl", "vllm", "has no vllm/__init__.py"),
-    (wheel(SGLANG), "sglang-9.9.9.tar.gz", "sglang", "not a wheel"),
-])
-def test_clear_errors(data: bytes, name: str, server: str, message: str) -> None:
+@pytest.mark.parametrize(("contents", "name", "server", "message"), [
+    ("sglang", "sglang-9.9.9-py3-none-any.whl", "vllm", "a wheel of sglang, not of vllm"),
+    ("garbage", "vllm-1.0-py3-none-any.whl", "vllm", "not a zip file"),
+    ("other", "vllm-1.0-py3-none-any.whl", "vllm", "has no vllm/__init__.py"),
+    ("sglang", "sglang-9.9.9.tar.gz", "sglang", "not a wheel"),
+], ids=["other-server", "not-a-zip", "not-that-package", "not-a-wheel-name"])
+def test_clear_errors(contents: str, name: str, server: str, message: str) -> None:
+    data = {"sglang": wheel(SGLANG), "other": wheel({"other/__init__.py": ""}), "garbage": b"not a zip"}[contents]
     with pytest.raises(WheelError, match=message) as e:
         facts_from_wheel(data, name, server)
     assert "\n" not in str(e.value)

@@ -169,6 +169,8 @@ def cell_detail(config: str, cell: str, view: CellView) -> Text:
         t.append(f"\naccept length {m.accept_len:.2f}", style="cyan")
         if m.accept_rate is not None:
             t.append(f"  rate {m.accept_rate:.2f}", style="cyan")
+    elif m.accept_note:
+        t.append(f"\n{m.accept_note}", style="dim")
     return t
 
 

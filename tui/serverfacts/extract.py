@@ -16,8 +16,9 @@ from typing import Any
 from tui.serverfacts.logformats import LogFormat, as_dicts, extract_log_formats, messages_of_module
 from tui.serverfacts.metrics import extract_metrics
 from tui.serverfacts.options import extract_options
+from tui.serverfacts.refs import FuncRef, Scope, dotted
 from tui.serverfacts.routes import extract_routes
-from tui.serverfacts.symbols import FuncRef, Resolver, Scope, dotted
+from tui.serverfacts.symbols import Resolver
 from tui.serverfacts.types import type_atoms
 from tui.serverfacts.wheel import Package, WheelError, read_wheel
 
@@ -58,6 +59,7 @@ ENTRY_TIERS: tuple[tuple[str, Callable[[LogFormat], object]], ...] = (
     ("from per-model/layer/parser code", lambda f: _PER_MODEL.search(f.source)),
     ("of the remaining exceptions", lambda f: f.via.startswith("raise ")),
 )
+_VLLM_ARGS_LINES = {"non-default args: %s": "non_default_dict", "args: %s": "namespace"}
 SGLANG_ARGS_FILES = ("sglang/srt/entrypoints/engine.py", "sglang/srt/entrypoints/http_server.py",
                      "sglang/launch_server.py")
 
@@ -157,12 +159,19 @@ def args_line(res: Resolver, pkg: Package, formats: list[LogFormat]) -> dict[str
                 if got is not None:
                     return got
         return None
-    by_text = {f.text: f for f in formats if f.source.startswith("vllm/entrypoints/")}
-    for text, form in (("non-default args: {}", "non_default_dict"), ("args: {}", "namespace")):
-        f = by_text.get(text)
-        if f is not None:
-            return {"form": form, "text": f.text, "source": f.source}
-    return None
+    # `args: %s` is too short to be kept as a log format: look for the two calls themselves
+    found: dict[str, dict[str, Any]] = {}
+    for path in pkg.paths():
+        if not path.startswith("vllm/entrypoints/") or "args: %s" not in pkg.sources[path]:
+            continue
+        tree = pkg.tree_of(path)
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)) if tree is not None else ():
+            if (isinstance(call.func, ast.Attribute) and call.func.attr == "info" and len(call.args) == 2
+                    and isinstance(call.args[0], ast.Constant) and call.args[0].value in _VLLM_ARGS_LINES):
+                form = _VLLM_ARGS_LINES[call.args[0].value]
+                found.setdefault(form, {"form": form, "text": call.args[0].value.replace("%s", "{}"),
+                                        "source": f"{path}:{call.lineno}"})
+    return found.get("non_default_dict") or found.get("namespace")
 
 
 def _sglang_args_call(res: Resolver, path: str, call: ast.Call) -> dict[str, Any] | None:
@@ -210,8 +219,7 @@ def version_line(server: str, formats: list[LogFormat]) -> dict[str, Any] | None
     version {}, serving model {}`). SGLang logs none: it reports `version` in its server-info JSON."""
     if server != "vllm":
         return None
-    hits = [f for f in formats if re.match(r"vLLM\b.*\bversion \{\}", f.text)
-            and f.source.startswith("vllm/entrypoints/") and not f.source.startswith("vllm/entrypoints/api_server.py")]
+    hits = [f for f in formats if re.match(r"vLLM (API )?server version \{\}", f.text)]
     if not hits:
         return None
     best = sorted(hits, key=lambda f: ("serving model" not in f.text, f.source))[0]

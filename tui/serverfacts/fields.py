@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker
-from tui.serverfacts.symbols import UNRESOLVED, ClassRef, External, FuncRef, Resolver, Scope, dotted, iter_defs
+from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Scope, dotted, iter_defs
+from tui.serverfacts.symbols import Resolver
 from tui.serverfacts.types import TypeAtom, type_atoms, unwrap_annotated
 
 

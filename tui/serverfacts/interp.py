@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.serverfacts.symbols import (
+from tui.serverfacts.refs import (
     NOT_EVALUATED,
     UNRESOLVED,
     BoundMethod,
@@ -23,12 +23,12 @@ from tui.serverfacts.symbols import (
     FuncRef,
     Instance,
     ModuleRef,
-    Resolver,
     Scope,
     ValueRef,
     bind,
     bound_names,
 )
+from tui.serverfacts.symbols import Resolver
 
 
 @dataclass(eq=False)

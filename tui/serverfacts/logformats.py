@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tui.serverfacts.symbols import Resolver, Scope, dotted
+from tui.serverfacts.refs import Scope, dotted
+from tui.serverfacts.symbols import Resolver
 from tui.serverfacts.wheel import module_name
 
 MIN_LITERAL = 6

@@ -14,17 +14,8 @@ from typing import Any
 
 from tui.serverfacts.fields import sglang_dataclass_hook, vllm_get_kwargs_hook
 from tui.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker, TypeWrapper
-from tui.serverfacts.symbols import (
-    UNRESOLVED,
-    ClassRef,
-    External,
-    FuncRef,
-    Instance,
-    Resolver,
-    Scope,
-    choice_strings,
-    dotted,
-)
+from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Instance, Scope, choice_strings, dotted
+from tui.serverfacts.symbols import Resolver
 from tui.serverfacts.types import type_atoms
 
 NOTE_MAX = 200
@@ -254,8 +245,9 @@ def _option(res: Resolver, raw: RawOption, flags: list[str], inverse: dict[str, 
     else:
         kind = _type_kind(res, kw.get("type"), "type" in kw)
     help_text = _text(kw.get("help"))
-    deprecated = info.deprecated or kw.get("deprecated") is True or "deprecat" in help_text.lower()
-    note = _deprecation_sentence(help_text) or help_text or _text(kw.get("error_message"))
+    said = _deprecation_sentence(help_text)
+    deprecated = info.deprecated or kw.get("deprecated") is True or bool(said)
+    note = said or help_text or _text(kw.get("error_message"))
     if deprecated and not note and isinstance(kw.get("new_flag"), str):
         note = f"use {kw['new_flag']}"
     all_flags = list(dict.fromkeys(flags))
@@ -280,13 +272,20 @@ def _option(res: Resolver, raw: RawOption, flags: list[str], inverse: dict[str, 
     }
 
 
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_SAYS_DEPRECATED = re.compile(r"^[\[(\s*]*deprecated\b|\b(?:is|are|has been|was|now) deprecated\b", re.IGNORECASE)
+
+
 def _deprecation_sentence(text: str) -> str:
-    """From a long help, the part that says what is deprecated (a field's doc often says it last)."""
-    i = text.lower().find("deprecat")
-    if i < 0:
-        return ""
-    start = max(text.rfind(". ", 0, i) + 2, 0) if text.rfind(". ", 0, i) >= 0 else 0
-    return text[start:]
+    """From a help text that says the option is deprecated ("Deprecated. Use ...", "This flag is deprecated"),
+    the part from that sentence on; "" when it does not ("Replaces the deprecated --grpc-mode" does not)."""
+    pos = 0
+    for sentence in _SENTENCE.split(text):
+        start = text.find(sentence, pos)
+        pos = start + len(sentence)
+        if _SAYS_DEPRECATED.search(sentence):
+            return text[start:]
+    return ""
 
 
 def _sglang_spec_algorithms(res: Resolver, options: list[dict[str, Any]]) -> None:

@@ -7,7 +7,8 @@ import ast
 import re
 from typing import Any
 
-from tui.serverfacts.symbols import Resolver, Scope, ValueRef, dotted
+from tui.serverfacts.refs import Scope, ValueRef, dotted
+from tui.serverfacts.symbols import Resolver
 from tui.serverfacts.wheel import module_name
 
 _VERBS = {"get", "post", "put", "delete", "patch", "head", "options"}

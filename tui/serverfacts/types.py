@@ -7,7 +7,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from tui.serverfacts.symbols import UNRESOLVED, ClassRef, External, Resolver, Scope, ValueRef, dotted
+from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, Scope, ValueRef, dotted
+from tui.serverfacts.symbols import Resolver
 
 _SIMPLE = {
     "bool": "bool", "int": "int", "float": "float", "str": "str", "bytes": "str", "NoneType": "none",
@@ -16,7 +17,7 @@ _SIMPLE = {
     "Set": "set", "frozenset": "set", "FrozenSet": "set", "Any": "any", "object": "any",
 }
 _UNION = {"Union", "Optional"}
-_WRAPPERS = {"Annotated", "Final", "Required", "NotRequired", "ReadOnly"}
+_WRAPPERS = {"Annotated", "Final", "Required", "NotRequired", "ReadOnly", "SkipValidation"}
 
 
 @dataclass(frozen=True)

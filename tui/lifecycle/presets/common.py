@@ -99,3 +99,33 @@ WARMUP_FRAMES = rx(r"in _execute_server_warmup\b", r"warmup error", r"[Ss]erver 
 
 __all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "COMMON_HINTS", "CONSEQUENCE", "CUDA_GRAPH", "EXIT_HINT",
            "GENERATION_OK", "NCCL", "OOM", "PORT", "STOPPING", "re"]
+
+#: Wordings the presets match that no release of either server has in its own code, by the program that prints
+#: them: the conformance tests check every other wording against the releases' format strings, and these against
+#: not being a server's own (tests/test_conformance.py). Each is what a library, the runtime or the OS prints.
+#: (`CUDA out of memory`, `NCCL error`, `Address already in use` and `Uvicorn running on` are checked as the
+#: servers' own: their code says them too.)
+FOREIGN_WORDINGS: frozenset[str] = frozenset({
+    # argparse, refusing a command line (Lib/argparse.py `error()`: "%(prog)s: error: %(message)s")
+    BAD_ARGS,
+    # PyTorch: its allocator's OOM (`torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...`), the CUDA
+    # runtime's error strings as c10 raises them, cuBLAS's, and CUDA graph capture (torch/cuda/graphs.py)
+    r"OutOfMemoryError", r"CUDA error: out of memory", r"CUBLAS_STATUS_ALLOC_FAILED",
+    r"cudaErrorStreamCaptureInvalidated", r"cudaErrorStreamCapture",
+    r"operation failed due to a previous error during capture", r"error during capture",
+    r"graphs\.py.*capture_end", r"capture_end",
+    # PyTorch's c10d / NCCL (ProcessGroupNCCL.cpp, the NCCL library's own `NCCL WARN` lines and error strings)
+    r"\bnccl\w*Error\b", r"WorkNCCL\(", r"DistBackendError", r"ProcessGroupNCCL",
+    r"Watchdog caught collective operation timeout", r"NCCL WARN", r"unhandled system error",
+    # the C++ runtime (std::terminate) and the OS (EADDRINUSE, as Python's OSError words it)
+    r"terminate called after throwing an instance of", r"\[Errno 98\]",
+    # uvicorn (its startup, shutdown and access lines: both servers serve HTTP with it)
+    r"Started server process", r"Waiting for application startup", r"Application startup complete",
+    r"\bINFO:\s+Shutting down$", r"Waiting for application shutdown",
+    r"Application shutdown complete", r"Finished server process",
+    GENERATION_OK, r'"POST /v1/(?:chat/)?completions HTTP/1\.1" 200',
+    r'"(?:GET|POST|PUT|DELETE) /\S* HTTP/\d(?:\.\d)?" [1-5]\d\d\b',
+    # Python: a traceback's last line for vLLM's `raise KeyboardInterrupt("terminated")` (the message is the
+    # server's, the `KeyboardInterrupt: ` line Python's), and traceback frames (`File ..., in capture_model`)
+    r"^KeyboardInterrupt: terminated$", r"in capture_model\b",
+})

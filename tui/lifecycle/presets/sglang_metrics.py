@@ -26,7 +26,7 @@ from tui.model import ThroughputSample
 _TOTAL = (("priority", ""),)
 
 METRICS = MetricsSpec(
-    # decode tokens counted at each decode log interval (0.5.10+); before that the gauge is the only figure
+    # decode tokens counted at every decode step (0.5.10+, report_decode_stats); before, the gauge is the only one
     decode_tokens=Series("sglang:realtime_tokens_total", (("mode", "decode"),)),
     tokens_per_s=Series("sglang:gen_throughput"),
     running=Series("sglang:num_running_reqs", _TOTAL),

@@ -173,10 +173,15 @@ class MetricsSpec:
     def read(self, samples: Samples) -> MetricReading:
         r, total = self.ranks, self.ranks.total
         h = self.ttft_histogram
+        # a server that does not speculate still exports the gauge, as 0 (SGLang sets it so): an accept length is
+        # at least 1 (the bonus token) when it does, so 0 says "not speculating", never a figure
+        accept_len = r.mean(samples, self.accept_len)
+        speculating = accept_len is not None and accept_len > 0
         return MetricReading(
             decode_tokens=total(samples, self.decode_tokens), tokens_per_s=total(samples, self.tokens_per_s),
             running=total(samples, self.running), queued=total(samples, self.queued),
-            accept_len=r.mean(samples, self.accept_len), accept_rate=r.mean(samples, self.accept_rate),
+            accept_len=accept_len if speculating else None,
+            accept_rate=r.mean(samples, self.accept_rate) if speculating else None,
             spec_drafts=total(samples, self.spec_drafts), spec_accepted=total(samples, self.spec_accepted),
             spec_draft_tokens=total(samples, self.spec_draft_tokens),
             ttft_sum=total(samples, Series(h + "_sum")) if h else None,

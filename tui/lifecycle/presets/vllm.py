@@ -8,6 +8,7 @@ from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
     COMMON_CLASSIFIERS,
+    FOREIGN_WORDINGS,
     GENERATION_OK,
     GRAPH_FRAMES,
     LOADING_FRAMES,
@@ -162,6 +163,7 @@ VLLM = Preset(
     classifiers=CLASSIFIERS,
     hint=HINTS,
     hints_for=hints_for,
+    foreign_wordings=FOREIGN_WORDINGS,
     flags=FLAGS,
     health_path="/health",
     models_path="/v1/models",
