@@ -94,11 +94,17 @@ def test_every_wording_is_a_releases_own_or_a_named_librarys(name: str) -> None:
     # the wordings both servers share (PyTorch's, common.py) are checked against either server's releases
     texts = [t for server in PRESETS for f in releases(server) for t in rendered(f)]
     foreign = preset.foreign_wordings
+    templates = {f.text for server in PRESETS for r in releases(server) for f in r.log_formats}
+    templates |= {r.args_line_text for server in PRESETS for r in releases(server)}
     bad = []
     for where, alt in _alternations(preset):
         flags = alt.regex.flags & (re.IGNORECASE | re.MULTILINE)
         for a in alt.alternatives:
             if a in foreign:
+                continue
+            if a in preset.value_wordings:
+                if preset.value_wordings[a] not in templates:
+                    bad.append(f"{where}: {a!r} (its template {preset.value_wordings[a]!r} is in no release)")
                 continue
             if not matches_in(a, flags, texts):
                 bad.append(f"{where}: {a!r}")
@@ -198,6 +204,7 @@ def test_metrics_read_exist_with_the_labels_read(name: str) -> None:
             bad.append(f"{family}: in no covered release")
             continue
         for label in labels:
-            if not any(label in (m.labels) for f in having if (m := f.has_metric(family)) is not None):
+            if not any(label in (*m.labels, *m.optional_labels) for f in having
+                       if (m := f.has_metric(family)) is not None):
                 bad.append(f"{family}: no release gives it the label {label!r}")
     assert not bad, f"{name}: " + "; ".join(bad)

@@ -134,3 +134,4 @@ def test_a_vllm_hint_names_the_capture_flag_of_the_release_the_run_said(line: st
     f = r.state.failure
     assert f is not None and f.kind == FailureKind.CUDA_GRAPH, r.state
     assert flag in f.hint and not_flag not in f.hint, f.hint
+    assert r.as_dict()["release"] == line.split("version ")[1].split(",")[0]  # `replay --json` says it too

@@ -207,6 +207,8 @@ class ReplayResult:
             "failure": s.failure.as_dict() if s.failure else None,
             "preset": self.preset,
             "flags": s.flag_dict(),
+            # the release the log states (vLLM's start-up line), never guessed: null when it says none
+            "release": s.release.version if s.release is not None else None,
         }
 
 

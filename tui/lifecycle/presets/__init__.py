@@ -191,6 +191,9 @@ class Preset:
     #: so no release of the server has them in its own code: the conformance tests check every other one against
     #: the releases' format strings (tests/test_conformance.py), and these against not being the server's own
     foreign_wordings: frozenset[str] = frozenset()
+    #: wordings that match a value the release prints through a template (vLLM 0.8's `args: %s` printing a
+    #: `Namespace(...)`): wording -> that template, which the conformance tests find in a release's format strings
+    value_wordings: Mapping[str, str] = field(default_factory=dict)
     #: the hints as one release words them (its flags): `for_release` puts them in place of `hint`
     hints_for: Callable[[ReleaseFacts, bool], HintFn] | None = None
     #: the release this preset was specialised for by `for_release` ("": every release's flags, newest hints)

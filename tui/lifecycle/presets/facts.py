@@ -90,6 +90,8 @@ class MetricFact:
     name: str
     type: str
     labels: tuple[str, ...] = ()
+    #: labels a collector adds only under a condition (SGLang's `dp_rank` under a DP controller, `priority`)
+    optional_labels: tuple[str, ...] = ()
     labels_resolved: bool = True
     collector: str = ""
     updated_in: tuple[str, ...] = ()
@@ -127,6 +129,8 @@ class ReleaseFacts:
     args_line_form: str  # dict | dataclass | non_default_dict | namespace | unknown
     routes: tuple[str, ...]
     version_line: str | None
+    #: the arguments line's own template (`server_args={}`, `non-default args: {}`, `args: {}`)
+    args_line_text: str = ""
     #: every spelling of every option, built once at load
     spellings: Mapping[str, OptionFact] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -219,9 +223,10 @@ def _load(raw: dict[str, object]) -> ReleaseFacts:
                           for f in lst("log_formats")),
         metrics=tuple(MetricFact(
             name=str(m.get("name", "")), type=str(m.get("type", "")), labels=tup(m.get("labels")),
+            optional_labels=tup(m.get("optional_labels")),
             labels_resolved=bool(m.get("labels_resolved", True)), collector=str(m.get("collector", "")),
             updated_in=tup(m.get("updated_in")), source=str(m.get("source", ""))) for m in lst("metrics")),
-        args_line_form=str(args_line.get("form", "unknown")),
+        args_line_form=str(args_line.get("form", "unknown")), args_line_text=str(args_line.get("text", "")),
         routes=tuple(str(r.get("path", "")) for r in lst("routes")),
         version_line=(str(version_line.get("text")) if isinstance(version_line, dict)
                       else str(version_line) if isinstance(version_line, str) else None),

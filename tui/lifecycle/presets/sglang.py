@@ -22,7 +22,7 @@ from tui.lifecycle.presets.sglang_metrics import DETECTION, MEMORY_BUDGET, METRI
 from tui.model import FailureKind, Phase
 
 MARKERS = (
-    Marker(Phase.STARTING, rx(r"^server_args=", r"^Launch(?:ing)? (?:the )?server")),
+    Marker(Phase.STARTING, rx(r"^server_args=")),  # no release logs a "Launch(ing) the server" line
     Marker(Phase.LOADING, rx(
         r"^Init torch distributed begin",
         r"^Load weight begin",

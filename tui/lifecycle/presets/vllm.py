@@ -164,6 +164,7 @@ VLLM = Preset(
     hint=HINTS,
     hints_for=hints_for,
     foreign_wordings=FOREIGN_WORDINGS,
+    value_wordings={r"^args: Namespace\(": "args: {}"},  # vllm 0.8.5 entrypoints/cli/serve.py: the argparse Namespace
     flags=FLAGS,
     health_path="/health",
     models_path="/v1/models",
