@@ -153,6 +153,8 @@ SGLANG = {
             labels = {"model_name": server_args.served_model_name, "engine_type": "unified"}
             if server_args.enable_priority_scheduling:
                 labels["priority"] = ""
+            if server_args.dp_size > 1:
+                labels.update({"dp_rank": server_args.dp_rank})
             return TokenizerMetricsCollector(labels=labels)
     """,
 }
@@ -335,11 +337,143 @@ def test_vllm_options_from_config_dataclass(vllm_facts: dict) -> None:
     assert vllm_facts["argparse"]["underscore_spellings"] is True
 
 
+def test_vllm_before_the_cli_package_reads_make_arg_parser() -> None:
+    files = {k: v for k, v in VLLM.items() if not k.startswith("vllm/entrypoints/cli/")}
+    files["vllm/entrypoints/openai/__init__.py"] = ""
+    files["vllm/entrypoints/openai/cli_args.py"] = """
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+
+        def make_arg_parser(parser: FlexibleArgumentParser) -> FlexibleArgumentParser:
+            parser.add_argument("--port", type=int, default=8000)
+            parser = EngineArgs.add_cli_args(parser)
+            return parser
+    """
+    facts, _ = facts_from_wheel(wheel(files), "vllm-0.5.5-cp38-abi3-manylinux1_x86_64.whl", "vllm")
+    assert facts["argparse"]["source"] == "vllm/entrypoints/openai/cli_args.py"
+    assert {"--port", "--tensor-parallel-size", "-tp"} <= {f for o in facts["options"] for f in o["flags"]}
+
+
 # -- log formats ---------------------------------------------------------------------------------------------------
 
 
 def texts(facts: dict) -> dict[str, dict]:
-    return {f["text"]: f for f in facts["log_formats"]}
+    """Log formats by text, from the grouped layout (`{"file", "entries": [[line, via, text], ...]}`)."""
+    return {text: {"text": text, "via": via, "source": f"{g['file']}:{line}"}
+            for g in facts["log_formats"] for line, via, text in g["entries"]}
+
+
+def vllm_with(extra: dict[str, str]) -> dict:
+    files = {**VLLM, **extra}
+    facts, _ = facts_from_wheel(wheel(files), "vllm-9.9.9-cp38-abi3-manylinux1_x86_64.whl", "vllm")
+    return facts
+
+
+def test_message_variables_every_assignment_and_template_logo() -> None:
+    got = texts(vllm_with({"vllm/entrypoints/utils.py": """
+        from string import Template
+
+        def log_version_and_model(lgr, version, model_name, plain):
+            if plain:
+                message = "vLLM server version %s, serving model %s"
+            else:
+                logo_template = Template(
+                    "\\n  ${w}AAAA${r}\\n"
+                    " ${o}BB${r} ${w}CCCC${r}  version ${w}%s${r}\\n"
+                    "  ${o}D${r} ${w}EEEE${r}  model   ${w}%s${r}\\n"
+                )
+                colors = {"w": "\\033[97;1m", "o": "", "r": ""}
+                message = logo_template.substitute(colors)
+            lgr.info(message, version, model_name)
+
+        def check(port, rank, proc):
+            msg = f"Port {port} is not available"
+            msg += f", pick another one ({rank} tries)."
+            if proc:
+                msg += " (restarting)"
+            logger.error(msg)
+            raise RuntimeError(msg)
+
+        def died(rank, proc):
+            proc.join(timeout=10)
+            return RuntimeError(
+                f"Rank {rank} scheduler died during initialization "
+                f"(exit code: {proc.exitcode}).")
+    """}))
+    assert got["vLLM server version {}, serving model {}"]["via"] == "logger.info"
+    # the logo branch too, one line a template: `${o}` fields, `%s` converted around them
+    logo = got[" {}BB{} {}CCCC{}  version {}{}{}"]
+    assert logo["source"] == "vllm/entrypoints/utils.py:15"
+    assert logo["text"].format("", "", "", "", "", "0.15.0", "") == " BB CCCC  version 0.15.0"
+    assert "  {}D{} {}EEEE{}  model   {}{}{}" in got
+    # and as the code's own mapping renders it: here "o" and "r" are "" and "w" an ANSI code
+    assert " BB \x1b[97;1mCCCC  version \x1b[97;1m{}" in got
+    built = got["Port {} is not available, pick another one ({} tries)."]
+    assert built["via"] == "logger.error"
+    assert "Port {} is not available" not in got  # the value before an unconditional `+=` never reaches a call
+    assert "Port {} is not available, pick another one ({} tries). (restarting)" in got  # under an `if`: both
+    assert got["Rank {} scheduler died during initialization (exit code: {})."]["via"] == "raise RuntimeError"
+
+
+def test_long_chain_of_additions_with_conditional_parts() -> None:
+    parts = "".join(f"    msg += f\"#field-{i}: {{x}}, \"\n" for i in range(12))
+    got = texts(vllm_with({"vllm/v1/core/report.py": (
+        "def log_prefill(logger, x, disagg):\n"
+        "    msg = f\"Prefill batch, #new-seq: {x}, \"\n" + parts +
+        "    if disagg:\n"
+        "        msg += f\"#bootstrap-req: {x}, \"\n"
+        "    msg += f\"input throughput (token/s): {x:.2f}\"\n"
+        "    logger.info(msg)\n")}))
+    middle = "".join(f"#field-{i}: {{}}, " for i in range(12))
+    assert f"Prefill batch, #new-seq: {{}}, {middle}input throughput (token/s): {{:.2f}}" in got
+    assert f"Prefill batch, #new-seq: {{}}, {middle}#bootstrap-req: {{}}, input throughput (token/s): {{:.2f}}" in got
+
+
+def test_progress_bar_texts_set_after_creation() -> None:
+    got = texts(vllm_with({"vllm/worker/runner.py": """
+        import tqdm
+
+        def capture(pbar, bs, avail_mem, num_tokens):
+            pbar.set_description(f"Capturing batches ({bs=} {avail_mem=:.2f} GB)")
+            pbar.set_description(f"Compiling num tokens ({num_tokens=})")
+            pbar.set_postfix_str(f"avail mem {avail_mem:.1f} GB")
+            tqdm.tqdm.write(f"Captured graph for {bs} requests")
+    """}))
+    assert got["Capturing batches (bs={} avail_mem={:.2f} GB)"]["via"] == "pbar.set_description"
+    assert "Compiling num tokens (num_tokens={})" in got
+    assert got["avail mem {:.1f} GB"]["via"] == "pbar.set_postfix_str"
+    assert got["Captured graph for {} requests"]["via"] == "tqdm.write"
+
+
+def test_one_drop_policy_whatever_the_size() -> None:
+    facts = vllm_with({
+        "vllm/engine/core.py": """
+            def run(logger, x):
+                logger.info("Engine core started with %d workers", x)
+                logger.debug("debug details of %s", x)
+                raise RuntimeError(f"Engine core failed: {x}")
+
+            def bug(x):
+                raise NotImplementedError(f"Not implemented for {x}")
+        """,
+        "vllm/model_executor/models/llama.py": "def f(logger):\n    logger.info('Loading llama weights now')\n",
+        "vllm/models/qwen/model.py": "def f(logger):\n    logger.info('Loading qwen weights now')\n",
+        "vllm/benchmarks/serve.py": "def f():\n    print('Benchmark throughput results')\n",
+        "vllm/tests/test_x.py": "def f(logger):\n    logger.info('a test message here')\n",
+    })
+    got = texts(facts)
+    assert got["Engine core started with {:d} workers"]["source"] == "vllm/engine/core.py:3"
+    assert "Engine core failed: {}" in got
+    for gone in ("debug details of {}", "Not implemented for {}", "Loading llama weights now",
+                 "Loading qwen weights now", "Benchmark throughput results", "a test message here"):
+        assert gone not in got
+    # the same with the smallest budget: nothing more is cut
+    small, notes = facts_from_wheel(wheel({**VLLM, "vllm/engine/core.py": "def run(logger, x):\n"
+                                           "    logger.info('Engine core started with %d workers', x)\n"}),
+                                    "vllm-9.9.9-cp38-abi3-manylinux1_x86_64.whl", "vllm", budget=1)
+    assert "Engine core started with {:d} workers" in texts(small)
+    assert any("over the" in n for n in notes)
 
 
 def test_log_formats_canonical_templates(sglang_facts: dict) -> None:
@@ -384,6 +518,9 @@ def test_sglang_metrics_labels_from_the_collectors_constructor(sglang_facts: dic
     assert gen["updated_in"] == ["TokenizerMetricsCollector.observe_one_finished_request"]
     running = metric(sglang_facts, "sglang:num_running_reqs")
     assert (running["type"], running["labels"]) == ("gauge", ["model_name", "engine_type"])
+    # added under a condition (`labels["priority"] = ""`, `labels.update({"dp_rank": ...})`): optional labels
+    assert running["optional_labels"] == ["dp_rank", "priority"]
+    assert gen["optional_labels"] == ["dp_rank", "priority"]
     assert running["updated_in"] == ["TokenizerMetricsCollector.log_stats"]  # through the _log_gauge helper
 
 
@@ -430,6 +567,19 @@ def test_provenance_and_deterministic_output(sglang_facts: dict) -> None:
     again, _ = facts_from_wheel(data, "sglang-9.9.9-py3-none-any.whl", "sglang")
     assert dumps(again) == text
     assert [o["flags"][0] for o in facts["options"]] == sorted(o["flags"][0] for o in facts["options"])
+    # compact: one record a line, one log format a line
+    lines = text.splitlines()
+    assert sum(1 for ln in lines if ln.startswith("[") and ln.rstrip(",]}").endswith('"')) == len(texts(facts))
+
+
+def test_loader_reads_grouped_log_formats(sglang_facts: dict) -> None:
+    from tui.lifecycle.presets.facts import _load
+
+    loaded = _load(json.loads(dumps(sglang_facts)))
+    by_text = {f.text: f for f in loaded.log_formats}
+    assert by_text["Not enough memory: {} GB left"].source.startswith("sglang/srt/entrypoints/engine.py:")
+    assert by_text["Not enough memory: {} GB left"].via == "raise RuntimeError"
+    assert loaded.has_metric("sglang:num_running_reqs").optional_labels == ("dp_rank", "priority")
 
 
 @pytest.mark.parametrize(("contents", "name", "server", "message"), [

@@ -18,7 +18,8 @@ from tui.serverfacts.wheel import WheelError
 DEFAULT_RELEASES = (
     "sglang==0.4.10", "sglang==0.5.5", "sglang==0.5.10", "sglang==0.5.15", "sglang==0.5.18", "sglang==0.5.20",
     "sglang==0.5.23",
-    "vllm==0.8.5", "vllm==0.9.2", "vllm==0.10.2", "vllm==0.11.0", "vllm==0.15.0", "vllm==0.20.0", "vllm==0.25.0",
+    "vllm==0.5.5", "vllm==0.6.6", "vllm==0.8.5", "vllm==0.9.2", "vllm==0.10.2", "vllm==0.11.0", "vllm==0.15.0",
+    "vllm==0.20.0", "vllm==0.25.0",
     "vllm==0.30.0", "vllm==0.33.0", "vllm==0.34.0",
 )
 OUT_DIR = Path(__file__).resolve().parents[1] / "lifecycle" / "presets" / "facts"
@@ -73,7 +74,8 @@ def refresh(spec: str, wheels: Path | None, out: Path, tmp: Path, budget: int = 
     target = out / f"{server}-{version}.json"
     text = dumps(facts)
     target.write_text(text, encoding="utf-8")
-    counts = (f"{len(facts['options'])} options, {len(facts['log_formats'])} log formats, "
+    n_formats = sum(len(g["entries"]) for g in facts["log_formats"])
+    counts = (f"{len(facts['options'])} options, {n_formats} log formats, "
               f"{len(facts['metrics'])} metrics, {len(facts['routes'])} routes")
     return f"{target.name}: {len(text.encode()) // 1000} KB ({counts})" + "".join(f"; {n}" for n in notes)
 
@@ -85,8 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--wheels", type=Path, help="a folder that may already hold the wheels (else pip downloads)")
     ap.add_argument("--out", type=Path, default=OUT_DIR, help="where the facts go (default: %(default)s)")
     ap.add_argument("--budget-kb", type=int, default=SIZE_BUDGET // 1000,
-                    help="size a release's file should stay under; log formats are dropped tier by tier to fit "
-                    "(default: %(default)s)")
+                    help="size a release's file should stay under: a file over it is reported, nothing is cut "
+                    "(the drop policy is the same for every release; default: %(default)s)")
     args = ap.parse_args(argv)
     if args.wheels is not None and not args.wheels.is_dir():
         print(f"--wheels {args.wheels}: not a folder", file=sys.stderr)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,10 @@ _HELPER_NAME = re.compile(
 _PERCENT = re.compile(r"%(?:\((?P<key>[^)]*)\))?(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
                       r"[hlL]?(?P<conv>[diouxXeEfFgGcrsa%])")
 _FORMATTER = string.Formatter()
+# texts a progress bar shows, set after it is made (`pbar.set_description(f"Capturing batches ({bs=} ...)")`)
+_PROGRESS_TEXT = ("set_description", "set_description_str", "set_postfix_str")
+# an exception class by its name: built where it is raised, or elsewhere and raised later (`return RuntimeError(...)`)
+_EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(Error|Exception|Exit|Interrupt)$")
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,9 @@ def _format_method_template(s: str) -> str | None:
 
 
 class _Templater:
-    def __init__(self, res: Resolver | None, module: str, local_strings: dict[str, list[ast.expr]]) -> None:
+    def __init__(self, res: Resolver | None, module: str, local_strings: dict[str, list[ast.expr]],
+                 local_dicts: dict[str, list[ast.expr]] | None = None) -> None:
+        self.dicts = local_dicts or {}
         self.res = res
         self.module = module
         self.locals = local_strings
@@ -126,8 +132,9 @@ class _Templater:
             t = "".join(parts)
             return [percent_to_format(_unescape_for_percent(t)) or t] if percent and "%" in t else [t]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            lefts = self.templates(node.left, False, depth + 1) or ["{}"]
-            rights = self.templates(node.right, False, depth + 1) or ["{}"]
+            # no depth for a concatenation: a chain of `msg += ...` nests as deep as it is long
+            lefts = self.templates(node.left, False, depth) or ["{}"]
+            rights = self.templates(node.right, False, depth) or ["{}"]
             if not _has_literal(node):
                 return []
             out = [a + b for a in lefts[:3] for b in rights[:3]]
@@ -140,6 +147,20 @@ class _Templater:
                 return []
             t = percent_to_format(left)
             return [t] if t is not None else []
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("substitute", "safe_substitute")):
+            tmpl = self._template_literal(node.func.value)
+            if tmpl is None:
+                return []
+            # each placeholder a field, and the text as each mapping the code can hand it renders it (vLLM's logo:
+            # ANSI colours, or `dict.fromkeys(colors, "")`); a multi-line picture is printed line by line: each
+            # line is its own template
+            texts = [dollar_to_format(tmpl)]
+            for mapping in self._mappings(node):
+                texts.append(dollar_to_format(tmpl, mapping))
+            lines = list(dict.fromkeys(ln for t in texts for ln in t.split("\n") if ln.strip()))
+            return [percent_to_format(_unescape_for_percent(ln)) or ln if percent and "%" in ln else ln
+                    for ln in lines]
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"):
             left = self._literal(node.func.value)
             if left is None:
@@ -157,6 +178,34 @@ class _Templater:
             return out
         return []
 
+    def _mappings(self, call: ast.Call) -> list[Callable[[str], str | None]]:
+        """What `Template.substitute(m)` can be given, each as name -> text (None: unknown): a dict literal of
+        strings, or `dict.fromkeys(..., "")`, assigned to `m` in the function."""
+        arg = call.args[0] if call.args else None
+        exprs = self.dicts.get(arg.id, []) if isinstance(arg, ast.Name) else [arg] if arg is not None else []
+        out: list[Callable[[str], str | None]] = []
+        for e in exprs:
+            pairs = list(zip(e.keys, e.values, strict=True)) if isinstance(e, ast.Dict) else []
+            if isinstance(e, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+                                               and isinstance(v.value, str) for k, v in pairs):
+                table = {str(k.value): str(v.value) for k, v in pairs
+                         if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+                out.append(table.get)
+            elif (isinstance(e, ast.Call) and dotted(e.func) == "dict.fromkeys" and len(e.args) == 2
+                  and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str)):
+                out.append(_constant(e.args[1].value))
+        return out
+
+    def _template_literal(self, node: ast.expr, depth: int = 0) -> str | None:
+        """The text of a `string.Template(...)` (written in place or held by a local name)."""
+        if depth > 3:
+            return None
+        if isinstance(node, ast.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] == "Template" and node.args:
+            return self._literal(node.args[0])
+        if isinstance(node, ast.Name) and len(self.locals.get(node.id, [])) == 1:
+            return self._template_literal(self.locals[node.id][0], depth + 1)
+        return None
+
     def _literal(self, node: ast.expr) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
@@ -166,6 +215,29 @@ class _Templater:
         if isinstance(node, ast.Name) and len(self.locals.get(node.id, [])) == 1:
             return self._literal(self.locals[node.id][0])
         return None
+
+
+_DOLLAR = re.compile(r"\$(?:(\$)|\{([_a-zA-Z][_a-zA-Z0-9]*)\}|([_a-zA-Z][_a-zA-Z0-9]*))")
+
+
+def dollar_to_format(s: str, mapping: Callable[[str], str | None] | None = None) -> str:
+    """A `string.Template` text as a brace template: each `${name}`/`$name` a field `{}` (vLLM's logo fills them
+    with ANSI colour codes, or with nothing), or the mapping's text for it where it has one; `$$` a `$`."""
+    out: list[str] = []
+    pos = 0
+    for m in _DOLLAR.finditer(s):
+        out.append(_escape(s[pos:m.start()]))
+        got = mapping(m[2] or m[3]) if mapping is not None and not m[1] else None
+        out.append("$" if m[1] else _escape(got) if got is not None else "{}")
+        pos = m.end()
+    out.append(_escape(s[pos:]))
+    return "".join(out)
+
+
+def _constant(value: str) -> Callable[[str], str | None]:
+    def get(_name: str) -> str | None:
+        return value
+    return get
 
 
 def _unescape_for_percent(t: str) -> str:
@@ -206,6 +278,9 @@ def _call_message(call: ast.Call) -> tuple[str, ast.expr, bool] | None:
             return name, call.args[0], False
     if name == "print" and call.args:
         return "print", call.args[0], False
+    if isinstance(func, ast.Attribute) and call.args and (
+            func.attr in _PROGRESS_TEXT or (func.attr == "write" and (dotted(func.value) or "").endswith("tqdm"))):
+        return f"{'tqdm' if func.attr == 'write' else 'pbar'}.{func.attr}", call.args[0], False
     if short and _HELPER_NAME.search(short):
         for i, a in enumerate(call.args):
             if _stringish(a):
@@ -221,8 +296,11 @@ def _stringish(node: ast.expr) -> bool:
         return True
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
         return _stringish(node.left) or _stringish(node.right)
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
-        and _stringish(node.func.value)
+    if isinstance(node, ast.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] == "Template":
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+        (node.func.attr == "format" and _stringish(node.func.value))
+        or node.func.attr in ("substitute", "safe_substitute"))
 
 
 def _first_literal(node: ast.expr) -> str:
@@ -232,12 +310,51 @@ def _first_literal(node: ast.expr) -> str:
     return ""
 
 
-def _local_strings(nodes: list[ast.AST]) -> dict[str, list[ast.expr]]:
-    """Names a function assigns string-like values to (`message = "vLLM server version %s, ..."`)."""
+def _unconditional(scope: ast.AST) -> set[int]:
+    """The statements of a function that run whenever it does (its body, and `with` blocks in it)."""
+    out: set[int] = set()
+    todo = list(getattr(scope, "body", []))
+    while todo:
+        st = todo.pop()
+        out.add(id(st))
+        if isinstance(st, ast.With | ast.AsyncWith):
+            todo.extend(st.body)
+    return out
+
+
+_MAX_VARIANTS = 6
+
+
+def _local_strings(nodes: list[ast.AST], scope: ast.AST | None = None) -> dict[str, list[ast.expr]]:
+    """Names a function assigns string-like values to (`message = "vLLM server version %s, ..."`): every value
+    that can reach a later use. `msg += "..."` extends each value; under a condition the values without the
+    addition still reach (fewer additions first, at most a few variants)."""
+    sure = _unconditional(scope) if scope is not None else set()
     out: dict[str, list[ast.expr]] = {}
-    for n in nodes:
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                and _stringish(n.value):
+    stmts = sorted((n for n in nodes if isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign)),
+                   key=lambda n: (n.lineno, n.col_offset))
+    for n in stmts:
+        if isinstance(n, ast.AugAssign):
+            if isinstance(n.target, ast.Name) and isinstance(n.op, ast.Add) and n.target.id in out:
+                # `msg += f"..."`: what reaches a later use is each earlier value with the addition
+                grown: list[ast.expr] = [ast.BinOp(old, ast.Add(), n.value) for old in out[n.target.id]]
+                kept = grown if id(n) in sure else out[n.target.id] + grown
+                out[n.target.id] = kept[:_MAX_VARIANTS]
+            continue
+        target = n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else \
+            n.target if isinstance(n, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and n.value is not None and _stringish(n.value):
+            out.setdefault(target.id, []).append(n.value)
+    return out
+
+
+def _local_dicts(nodes: list[ast.AST]) -> dict[str, list[ast.expr]]:
+    """Names a function assigns a dict literal or `dict.fromkeys(...)` to (a `Template.substitute` mapping)."""
+    out: dict[str, list[ast.expr]] = {}
+    for n in sorted((n for n in nodes if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset)):
+        if len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and (
+                isinstance(n.value, ast.Dict) or (isinstance(n.value, ast.Call)
+                                                   and dotted(n.value.func) == "dict.fromkeys")):
             out.setdefault(n.targets[0].id, []).append(n.value)
     return out
 
@@ -262,7 +379,9 @@ def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
 def messages_of_module(tree: ast.Module, path: str, res: Resolver | None = None) -> Iterator[LogFormat]:
     module = module_name(path)
     for scope_node, nodes in _scopes(tree):
-        t = _Templater(res, module, _local_strings(nodes) if scope_node is not tree else {})
+        t = _Templater(res, module, _local_strings(nodes, scope_node) if scope_node is not tree else {},
+                       _local_dicts(nodes) if scope_node is not tree else {})
+        raised = {id(n.exc): n.lineno for n in nodes if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call)}
         for n in nodes:
             found: list[tuple[str, ast.expr, bool, int]] = []
             if isinstance(n, ast.Call):
@@ -272,8 +391,10 @@ def messages_of_module(tree: ast.Module, path: str, res: Resolver | None = None)
                 for k in n.keywords:
                     if k.arg == "desc" and _stringish(k.value):
                         found.append(("desc", k.value, False, k.value.lineno))
-            elif isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args:
-                found.append((f"raise {dotted(n.exc.func).rsplit('.', 1)[-1]}", n.exc.args[0], False, n.lineno))
+                cls = (dotted(n.func) or "").rsplit(".", 1)[-1]
+                if n.args and not isinstance(n.args[0], ast.Starred) and (
+                        id(n) in raised or (_EXCEPTION_NAME.match(cls) and got is None)):
+                    found.append((f"raise {cls}", n.args[0], False, raised.get(id(n), n.lineno)))
             for via, expr, percent, line in found:
                 for text in t.templates(expr, percent):
                     text = _restore(text)

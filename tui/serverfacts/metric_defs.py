@@ -30,6 +30,7 @@ class MetricObj:
     collector: str
     source: str
     owner: ClassRef | None
+    optional_labels: list[str] = field(default_factory=list)
     holders: set[str] = field(default_factory=set)  # attributes of the collector (or module names) holding it
     updates: set[str] = field(default_factory=set)
 
@@ -79,6 +80,18 @@ def label_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return names
 
 
+def _optional_labels(call: ast.Call, optional: dict[str, set[str]], labels: list[str]) -> list[str]:
+    """The labels the collector's label dict gets only under a condition, for a metric whose `labelnames` are
+    built from that dict (`labelnames=labels.keys()`)."""
+    node = next((k.value for k in call.keywords if k.arg == "labelnames"), call.args[2] if len(call.args) > 2 else None)
+    if node is None or not optional:
+        return []
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    names |= set(optional) if any(isinstance(n, ast.Attribute) and n.attr in optional for n in ast.walk(node)) \
+        else set()
+    return sorted({k for name in names for k in optional.get(name, set())} - set(labels))
+
+
 class MetricDefinitions:
     def __init__(self, res: Resolver) -> None:
         self.res = res
@@ -102,6 +115,7 @@ class MetricDefinitions:
 
     def _interpret(self, fn: FuncRef, owner: ClassRef | None) -> None:
         uncertain: set[str] = set()
+        optional: dict[str, set[str]] = {}
         params = [*fn.node.args.posonlyargs, *fn.node.args.args]
         wanted = label_params(fn.node)
         args: list[Any] = []
@@ -113,6 +127,8 @@ class MetricDefinitions:
                               else (UNRESOLVED, True))
             if not certain:
                 uncertain.add(p.arg)
+            if fn.node.name == "__init__" and p.arg in wanted:
+                optional[p.arg] = self.args.optional(fn, owner, p.arg)
             args.append(value)
         collector = owner.name if owner is not None else ""
         path = self.res.pkg.modules.get(fn.module, fn.module)
@@ -127,6 +143,7 @@ class MetricDefinitions:
                     return made[(id(node), name)]
                 m = self._metric(node, kind, a, kw, scope, collector, f"{path}:{node.lineno}", owner, uncertain)
                 if m is not None:
+                    m.optional_labels = _optional_labels(node, optional, m.labels)
                     made[(id(node), m.name)] = m
                     return m
             carried = _metrics_in(a) + _metrics_in(list(kw.values())) + _metrics_in(receiver)

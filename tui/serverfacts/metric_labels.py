@@ -1,6 +1,6 @@
 """The label names a metric collector is built with, when they are handed to its constructor (`labels=...`,
 `labelnames`): read at the places that construct the collector, from the statements that surely run before the
-call (a label added under an `if`, such as a priority label, is opt-in and not counted)."""
+call (a label added under an `if`, such as a priority label, is opt-in: `optional` lists those)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class ConstructorArgs:
     def __init__(self, res: Resolver) -> None:
         self.res = res
         self._cache: dict[tuple[int, str], tuple[Any, bool]] = {}
+        self._optional: dict[tuple[int, str], set[str]] = {}
         self._sites_cache: dict[int, list[Site]] = {}
 
 
@@ -59,6 +60,35 @@ class ConstructorArgs:
         result = _agree(values)
         self._cache[key] = result
         return result
+
+    def optional(self, fn: FuncRef, owner: ClassRef | None, param: str) -> set[str]:
+        """The keys a dict passed for `param` gets only on some paths (`labels["priority"] = ""` under an `if`,
+        `labels.update({...})`, `labels = {**base, "dp_rank": r}` in one arm): in any arm before the constructing
+        call, not among the keys it surely has."""
+        if owner is None:
+            return set()
+        key = (id(owner.node), param)
+        if key in self._optional:
+            return self._optional[key]
+        self._optional[key] = set()
+        params = [p.arg for p in [*fn.node.args.posonlyargs, *fn.node.args.args]][1:]
+        sure = self.value(fn, owner, param)[0]
+        sure_keys = set(sure) if isinstance(sure, dict | list | tuple) else set()
+        out: set[str] = set()
+        for call, caller, caller_owner, module in self._construction_sites(owner):
+            expr: ast.expr | None = next((k.value for k in call.keywords if k.arg == param), None)
+            if expr is None and param in params and params.index(param) < len(call.args):
+                expr = call.args[params.index(param)]
+            if expr is None:
+                continue
+            env = _DefiniteEnv(self, caller, caller_owner, module, 0, _names_feeding(caller, expr),
+                               every_arm=True).run(call)
+            got = self.res.eval(expr, Scope(module, None, env))
+            if isinstance(got, dict):
+                out |= {k for k in got if isinstance(k, str)}
+        out -= sure_keys
+        self._optional[key] = out
+        return out
 
     def _construction_sites(self, cls: ClassRef) -> list[Site]:
         key = id(cls.node)
@@ -149,8 +179,9 @@ class _DefiniteEnv:
     not the arms of `if`s beside it (so a label added only under a condition is not counted)."""
 
     def __init__(self, ex: ConstructorArgs, fn: ast.FunctionDef | ast.AsyncFunctionDef, owner: ClassRef | None,
-                 module: str, depth: int, needed: set[str] | None = None) -> None:
+                 module: str, depth: int, needed: set[str] | None = None, every_arm: bool = False) -> None:
         self.needed = needed or set()
+        self.every_arm = every_arm  # also the arms of the `if`s beside the path: every key the dict may get
         self.ex = ex
         self.res = ex.res
         self.fn = fn
@@ -179,6 +210,9 @@ class _DefiniteEnv:
                     if any(n is stop for s in sub for n in ast.walk(s)):
                         return self._walk(sub, stop)
                 return True
+            if self.every_arm and stop is not None:
+                for sub in _blocks(stmt):
+                    self._walk(sub, stop)
             if isinstance(stmt, ast.Return) and stop is None:
                 self.env["__return__"] = self._ev(stmt.value)
                 return True
@@ -199,7 +233,11 @@ class _DefiniteEnv:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             t = stmt.targets[0]
             if isinstance(t, ast.Name):
-                self.env[t.id] = self._ev(stmt.value)
+                new = self._ev(stmt.value)
+                old = self.env.get(t.id)
+                if self.every_arm and isinstance(old, dict) and isinstance(new, dict):
+                    new = {**old, **new}
+                self.env[t.id] = new
             elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                 d = self.env.get(t.value.id)
                 k = self._ev(t.slice)
@@ -215,7 +253,7 @@ class _DefiniteEnv:
                 if isinstance(d, dict):
                     if isinstance(arg, dict):
                         d.update(dict.fromkeys(arg, UNRESOLVED))
-                    else:
+                    elif not self.every_arm:
                         self.env[f.value.id] = UNRESOLVED
 
 

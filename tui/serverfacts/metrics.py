@@ -21,6 +21,7 @@ def extract_metrics(res: Resolver) -> list[dict[str, Any]]:
             continue
         seen.add(key)
         out.append({"name": m.name, "type": m.type, "labels": m.labels, "labels_resolved": m.labels_resolved,
+                    **({"optional_labels": m.optional_labels} if m.optional_labels else {}),
                     "collector": m.collector, "source": m.source, "updated_in": sorted(m.updates)})
     out.sort(key=lambda d: (d["name"], d["collector"], d["source"]))
     return out

@@ -44,8 +44,18 @@ def extract_options(res: Resolver, server: str) -> OptionsResult:
         parser_cls: Any = External("argparse.ArgumentParser")
     else:
         module = "vllm.entrypoints.cli.serve"
-        sub, parser_cls = _vllm_serve_root(res, module)
-        interp.call_function(sub, [Instance(sub.owner), ParserObj("subparsers", parser_cls)])
+        if module in res.pkg.modules:
+            sub, parser_cls = _vllm_serve_root(res, module)
+            interp.call_function(sub, [Instance(sub.owner), ParserObj("subparsers", parser_cls)])
+        else:  # before vLLM 0.7: `vllm serve` (vllm/scripts.py) hands its subparser to `make_arg_parser`
+            module = "vllm.entrypoints.openai.cli_args"
+            make = res.lookup(module, "make_arg_parser")
+            if not isinstance(make, FuncRef):
+                raise LookupError(f"{module}.make_arg_parser not found")
+            parser_cls = _flexible_parser(res, module)
+            root_parser = ParserObj("parser", parser_cls, {"usage": "vllm serve <model_tag> [options]"})
+            interp.parsers.append(root_parser)
+            interp.call_function(make, [root_parser])
     roots = [p for p in interp.parsers if p.kind == "parser"]
     if not roots:
         raise LookupError(f"{module}: no argument parser built")

@@ -33,7 +33,7 @@ PORT = rx(
     r"[Aa]ddress already in use",
     r"\[Errno 98\]",
     r"[Pp]ort \d+ is (?:already )?in use",
-    r"port \d+ is not available",
+    r"\bat \d+ is not available",  # sglang `{port_name} at {port} is not available`
 )
 CUDA_GRAPH = rx(
     r"Capture cuda graph failed",

@@ -219,8 +219,7 @@ def _load(raw: dict[str, object]) -> ReleaseFacts:
         underscore_spellings=bool(argp.get("underscore_spellings", False)),
         options=options, spellings=_index(options),
         positionals=tuple(str(p.get("dest", "")) for p in lst("positionals")),
-        log_formats=tuple(LogFormat(str(f.get("text", "")), str(f.get("via", "")), str(f.get("source", "")))
-                          for f in lst("log_formats")),
+        log_formats=_log_formats(lst("log_formats")),
         metrics=tuple(MetricFact(
             name=str(m.get("name", "")), type=str(m.get("type", "")), labels=tup(m.get("labels")),
             optional_labels=tup(m.get("optional_labels")),
@@ -231,6 +230,21 @@ def _load(raw: dict[str, object]) -> ReleaseFacts:
         version_line=(str(version_line.get("text")) if isinstance(version_line, dict)
                       else str(version_line) if isinstance(version_line, str) else None),
     )
+
+
+def _log_formats(raw: list[dict[str, object]]) -> tuple[LogFormat, ...]:
+    """Log formats grouped by file (`{"file": path, "entries": [[line, via, text], ...]}`), or one record each
+    (`{"text", "via", "source"}`, the older layout)."""
+    out: list[LogFormat] = []
+    for g in raw:
+        entries = g.get("entries")
+        if not isinstance(entries, list):
+            out.append(LogFormat(str(g.get("text", "")), str(g.get("via", "")), str(g.get("source", ""))))
+            continue
+        path = str(g.get("file", ""))
+        out.extend(LogFormat(str(e[2]), str(e[1]), f"{path}:{e[0]}") for e in entries
+                   if isinstance(e, list) and len(e) == 3)
+    return tuple(sorted(out, key=lambda f: f.text))
 
 
 @cache
