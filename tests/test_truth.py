@@ -141,6 +141,7 @@ def test_a_process_server_that_dies_at_start_shows_why_and_where_its_log_is(tmp_
     assert res.returncode == 1, res.stdout + res.stderr
     final = [x for x in res.stdout.splitlines() if x.startswith('{"ok"')][-1]
     failure = json.loads(final)["failure"]
+    assert failure is not None, res.stdout + res.stderr
     excerpt = "\n".join(failure["excerpt"]) if isinstance(failure["excerpt"], list) else failure["excerpt"]
     assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, failure
     assert str(tmp_path / "state" / "deployments" / "d" / "logs") in excerpt, failure

@@ -102,9 +102,15 @@ class ProcessManager:
                 return UnitState(active="active", sub="running", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
             if await self._alive(supervisor):
-                # the server has exited and its supervisor is writing down how: a moment of "deactivating", not
-                # a run lost (a `status` in that moment of a clean stop read "failed ... lost")
-                return UnitState(active="deactivating", sub="stop", invocation=inv, started_at=started, argv=argv)
+                # the server has exited and its supervisor is writing down how: not a run lost (a `status` in
+                # that moment of a clean stop read "failed ... lost"). A stop was asked: "deactivating", as systemd
+                # says; none was: the run is still the running one until its exit status is in, never a stop (a
+                # server that died at once, read in that moment, was taken for one stopped cleanly, with no failure)
+                stop = await self._read_json("stop.json")
+                if isinstance(stop, dict) and stop.get("invocation") == inv:
+                    return UnitState(active="deactivating", sub="stop", invocation=inv, started_at=started, argv=argv)
+                return UnitState(active="active", sub="exiting", main_pid=pid, invocation=inv, started_at=started,
+                                 argv=argv)
             return UnitState(active="failed", sub="lost", invocation=inv, started_at=started, argv=argv)
         status = rec.get("exit_status")
         stop = await self._read_json("stop.json")
