@@ -163,6 +163,11 @@ class DeploymentConfig(Strict):
     extra_flags: list[FlagConfig] = Field(default_factory=list)
     #: seconds to wait for the old run's GPU memory to be released before giving up a restart
     release_timeout_s: float = 600.0
+    #: when the host's GPU readings cannot be had at all (nvidia-smi missing, hanging, not permitted), a restart,
+    #: a stop and every sweep configuration wait for them up to release_timeout_s and then refuse: no readings is
+    #: no evidence of release. Set this to accept the risk of a CUDA OOM: start (or call the stop done) this many
+    #: seconds after the old run's processes are gone, without readings. Unset: refuse.
+    unverified_release_grace_s: float | None = Field(None, ge=0)
     #: memory (MiB per GPU) above the pre-start baseline still counted as released
     release_tolerance_mib: float = 1024.0
     stop_timeout_s: float = 120.0
@@ -314,6 +319,21 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def config_file(self) -> Path | None:
+        """The config file load() read (None: none was found, or the settings were built in code)."""
+        return self._config_file
+
+    def config_source(self) -> str:
+        """Which file these settings came from, in words, for every header and every "nothing configured": a
+        user who wrote one file while another one won must be able to see it."""
+        if self._config_file is not None:
+            return f"config: {self._config_file}"
+        if self._searched:
+            return (f"no config file (looked at --config, $BRINGUP_CONFIG, ./config.toml, "
+                    f"{xdg_config_file()})")
+        return "config: built in"
 
     def state_path(self) -> Path:
         if self.state_dir:
