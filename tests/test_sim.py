@@ -274,6 +274,7 @@ def test_stale_health_answers_models_after_sigterm(sims: Any) -> None:
 def test_crash_while_serving_and_hang_loading(sims: Any, tmp_path: Path) -> None:
     c = sims("--scenario", "crash-while-serving", "--disable-cuda-graph", "--skip-server-warmup")
     c.wait_for("fired up")
+    assert c.http("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})[0] == 200  # it served
     assert c.finish(5) == -signal.SIGKILL
     assert "Subprocess scheduler_3 (pid=" in c.out and "SIGQUIT received. signum=3, frame=None." in c.out
     h = sims("--scenario", "hang-loading", "--sim-gpu-ids", "4,5")

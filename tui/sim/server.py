@@ -331,6 +331,7 @@ class Sim:
         self.gen_throughput = self.accept_len = self.accept_rate = 0.0
         self.noise = 1.0
         self.streamed = 0  # streamed chat requests received (--sim-crash-after-requests)
+        self.answered = threading.Event()  # a generation was answered (crash-while-serving waits for one)
         self.replayed, self.jit_pending = False, True
         gpus.prune(a.sim_state_dir)
         self.holder = gpus.Holder(a.sim_state_dir, a.gpu_ids, a.sim_release_delay * self.scale)
@@ -538,12 +539,18 @@ class Sim:
                 urllib.request.urlopen(req, timeout=600).read()
             except OSError as e:
                 self.die(None, None, f"Initialization failed. warmup error: {e!r}")
+        self.answered.clear()  # the server's own warmup generation is no one's answer
         self.state = "ready"
         L.line("The server is fired up and ready to roll!")
         with self.cond:
             self.background = [self.submit_locked(self.rng.randint(200, 1200), self.rng.randint(150, 500))
                                for _ in range(a.sim_load)]
-        crash_at = time.time() + 10 * self.scale if a.scenario == "crash-while-serving" else None
+        crash_at = None
+        if a.scenario == "crash-while-serving":
+            # "while serving" is a fact, not a time: the crash comes after the server has answered a generation
+            # (whoever watches it has seen it ready), never before on a slow machine
+            self.answered.wait()
+            crash_at = time.time() + 10 * self.scale
         if a.scenario == "log-burst":
             threading.Thread(target=self.burst, args=(a.sim_burst_after,), daemon=True).start()
         while True:
@@ -995,7 +1002,9 @@ class Handler(BaseHTTPRequestHandler):
 
         if not req.get("stream"):
             r.done.wait()
-            return self.send(200, payload(None, "length"))
+            self.send(200, payload(None, "length"))
+            sim.answered.set()
+            return None
         self.send_response(200)
         for k, v in (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
                      ("Transfer-Encoding", "chunked")):
@@ -1024,6 +1033,7 @@ class Handler(BaseHTTPRequestHandler):
                     emit("[DONE]")
                     break
             self.wfile.write(b"0\r\n\r\n")
+            sim.answered.set()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         return None
