@@ -168,3 +168,13 @@ def test_ctrl_c_stops_after_the_current_step_and_resume_measures_nothing_twice(
     assert all(n == 1 for n in cells.values()), cells
     assert list(after.meta.original_argv) == original
     assert bu.argv_json() == original
+    # the end says what summary.csv holds: every valid cell, those of this run and those the resume kept
+    done = r2.json()
+    rows = len((out / "summary.csv").read_text().splitlines()) - 1
+    assert done["valid_cells"] == rows == len(cells), r2.describe()
+    assert (done["new_cells"], done["resumed_cells"]) == (rows - len(measured), len(measured)), r2.describe()
+    # the report: three configurations, and the restore as the sweep's last step, done
+    rep = bu.run("sweep", "report", str(after.dir))
+    assert rep.rc == 0, rep.describe()
+    assert "3 configurations x 2 cells" in rep.out and "(restore)" not in rep.out, rep.describe()
+    assert "end: restore the original flags: done" in rep.out, rep.describe()

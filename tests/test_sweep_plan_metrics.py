@@ -65,7 +65,7 @@ def test_configs_and_grid_expand_in_order_with_auto_names_and_cells() -> None:
     ('[[configs]]\nname = "x"\n[matrix]\nprompt_tokens = [1]\noutput_tokens = [1]\nconcurrency = [1, 0]\n',
      "matrix: concurrency[1] must be a positive integer"),
     ('[[configs]]\nname = "x"\n[matrix]\nprompt_tokens = [1]\noutput_tokens = [1]\nconcurrency = [1]\nrequest = 3\n',
-     "matrix.request: Extra inputs are not permitted"),
+     "matrix.request: unknown key 'request' (did you mean 'requests'?)"),
     ('[[configs]]\nname = "x"\n[[configs]]\nname = "x"\n' + MATRIX, "the name 'x' is used twice"),
     (MATRIX, "no configuration"),
     ('[[configs]\n', "not valid TOML"),

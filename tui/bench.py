@@ -17,6 +17,13 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
+#: the most streams at once that bringup's benchmark client drives, for `bringup bench --concurrency` and a sweep's
+#: `matrix.concurrency` alike (one rule, one place). Why a limit: the client is one Python process, one event loop
+#: parsing every stream and one open connection (a file descriptor) per stream, and a common soft limit on open
+#: files is 1024; past that the latencies measured are the client's own queueing, not the server's, and a typo
+#: (`100000`) would open that many connections before the first figure came back.
+MAX_CONCURRENCY = 1024
+
 
 class BenchError(Exception):
     """The endpoint cannot be benchmarked; the message says why in one line."""

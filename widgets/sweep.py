@@ -24,11 +24,12 @@ from textual_plotext import PlotextPlot
 from tui.sweep.board import Board, CellView, ConfigView, Mark, board, column_label, fmt_duration, fmt_tok_s
 from tui.sweep.charts import draw_pareto, draw_throughput, pareto_points, throughput_series, workloads
 from tui.sweep.live import LiveSweep
-from tui.sweep.results import CellRecord, ConfigRecord, StepRecord
+from tui.sweep.results import RESTORE, CellRecord, ConfigRecord, StepRecord
 from widgets.lifecycle import set_text
 
 NAME_COL, STATUS_COL = "_config", "_status"
-STATE_STYLE = {"ready": "green", "failed": "bold red", "running": "bold cyan", "skipped": "dim", "pending": "dim"}
+STATE_STYLE = {"ready": "green", "failed": "bold red", "running": "bold cyan", "skipped": "dim", "pending": "dim",
+               "done": "green", "not-run": "dim"}
 STEP_MARK = {"done": ("✓", "green"), "running": ("…", "bold cyan"), "failed": ("✗", "bold red"),
              "skipped": ("-", "dim")}
 
@@ -85,6 +86,10 @@ def head_text(b: Board, live: LiveSweep, now: float) -> Text:
         t.append(f"{fmt_tok_s(b.best.tok_s)} tok/s", style="bold green")
         t.append(f"  {b.best.config}", style="bold")
         t.append(f"  at {b.best.cell}", style="dim")
+    if b.end is not None and b.rows:  # the sweep's last step, after every configuration: not one of them
+        t.append("   end: ", style="dim")
+        t.append(f"{b.end.action}: ")
+        t.append(b.end.status, style=STATE_STYLE.get(b.end.status, ""))
     return t
 
 
@@ -211,8 +216,11 @@ class SweepView(Vertical):
         b = self.board = board(live, now)
         set_text(self.query_one("#sweep-head", Static), head_text(b, live, now))
         current = next((r for r in b.rows if r.name == b.current), None)
-        set_text(self.query_one("#sweep-steps", Static),
-                 steps_text(b.current, b.steps, current.state if current else ""))
+        if b.current == RESTORE and b.end is not None:
+            steps = steps_text(b.end.action, b.steps, b.end.status)
+        else:
+            steps = steps_text(b.current, b.steps, current.state if current else "")
+        set_text(self.query_one("#sweep-steps", Static), steps)
         self._table(b)
         self._detail()
         self._charts()

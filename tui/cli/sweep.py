@@ -74,6 +74,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
+    from tui.bench import MAX_CONCURRENCY
     from tui.engine import Engine
     from tui.sweep.plan import PlanError, load_plan
     from tui.sweep.recorder import Recorder
@@ -85,7 +86,7 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
     try:
-        plan = load_plan(_plan_path(args), w.offered_flags)
+        plan = load_plan(_plan_path(args), w.offered_flags, max_concurrency=MAX_CONCURRENCY)
     except PlanError as e:
         raise UsageError(str(e)) from None
     if args.dry_run:
@@ -154,8 +155,10 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
         code = ExitCode.OK
     else:
         code = ExitCode.FAILED
+    # valid cells: all of them, as summary.csv and `sweep report` count them; of those, new and resumed
     done: dict[str, Any] = {"type": "done", "status": result.status, "dir": str(out_dir), "message": result.message,
-                            "best": result.best, "valid_cells": result.valid_cells,
+                            "best": result.best, "best_clear": result.best_clear, "valid_cells": result.valid_cells,
+                            "new_cells": result.new_cells, "resumed_cells": result.resumed_cells,
                             "invalid_cells": result.invalid_cells, "failed_configs": result.failed_configs,
                             "code": int(code)}
     if result.status == "interrupted":
@@ -166,11 +169,14 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(done), flush=True)
     else:
-        print(f"sweep {result.status}: {result.valid_cells} valid cells, {result.invalid_cells} invalid, "
+        kept = f" ({result.new_cells} new, {result.resumed_cells} resumed)" if result.resumed_cells else ""
+        print(f"sweep {result.status}: {result.valid_cells} valid cells{kept}, {result.invalid_cells} invalid, "
               f"{len(result.failed_configs)} configurations failed" + (f" ({', '.join(result.failed_configs)})"
                                                                          if result.failed_configs else ""))
-        if result.best:
+        if result.best and result.best_clear:
             print(f"best: {result.best} (summary: {out_dir / 'summary.md'})")
+        elif result.best:
+            print(f"no clear best: within spread; highest mean {result.best} (summary: {out_dir / 'summary.md'})")
         if result.status == "interrupted":
             now = f"the deployment runs configuration {runner.current} (not restored); " if runner.current else ""
             print(f"interrupted: {now}resume with: {resume_hint}", file=sys.stderr)

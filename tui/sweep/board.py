@@ -13,7 +13,7 @@ from enum import StrEnum
 from statistics import fmean
 
 from tui.sweep.live import LiveSweep
-from tui.sweep.results import CellRecord, ConfigRecord, StepRecord
+from tui.sweep.results import DONE, RUNNING, CellRecord, ConfigRecord, StepRecord
 
 _CELL_ID = re.compile(r"^p(\d+)-o(\d+)-c(\d+)-r(\d+)$")
 
@@ -90,15 +90,32 @@ class Best:
 
 
 @dataclass(frozen=True, slots=True)
+class EndView:
+    """The sweep's last step, after its configurations: the deployment put back on its original flags, or on the
+    best configuration with `--keep best`. A step of the sweep, shown as one, never as a configuration."""
+
+    #: "restore the original flags" | "keep the best configuration"
+    action: str
+    #: pending | running | done | failed | skipped | not-run (the sweep stopped first: nothing restored)
+    status: str
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.action}: {self.status}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass(frozen=True, slots=True)
 class Board:
     cells: tuple[str, ...]
     rows: tuple[ConfigView, ...]
     measured: int  # cells with a record (valid or not)
     total: int  # cells of the configurations that can still run, and of those that ran
-    current: str | None
-    steps: tuple[StepRecord, ...]  # the current configuration's, in order
+    current: str | None  # the configuration being worked on, or RESTORE during the last step
+    steps: tuple[StepRecord, ...]  # the current configuration's (or the last step's), in order
     eta: Eta | None
     best: Best | None
+    end: EndView | None = None
 
 
 def fmt_tok_s(v: float) -> str:
@@ -175,7 +192,31 @@ def board(live: LiveSweep, now: float) -> Board:
         rows.append(ConfigView(name, state, status, live.configs.get(name), tuple(views)))
     current = live.current
     steps = tuple(live.steps.get(current, {}).values()) if current else ()
-    return Board(cells, tuple(rows), measured, total, current, steps, eta(live, now), best(live))
+    return Board(cells, tuple(rows), measured, total, current, steps, eta(live, now), best(live), end_view(live))
+
+
+def end_view(live: LiveSweep) -> EndView:
+    """The last step as its records say: the runner writes a `restore` step (running, then done, failed, or
+    skipped when the deployment already runs the target, ready), after a `keep` step skipped when `--keep best`
+    found no valid cell and falls back to the original flags."""
+    steps = live.end_steps()
+    main, keep = steps.get("restore"), steps.get("keep")
+    mode = live.meta.keep if live.meta is not None else ""
+    best = (mode == "best" or (not mode and main is not None and "best configuration" in main.detail)) \
+        and not (keep is not None and keep.status == "skipped")
+    action = "keep the best configuration" if best else "restore the original flags"
+    status = live.meta.status if live.meta is not None else RUNNING
+    if main is not None:
+        if main.status == "running" and status != RUNNING:
+            return EndView(action, "failed", f"the sweep ended ({status}) before it finished")
+        return EndView(action, main.status, main.detail)
+    if steps:
+        return EndView(action, "running")
+    if status == RUNNING:
+        return EndView(action, "pending")
+    if status == DONE:
+        return EndView(action, "not-run", "no record of it")
+    return EndView(action, "not-run", f"the sweep ended {status or 'early'} before it: nothing restored")
 
 
 def _running_cell(live: LiveSweep, config: str, cells: tuple[str, ...]) -> str | None:

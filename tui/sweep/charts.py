@@ -257,6 +257,8 @@ def report_text(live: LiveSweep, width: int = 100, height: int = 40, *, color: b
         shown = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in flags.items() if v is not None)
         out.append(f"best: {fmt_tok_s(b.best.tok_s)} tok/s, {b.best.config} at {b.best.cell}"
                    + (f" ({shown})" if shown else ""))
+    if b.end is not None and b.rows:
+        out.append(f"end: {b.end.text}")
     if b.eta is not None:
         out.append(f"ETA {fmt_duration(b.eta.seconds)} ({b.eta.cells_left} cells left, "
                    f"{fmt_duration(b.eta.mean_cell_s)} each)")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.sweep.results import (
+    RESTORE,
     RUNNING,
     CellRecord,
     ConfigRecord,
@@ -73,6 +74,10 @@ class LiveSweep:
 
     def _seen(self, config: str) -> None:
         self.current = config
+        if config == RESTORE:  # the sweep's last step, not one of its configurations: see `end_steps`
+            return
+        # a resumed sweep works on its configurations again: an earlier run's restore is not this run's end
+        self.steps.pop(RESTORE, None)
         if config not in self.config_order and config not in self.extra_configs:
             self.extra_configs.append(config)
 
@@ -104,6 +109,10 @@ class LiveSweep:
     @property
     def cell_order(self) -> tuple[str, ...]:
         return self.meta.cells if self.meta is not None else ()
+
+    def end_steps(self) -> dict[str, StepRecord]:
+        """The steps that end the sweep (restore the original flags, or keep the best configuration), by name."""
+        return self.steps.get(RESTORE, {})
 
     def all_configs(self) -> list[str]:
         return [*self.config_order, *(c for c in self.extra_configs if c not in self.config_order)]

@@ -28,10 +28,13 @@ refused at its start costs nothing, and one that dies at its third configuration
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import math
 import tomllib
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,16 +167,19 @@ class Plan:
         return self.matrix.requests or max(4, 2 * cell.concurrency)
 
 
-def load_plan(path: Path | str, specs: Sequence[FlagSpec]) -> Plan:
+def load_plan(path: Path | str, specs: Sequence[FlagSpec], *, max_concurrency: int | None = None) -> Plan:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise PlanError(f"{p}: {e.strerror or e}") from None
-    return parse_plan(text, specs, p)
+    return parse_plan(text, specs, p, max_concurrency=max_concurrency)
 
 
-def parse_plan(text: str, specs: Sequence[FlagSpec], path: Path = Path("plan.toml")) -> Plan:
+def parse_plan(text: str, specs: Sequence[FlagSpec], path: Path = Path("plan.toml"), *,
+               max_concurrency: int | None = None) -> Plan:
+    """`max_concurrency`: the most streams at once the benchmark client drives (`tui.bench.MAX_CONCURRENCY`, the
+    one limit `bringup bench` keeps too), passed in by the caller: this module is pure and imports no client."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -181,14 +187,16 @@ def parse_plan(text: str, specs: Sequence[FlagSpec], path: Path = Path("plan.tom
     try:
         pf = PlanFile.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = _loc(err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise PlanError(f"{path}: {where + ': ' if where else ''}{msg}{more}") from None
+        raise PlanError(f"{path}: {_first_error(e)}") from None
     configs = _configs(pf, specs, path)
     dataset = _dataset(pf.dataset, path) if pf.dataset else None
     m = pf.matrix
+    if max_concurrency is not None:
+        for i, c in enumerate(m.concurrency):
+            if c > max_concurrency:
+                raise PlanError(f"{path}: matrix.concurrency[{i}]: {c} streams at once is more than the "
+                                f"{max_concurrency} bringup's benchmark client drives (`bringup bench` keeps the "
+                                "same limit)")
     prompts = m.prompt_tokens or ([0] if dataset else [])
     if not prompts:
         raise PlanError(f"{path}: matrix.prompt_tokens: give prompt lengths (or a dataset)")
@@ -198,6 +206,57 @@ def parse_plan(text: str, specs: Sequence[FlagSpec], path: Path = Path("plan.tom
     if len(set(ids)) != len(ids):
         raise PlanError(f"{path}: matrix: a value is listed twice (cells would repeat)")
     return Plan(path, text, pf.name or path.stem, configs, cells, m, pf.slo, dataset)
+
+
+def _first_error(e: ValidationError) -> str:
+    """The one error a plan is refused with, by its key path. An unknown key comes first, with the key it is close
+    to: a typo (`[matrx]`, `output_token`) also makes the key it meant missing, and "matrix: Field required"
+    would hide the mistake; that missing key is then the same mistake, not counted again."""
+    errors = e.errors()
+    unknown = [err for err in errors if err["type"] == "extra_forbidden"]
+    if unknown:
+        loc = tuple(unknown[0]["loc"])
+        key, fields = str(loc[-1]), _fields_at(loc[:-1])
+        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+        msg = f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else
+                                         (f"; the keys here: {', '.join(fields)}" if fields else ""))
+        meant = {(*loc[:-1], close[0])} if close else set()
+        rest = [err for err in errors if err is not unknown[0]
+                and not (err["type"] == "missing" and tuple(err["loc"]) in meant)]
+        where = _loc(loc)
+    else:
+        err = errors[0]
+        where = _loc(err["loc"])
+        msg = "required, not given" if err["type"] == "missing" else \
+            str(err["msg"]).removeprefix("Value error, ")
+        rest = errors[1:]
+    more = f" (and {len(rest)} more)" if rest else ""
+    return f"{where + ': ' if where else ''}{msg}{more}"
+
+
+def _fields_at(loc: Sequence[Any]) -> list[str]:
+    """The keys the plan's schema takes at a key path (list indices skipped): [] where it takes any key."""
+    model: type[BaseModel] | None = PlanFile
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if model is None or part not in model.model_fields:
+            return []
+        model = _model_in(model.model_fields[part].annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds: `Matrix`, `Slo | None`, `list[ConfigEntry]`; None for a plain value or a dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -228,18 +287,20 @@ def _value_text(v: FlagValue) -> str:
 
 
 def _resolve(name: str, sets: dict[str, FlagValue], unsets: Sequence[str], where: str, specs: Sequence[FlagSpec],
-             path: Path) -> SweepConfig:
+             path: Path, set_at: str | None = None) -> SweepConfig:
+    """`set_at`: the key path of the set values' errors, when it is not `{where}.set.{flag}` (a grid's values)."""
     changes: list[FlagChange] = []
     flags: dict[str, str | bool | None] = {}
     for flag, value in sets.items():
-        spec = _check_name(flag, f"{where}.set.{flag}", specs, path)
+        at = set_at or f"{where}.set.{flag}"
+        spec = _check_name(flag, at, specs, path)
         if spec.kind == "bool" and not isinstance(value, bool):
-            raise PlanError(f"{path}: {where}.set.{flag}: --{spec.name} is a switch: true or false, not {value!r}")
+            raise PlanError(f"{path}: {at}: --{spec.name} is a switch: true or false, not {value!r}")
         item = spec.name if value is True else f"{spec.name}={_value_text(value)}"
         try:
             ch = parse_changes([item], [], specs)[0]
         except FlagValueError as e:
-            raise PlanError(f"{path}: {where}.set.{flag}: {e}") from None
+            raise PlanError(f"{path}: {at}: {e}") from None
         changes.append(ch)
         flags[spec.name] = None if ch.remove else (True if ch.value is None else ch.value)
     for i, flag in enumerate(unsets):
@@ -253,9 +314,12 @@ def _resolve(name: str, sets: dict[str, FlagValue], unsets: Sequence[str], where
 
 def _configs(pf: PlanFile, specs: Sequence[FlagSpec], path: Path) -> tuple[SweepConfig, ...]:
     out = [_resolve(c.name, c.set, c.unset, f"configs[{i}]", specs, path) for i, c in enumerate(pf.configs)]
-    for flag, values in pf.grid.items():
+    for flag, values in pf.grid.items():  # each grid value by its own key path, before any combination
         if not values:
             raise PlanError(f"{path}: grid.{flag}: give at least one value")
+        _check_name(flag, f"grid.{flag}", specs, path)
+        for i, v in enumerate(values):
+            _resolve("", {flag: v}, [], "grid", specs, path, set_at=f"grid.{flag}[{i}]")
     keys = list(pf.grid)
     for combo in itertools.product(*(pf.grid[k] for k in keys)) if keys else ():
         name = ",".join(f"{k.lstrip('-')}={_value_text(v)}" for k, v in zip(keys, combo, strict=True))

@@ -9,7 +9,7 @@ Layout (``<state dir>/sweeps/<deployment>-<UTC timestamp>/``)::
 
     plan.toml       the plan, copied
     sweep.json      {"deployment", "host", "started_at", "original_argv", "configs", "cells", "status", "pid",
-                     "finished_at"}, rewritten atomically (tmp + rename)
+                     "finished_at", "keep"}, rewritten atomically (tmp + rename)
     records.jsonl   one JSON object per line, "type" = "step" | "config" | "cell" | "done"
     logs/NAME.log   the server log excerpt of every failed configuration
     summary.csv     one row per valid cell (written at the end and on interrupt)
@@ -38,6 +38,10 @@ POINTER_FILE = "sweep.json"
 
 #: sweep.json "status"
 RUNNING, DONE, INTERRUPTED, FAILED = "running", "done", "interrupted", "failed"
+
+#: the `config` of the steps that end a sweep (back to the original flags, or on to the best configuration with
+#: `--keep best`): a step of the sweep, never a configuration of it
+RESTORE = "(restore)"
 
 STAT_KEYS = ("mean", "p50", "p90", "p99")
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
@@ -259,11 +263,14 @@ class SweepMeta:
     status: str  # running | done | interrupted | failed
     pid: int
     finished_at: float | None = None
+    #: what the sweep ends on: "original" (its flags restored) or "best" (`--keep best`); "" in older results
+    keep: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"deployment": self.deployment, "host": self.host, "started_at": self.started_at,
                 "original_argv": list(self.original_argv), "configs": list(self.configs),
-                "cells": list(self.cells), "status": self.status, "pid": self.pid, "finished_at": self.finished_at}
+                "cells": list(self.cells), "status": self.status, "pid": self.pid, "finished_at": self.finished_at,
+                "keep": self.keep}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> SweepMeta:
@@ -272,7 +279,8 @@ class SweepMeta:
                    original_argv=tuple(str(a) for a in raw.get("original_argv") or ()),
                    configs=tuple(str(c) for c in raw.get("configs") or ()),
                    cells=tuple(str(c) for c in raw.get("cells") or ()), status=str(raw.get("status", "")),
-                   pid=int(raw.get("pid") or 0), finished_at=_num(raw.get("finished_at")))
+                   pid=int(raw.get("pid") or 0), finished_at=_num(raw.get("finished_at")),
+                   keep=str(raw.get("keep") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,10 +306,12 @@ class SweepResults:
         return valid[-1] if valid else (found[-1] if found else None)
 
     def valid_cells(self) -> list[CellRecord]:
+        """One record per configuration and cell, the latest valid one (as `cell` gives, and the live view shows:
+        a cell measured again after its configuration's flags changed in a resumed plan is the later one)."""
         seen: dict[tuple[str, str], CellRecord] = {}
         for c in self.cells:
             if c.valid:
-                seen.setdefault((c.config, c.cell), c)
+                seen[(c.config, c.cell)] = c
         return list(seen.values())
 
     def steps_of(self, config: str) -> list[StepRecord]:

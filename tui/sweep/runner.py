@@ -39,6 +39,7 @@ from tui.sweep.results import (
     DONE,
     FAILED,
     INTERRUPTED,
+    RESTORE,
     RUNNING,
     CellMetrics,
     CellRecord,
@@ -48,15 +49,13 @@ from tui.sweep.results import (
     SweepMeta,
     SweepResults,
 )
-from tui.sweep.summary import best_config, write_summaries
+from tui.sweep.summary import best_config, best_overall, write_summaries
 from tui.transport import TransportError
 
 #: how often the unit is read during a cell: a crash is noticed within this, and the cell's requests cancelled
 POLL_S = 0.5
 #: after a cell with failed requests: how long the unit is watched for a crash before the cell is judged
 SETTLE_S = 3.0
-#: the configuration name of the steps that put the deployment back at the end
-RESTORE = "(restore)"
 
 
 class SweepEngine(EngineView, Protocol):
@@ -84,9 +83,18 @@ class SweepResult:
     results_dir: Path
     message: str
     best: str | None = None
+    #: every valid cell of the results directory (summary.csv's rows), this run's and those a resume kept
     valid_cells: int = 0
     invalid_cells: int = 0
     failed_configs: list[str] = field(default_factory=list)
+    #: of `valid_cells`, those measured by an earlier run and kept by this one (--resume)
+    resumed_cells: int = 0
+    #: whether the best configuration's lead is more than the spread of its own measurements (summary.md says so)
+    best_clear: bool = False
+
+    @property
+    def new_cells(self) -> int:
+        return self.valid_cells - self.resumed_cells
 
 
 class SweepRunner:
@@ -103,6 +111,8 @@ class SweepRunner:
         self.model = ""
         self.current = ""  # the configuration the deployment runs now (as far as this sweep knows)
         self.valid = self.invalid = 0
+        #: the (configuration, cell) this run measured valid: the rest of the directory's valid cells were resumed
+        self.measured: set[tuple[str, str]] = set()
         self.failed: list[str] = []
         specs = engine.flag_specs
         self.specs = list(specs)
@@ -145,8 +155,12 @@ class SweepRunner:
             raise SweepAborted(f"refused: {e}") from None
         finally:
             self._finish(status)
-        return SweepResult(status, self.rec.dir, message, best_config(self._results()), self.valid, self.invalid,
-                           self.failed)
+        res = self._results()
+        valid = res.valid_cells()
+        resumed = sum(1 for c in valid if (c.config, c.cell) not in self.measured)
+        verdict = best_overall(res)
+        return SweepResult(status, self.rec.dir, message, best_config(res), len(valid), self.invalid, self.failed,
+                           resumed, verdict is not None and verdict.clear)
 
     def _finish(self, status: str) -> None:
         if self.rec.meta is not None and self.rec.meta.finished_at is None:
@@ -167,7 +181,8 @@ class SweepRunner:
             deployment=self.engine.name, host=self.opt.host or socket.gethostname(),
             started_at=started if started is not None else (m.started_at if m else time.time()),
             original_argv=tuple(self.original_argv), configs=tuple(c.name for c in self.plan.configs),
-            cells=tuple(c.id for c in self.plan.cells), status=status, pid=os.getpid(), finished_at=finished))
+            cells=tuple(c.id for c in self.plan.cells), status=status, pid=os.getpid(), finished_at=finished,
+            keep=self.opt.keep))
 
     async def _configs(self) -> tuple[str, str]:
         n = len(self.plan.configs)
@@ -223,6 +238,8 @@ class SweepRunner:
                 else:
                     rec = await self._cell(config, cell, attempt=2)
             self.rec.append(rec.to_json())
+            if rec.valid:
+                self.measured.add((config.name, cell.id))
             self.valid += rec.valid
             self.invalid += not rec.valid
             if not rec.valid and not await self._still_ready(None):
