@@ -167,7 +167,7 @@ class DeploymentConfig(Strict):
     #: a stop and every sweep configuration wait for them up to release_timeout_s and then refuse: no readings is
     #: no evidence of release. Set this to accept the risk of a CUDA OOM: start (or call the stop done) this many
     #: seconds after the old run's processes are gone, without readings. Unset: refuse.
-    unverified_release_grace_s: float | None = Field(None, ge=0)
+    unverified_release_grace_s: float | None = Field(default=None, ge=0)
     #: memory (MiB per GPU) above the pre-start baseline still counted as released
     release_tolerance_mib: float = 1024.0
     stop_timeout_s: float = 120.0
