@@ -351,6 +351,10 @@ customize_rootfs() {
     chown --reference="$r/home/tester" "$r/home/tester/.ssh/authorized_keys"
     chmod 600 "$r/home/tester/.ssh/authorized_keys"
     echo 'tester ALL=(ALL) NOPASSWD:ALL' > "$r/etc/sudoers.d/tester"; chmod 440 "$r/etc/sudoers.d/tester"
+    # mallory: a local user with no sudo, no key and no login over SSH, the attacker of the adversary tests
+    # (tests/test_host_adversary_lock.py), who acts through `exec runuser -u mallory -- CMD...`
+    grep -q '^mallory:' "$r/etc/passwd" || chroot "$r" useradd -M -d /nonexistent -s /bin/sh -U mallory
+    chroot "$r" usermod -L mallory
     # no getty on the console: --console=read-only gives the container no input anyway
     ln -sf /dev/null "$r/etc/systemd/system/console-getty.service"
     write_identity

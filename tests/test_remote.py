@@ -57,7 +57,7 @@ def texec(*argv: str, check: bool = True) -> str:
 def reset_unit() -> None:
     texec("sh", "-c", f"systemctl stop {UNIT}; rm -rf /etc/systemd/system/{UNIT}.d; systemctl daemon-reload; "
           f"systemctl reset-failed {UNIT} 2>/dev/null; rm -rf /var/lib/bringup-sim/holders; "
-          "rm -f /tmp/pwned /run/lock/bringup-*", check=False)
+          f"rm -f /tmp/pwned /run/lock/bringup-* /run/bringup/{UNIT}.lock*", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +292,7 @@ async def test_a_released_lock_leaves_no_holder_record_for_wait_to_trust(conf: P
     unit, as a restart still in progress: the lock's record is cleared when the lock is released."""
     settings = load(str(conf))
     w = Engine(settings, "remote", settings.deployments["remote"])
-    record = f"/run/lock/bringup-{UNIT}.lock.owner"
+    record = f"/run/bringup/{UNIT}.lock.owner"
     try:
         async with w.manager.lock("restart"):
             held = json.loads(await asyncio.to_thread(texec, "cat", record))

@@ -19,7 +19,7 @@ import pytest
 from tests.test_remote import UNIT, bringup, conf, invocation, ssh_config, texec  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
-RECORD = f"/run/lock/bringup-{UNIT}.lock.owner"
+RECORD = f"/run/bringup/{UNIT}.lock.owner"
 
 
 def popen(cfg: Path, *args: str) -> subprocess.Popen[str]:

@@ -13,10 +13,32 @@ from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple
 
-# CSI / OSC / other escape sequences, and C0 controls except tab. Stripped so that escape codes in log text can
-# neither move the cursor of the user's terminal nor defeat the anchored prefix regexes below.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# What a server's text may not bring to a terminal (`terminal_safe`, the one rule; `sanitize` for a log line).
+# Stripped, not shown escaped, so that escape codes can neither act on the user's terminal (VTE and xterm.js act on
+# 8-bit C1 controls sent as UTF-8 too: U+009B is a CSI, U+009D an OSC, so `\xc2\x9b2J` clears the screen and an OSC
+# 52 writes the clipboard) nor reorder what it shows (bidi overrides), nor defeat the anchored prefix regexes below:
+# - escape sequences, 7-bit and 8-bit: CSI (`ESC [`, U+009B) to its final byte; OSC, DCS, SOS, PM, APC strings
+#   (`ESC ] P X ^ _`, U+009D U+0090 U+0098 U+009E U+009F) to their terminator (BEL, `ESC \`, U+009C) or the end of
+#   the line; every other `ESC` sequence (`ESC c`, `ESC ( B`);
+_ANSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+                   r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+                   r"|\x1b[ -/]*[0-~]")
+_ESCAPES = re.compile(r"[\x1b\x90\x98\x9b\x9d-\x9f]")
+# - control characters: C0 but tab and newline, DEL, C1 (Unicode Cc), and lone surrogates (which a JSON `\ud800`
+#   escape can produce, and which no terminal can be sent: encoding them raises);
+# - format characters (Unicode Cf): the bidi embeddings, overrides, isolates and marks (U+202A-U+202E,
+#   U+2066-U+2069, U+200E, U+200F, U+061C), which reorder what a terminal shows, and the invisible rest (U+200B, the
+#   soft hyphen, U+FEFF, the tag characters), but for ZERO WIDTH JOINER (U+200D: inside emoji sequences, 👩‍💻) and
+#   ZERO WIDTH NON-JOINER (U+200C: Persian, Indic scripts), which are kept. Every other character is kept: CJK,
+#   accents, emoji, no-break spaces. (The class is Unicode 15's Cf; tests/test_terminal_controls.py holds it to the
+#   running Python's unicodedata.)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
+                      "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f"
+                      "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+                      "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                      "\U000e0001\U000e0020-\U000e007f]")
+#: format characters `terminal_safe` keeps
+KEPT_FORMAT = frozenset("\u200c\u200d")
 
 _JOURNAL_SHORT = re.compile(
     r"^(?P<mon>[^\W\d_]{3,4}\.?) +(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)? "
@@ -135,15 +157,23 @@ def latest_progress(tail: Sequence[str]) -> str:
     return ""
 
 
+def terminal_safe(text: str) -> str:
+    """`text` (a server's, a host's: anything bringup did not write itself) with nothing left that a terminal acts
+    on: escape sequences (7-bit and 8-bit), control characters but tab and newline, lone surrogates, and format
+    characters but ZWJ and ZWNJ, removed (the rule above `_ANSI`). Every place that shows or prints such text
+    passes it through here, `sanitize` (a log line) or `clean` (which sanitizes)."""
+    if text.isprintable():  # the common case, decided in C: no escape codes, no control or format characters
+        return text
+    if _ESCAPES.search(text):
+        text = _ANSI.sub("", text)
+    return _CONTROL.sub("", text)
+
+
 def sanitize(raw: str) -> str:
-    """Remove escape sequences and control characters, and cut absurdly long lines."""
+    """A log line made safe for a terminal (`terminal_safe`), and cut when absurdly long."""
     if len(raw) > MAX_LINE:
         raw = raw[:MAX_LINE] + " …[cut]"
-    if raw.isprintable():  # the common case, decided in C: no escape codes, no control characters
-        return raw
-    if "\x1b" in raw:
-        raw = _ANSI.sub("", raw)
-    return _CONTROL.sub("", raw)
+    return terminal_safe(raw)
 
 
 def split_output(chunk: str) -> list[str]:

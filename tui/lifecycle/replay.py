@@ -1,19 +1,19 @@
 """Replay a recorded log through the same reducer the console uses.
 
 Accepts plain server output, journald short format, and `journalctl -o json` lines (one JSON object per line,
-MESSAGE possibly a byte array), mixed freely. systemd's own messages (`UNIT: Main process exited, ...`, `Started
-...`, `Stopping ...`, `UNIT: Scheduled restart job, ...`), in a JSON journal or as text, become unit events, so a
-replay sees "the process exited" exactly as the live console would.
+MESSAGE possibly a byte array; a record cut short is kept, saying so), mixed freely. systemd's own messages
+(`UNIT: Main process exited, ...`, `Started ...`, `Stopping ...`, `UNIT: Scheduled restart job, ...`), in a JSON
+journal or as text, become unit events, so a replay sees "the process exited" exactly as the live console would.
+Every line's text goes through `lines.clean`, which makes it safe for a terminal, before a replay shows it.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from tui.lifecycle.journal import parse_entry
+from tui.lifecycle.journal import parse_entry, parse_record
 from tui.lifecycle.lines import CleanLine, clean, split_output
 from tui.lifecycle.presets import Preset, get_preset
 from tui.lifecycle.presets.registry import PRESETS
@@ -153,11 +153,8 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
         if not raw.strip() or raw.startswith("# source:") or raw.startswith("# server:"):
             continue
         if raw.lstrip().startswith("{"):
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                obj = None
-            if isinstance(obj, dict):
+            obj = parse_record(raw)  # a record cut short is still one (saying so), not text
+            if obj is not None:
                 for ev in _journal_events(obj, last):
                     last = max(last, ev.at)
                     yield ev

@@ -1,16 +1,23 @@
 """The lock of a deployment whose server runs on this machine (the `process` manager): no host to ask, so the
-kernel's flock(2) is the whole proof of who holds it."""
+kernel's flock(2) is the whole proof of who holds it.
+
+The file is opened with O_NOFOLLOW (a symbolic link put at its path is refused, never written through) and kept
+0600: no other user can open it, hence none can hold it. A lock held by something that is no bringup is named by
+its pid and user (from /proc/locks and /proc/PID/fdinfo), not taken for a bringup that left no record.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 
-from tui.managers import LockInfo, PermanentError, refusal
+from tui.managers import LockHeld, LockInfo, PermanentError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
 
 
@@ -32,15 +39,22 @@ class FileLock:
         with contextlib.suppress(OSError):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         except OSError as e:  # not someone else's lock: ours cannot be had at all
-            raise PermanentError(f"cannot open the lock {self.path}: {e.strerror}") from None
+            why = "it is a symbolic link" if os.path.islink(self.path) else e.strerror
+            raise PermanentError(f"cannot open the lock {self.path}: {why}") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise PermanentError(f"cannot use the lock {self.path}: not a regular file")
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o600:
+            os.fchmod(fd, 0o600)  # one made by an older bringup (0644): no one else may open it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = lock_info_from(os.pread(fd, 4096, 0))
             os.close(fd)
-            raise refusal(holder) from None
+            raise await asyncio.to_thread(_refusal, self.path, st, holder) from None
         info = new_record(self.purpose, self.change)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(dataclasses.asdict(info)).encode(), 0)
@@ -57,10 +71,15 @@ class FileLock:
     async def holder(self) -> LockInfo | None:
         """The record names a live process of this host (the lock is local), or it is a dead holder's leftover."""
         try:
-            with open(self.path, "rb") as f:
-                info = lock_info_from(f.read(4096))
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             return None
+        try:
+            info = lock_info_from(os.pread(fd, 4096, 0))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         if info is None or info.pid <= 0:
             return None
         try:
@@ -85,3 +104,55 @@ class FileLock:
                 os.ftruncate(self._fd, 0)
             os.close(self._fd)
             self._fd = None
+
+
+def lock_holders(st: os.stat_result) -> list[int]:
+    """The processes that hold a flock on the file `st` describes: those whose open file carries it
+    (/proc/PID/fdinfo), else the locker /proc/locks names (0 there once it is gone)."""
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fdinfo")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii", errors="replace") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                if any(ln.split()[1:2] == ["FLOCK"] and f" {key} " in ln for ln in text.splitlines()
+                       if ln.startswith("lock:")):
+                    found.append(pid)
+                    break
+    if found:
+        return found
+    with contextlib.suppress(OSError), open("/proc/locks", encoding="ascii", errors="replace") as f:
+        for ln in f:
+            parts = ln.split()
+            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key and parts[4].isdigit() and parts[4] != "0":
+                return [int(parts[4])]
+    return []
+
+
+def _refusal(path: str, st: os.stat_result, holder: LockInfo | None) -> LockHeld:
+    """A busy lock: the bringup whose record names a process holding it, else that process, by pid and user."""
+    pids = lock_holders(st)
+    if holder is not None and (not pids or holder.pid in pids):
+        return refusal(holder)
+    if not pids:
+        return refusal(None)
+    pid = pids[0]
+    try:
+        user = Path(f"/proc/{pid}").owner()
+    except (OSError, KeyError):
+        user = "?"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = "?"
+    named = f"; its record names {holder.describe()}" if holder is not None else "; it left no record"
+    return LockHeld(f"the lock {path} is held by pid {pid} (user {user}: {command[:200]}), which is not a "
+                    f"bringup{named}")

@@ -1,14 +1,23 @@
 """The `systemd` manager: a unit on a host, driven through any transport (SSH in practice).
 
 - State from `systemctl show` (parsed into a dict: it prints properties in its own order).
-- The server's flags are the unit's effective ExecStart (`systemctl cat`: the last ExecStart after the last reset);
-  new flags are written as a drop-in, `UNIT.d/50-bringup.conf` with `ExecStart=` cleared and the new one set,
-  written to a temp file and renamed, then `daemon-reload`. The previous drop-in is kept next to it for rollback.
-  Never a sed on the unit file.
+- The server's flags are the unit's effective ExecStart (`systemctl cat`: the last ExecStart after the last reset),
+  read by systemd's own grammar (exec_line.py). New flags are written as a drop-in, `UNIT.d/50-bringup.conf` with
+  `ExecStart=` cleared and the new one set, in which every word bringup does not change is written exactly as the
+  unit writes it (prefixes, quotes, escapes, `${VAR}`, `%i`) and only bringup's own words are quoted; a change that
+  would touch a word holding a variable or a specifier, a unit with several ExecStart= lines, or a drop-in read
+  after bringup's that also sets ExecStart= is refused, naming it. Flags equal to the unit's own command line
+  remove the drop-in: the unit runs exactly what it says again. The previous drop-in is kept next to it for
+  rollback. Files are written as root through one `sh -c` on the host (a `mktemp` in the drop-in's directory,
+  renamed into place, 0644 only once complete): nothing in /tmp, no name anyone can guess. Never a sed on the unit.
 - The journal: `journalctl -u UNIT -o json -f`, every entry tied to its `_SYSTEMD_INVOCATION_ID`; after a lost
   connection the stream resumes with `--after-cursor`, so no line is lost or repeated.
 - The restart lock is flock(1) on the host, held by a command whose stdin we keep open: it is released when we
-  close it, and also when our SSH connection dies (remote_lock.py).
+  close it, and also when our SSH connection dies (remote_lock.py). It lives in `/run/bringup/UNIT.lock`, a
+  directory only root can write, when bringup acts as root on the host (root over SSH, or sudo = true): every
+  operator of the host who manages its units (they need root for the drop-in anyway) sees every other's lock.
+  A user that is not root and has no sudo gets a lock in a directory of its own (`/run/user/UID/bringup`, else
+  `~/.cache/bringup-HOST`): it keeps that user's bringups apart, and NOT other users'.
 """
 
 from __future__ import annotations
@@ -16,13 +25,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shlex
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tui.lifecycle.journal import parse_entry
 from tui.managers import ManagerError, PermanentError
+from tui.managers.exec_line import ExecLineError, parse, quote, rewrite, unit_exec, values
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
 from tui.model import LogLine, UnitState
@@ -32,8 +41,17 @@ PROPS = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "Exe
          "NRestarts", "ActiveEnterTimestamp", "ExecMainStartTimestamp", "InactiveEnterTimestamp", "Result",
          "ControlGroup")
 DROPIN = "50-bringup.conf"
+#: the locks of units, when bringup acts as root on the host (remote_lock.py checks and creates it: root's, 0755)
+LOCK_DIR = "/run/bringup"
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.service$")
-_SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_./:@+=,~-]+$")
+#: where a user that is not root keeps its locks: a directory of its own, found on the host
+_USER_LOCK_DIR = ('u=$(id -u); if [ "$u" = 0 ]; then echo ' + LOCK_DIR + '; '
+                  'elif [ -d "/run/user/$u" ] && [ "$(stat -c %u "/run/user/$u")" = "$u" ]; then '
+                  'echo "/run/user/$u/bringup"; else echo "$HOME/.cache/bringup-$(uname -n)"; fi')
+#: a root file from stdin (`$2` bytes): a mktemp next to it, 0644 once complete, renamed over it; removed on failure
+_WRITE = ('set -eu; d=$(dirname -- "$1"); mkdir -p -- "$d"; t=$(mktemp -- "$d/.bringup.XXXXXXXX"); '
+          'trap \'rm -f -- "$t"\' EXIT; head -c "$2" >"$t"; [ "$(stat -c %s -- "$t")" = "$2" ]; '
+          'chmod 0644 -- "$t"; mv -f -- "$t" "$1"; trap - EXIT')
 
 
 def parse_show(text: str) -> dict[str, str]:
@@ -56,41 +74,14 @@ def _ts(v: str) -> float | None:
 
 
 def systemd_quote(arg: str) -> str:
-    """Quote one argument for an ExecStart= line: specifiers (%) and variables ($) are escaped, and anything with
-    spaces or quotes is double-quoted."""
-    if _SYSTEMD_SAFE.match(arg):
-        return arg
-    escaped = (arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-               .replace("\n", "\\n"))
-    return f'"{escaped}"'
+    """One of bringup's own words for an ExecStart= line, read back by systemd as exactly `arg` (exec_line.py)."""
+    return quote(arg)
 
 
 def exec_start_from_cat(text: str) -> list[str]:
-    """The effective ExecStart argv from `systemctl cat` output (unit file, then drop-ins in order)."""
-    current: list[str] = []
-    in_service = False
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if line.endswith("\\"):
-            pending = line[:-1] + " "
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            in_service = line == "[Service]"
-            continue
-        if not in_service or not line.startswith("ExecStart="):
-            continue
-        value = line[len("ExecStart="):].strip()
-        if not value:
-            current = []
-            continue
-        value = value.lstrip("@-:+!")  # systemd's exec prefixes
-        try:
-            current = [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(value)]
-        except ValueError:
-            current = value.split()
-    return current
+    """The effective ExecStart argv from `systemctl cat` output (unit file, then drop-ins in order), read by
+    systemd's grammar: variables and specifiers as written (exec_line.py)."""
+    return values(text)
 
 
 class SystemdManager:
@@ -108,6 +99,7 @@ class SystemdManager:
         self.dropin_dir = f"/etc/systemd/system/{unit}.d"
         self._argv: tuple[str, list[str]] | None = None  # (invocation it was read for, argv)
         self._cgroup = ""  # the unit's cgroup at the last reading
+        self._lock_path = f"{LOCK_DIR}/{unit}.lock" if sudo else ""  # found on the host otherwise
 
     def _priv(self, argv: list[str]) -> list[str]:
         return ["sudo", "-n", *argv] if self.sudo else argv
@@ -123,7 +115,8 @@ class SystemdManager:
             if "a password is required" in err or "sudo:" in err:
                 raise PermanentError(f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
                                    f"root: set sudo = true for this host and allow passwordless sudo for it ({err})")
-            if "Access denied" in err or "Interactive authentication required" in err or "not permitted" in err:
+            if ("Access denied" in err or "Interactive authentication required" in err or "not permitted" in err
+                    or "Permission denied" in err):
                 raise PermanentError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
                                    "sudo = true for this host, or connect as a user allowed to manage the unit")
             raise ManagerError(f"{self.transport.name}: `{' '.join(argv[:3])}` failed (exit {res.rc}): {err[:300]}")
@@ -228,28 +221,61 @@ class SystemdManager:
         return exec_start_from_cat(await self._run(["systemctl", "cat", self.unit]))
 
     async def _write_root_file(self, path: str, data: bytes) -> None:
-        if not self.sudo:
-            await self.transport.write_file(path, data)
-            return
-        tmp = f"/tmp/bringup-{self.unit}-{int(time.time() * 1000)}.tmp"
-        await self.transport.write_file(tmp, data)
-        await self._run(["install", "-D", "-m", "0644", tmp, path], priv=True)
-        await self._run(["rm", "-f", tmp])
+        """A file of root's (a drop-in, a saved argv), written on the host by one command, the content on stdin:
+        a `mktemp` in its own directory, 0644 once complete, renamed into place (removed if anything fails)."""
+        await self._run(["sh", "-c", _WRITE, "bringup-write", path, str(len(data))], priv=True, input=data)
 
     async def write_argv(self, argv: Sequence[str]) -> None:
         if not argv:
             raise ManagerError("refusing to write an empty ExecStart")
-        body = ("# written by bringup: the server's flags. The previous version is 50-bringup.conf.previous.\n"
-                "[Service]\nExecStart=\nExecStart=" + " ".join(systemd_quote(a) for a in argv) + "\n").encode()
         dest = f"{self.dropin_dir}/{DROPIN}"
+        cat = await self._run(["systemctl", "cat", self.unit])
+        text = self._exec_start_for(cat, list(argv), dest)
         old = await self.transport.read_file(dest)
         if old is not None:
             await self._write_root_file(dest + ".previous", old)
+        await self.save_argv("previous", values(cat))
+        if text is None:  # the unit's own command line: no drop-in, the unit runs what it says
+            if old is not None:
+                await self._run(["rm", "-f", "--", dest], priv=True)
         else:
-            await self.save_argv("previous", await self.read_argv())
-        await self._write_root_file(dest, body)
+            body = ("# written by bringup: the server's flags. The previous version is 50-bringup.conf.previous.\n"
+                    "# Every word bringup did not change is as the unit writes it; bringup's own are quoted.\n"
+                    "[Service]\nExecStart=\nExecStart=" + text + "\n").encode()
+            await self._write_root_file(dest, body)
         await self._run(["systemctl", "daemon-reload"], priv=True)
         self._argv = None
+        now = await self.read_argv()
+        if now != list(argv):
+            raise ManagerError(f"{self.transport.name}: after writing {dest}, {self.unit} runs {now}, not the flags "
+                               "written: another drop-in or a unit file changed meanwhile?")
+
+    def _exec_start_for(self, cat: str, argv: list[str], dest: str) -> str | None:
+        """The ExecStart= bringup's drop-in sets for `argv` (None: the unit's own, no drop-in), from the unit as
+        `systemctl cat` shows it; PermanentError, naming the construct, when it cannot be written exactly."""
+        where = f"{self.unit} on {self.transport.name}"
+        later = [f for f in unit_exec(cat).setters if f != dest and f.endswith(".conf")
+                 and f.rsplit("/", 1)[-1] > DROPIN]
+        if later:
+            raise PermanentError(f"{where}: ExecStart= is also set in {', '.join(later)}, which systemd reads after "
+                                 f"bringup's {DROPIN}: the flags bringup writes would not be run; move that "
+                                 "ExecStart= into the unit file, or into a drop-in that sorts before "
+                                 f"{DROPIN}")
+        own = unit_exec(cat, without=dest)
+        if not own.lines:
+            raise PermanentError(f"{where}: no ExecStart= outside bringup's drop-in: nothing to rewrite")
+        if len(own.lines) > 1:
+            raise PermanentError(f"{where}: {len(own.lines)} ExecStart= command lines in effect (Type=oneshot runs "
+                                 f"them one after the other, from {', '.join(sorted({x.source for x in own.lines}))})"
+                                 ": bringup rewrites a unit with one")
+        line = own.lines[0]
+        try:
+            line = parse(line.written, line.source)  # strict: what systemd would not read is said, not guessed
+            if argv == line.argv:
+                return None
+            return rewrite(line, argv, own.origins)
+        except ExecLineError as e:
+            raise PermanentError(f"{where}: cannot rewrite its ExecStart= exactly: {e}") from None
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
         data = await self.transport.read_file(f"{self.dropin_dir}/bringup-{which}.json")
@@ -265,8 +291,19 @@ class SystemdManager:
     async def save_argv(self, which: str, argv: Sequence[str]) -> None:
         await self._write_root_file(f"{self.dropin_dir}/bringup-{which}.json", json.dumps(list(argv)).encode())
 
+    async def lock_path(self) -> str:
+        """The lock's file on the host: in LOCK_DIR when bringup acts as root there, else in a directory of the SSH
+        user's own (asked once)."""
+        if not self._lock_path:
+            found = (await self._run(["sh", "-c", _USER_LOCK_DIR])).strip()
+            if not found.startswith("/"):
+                raise ManagerError(f"{self.transport.name}: no directory for the lock (got {found!r})")
+            self._lock_path = f"{found}/{self.unit}.lock"
+        return self._lock_path
+
     def lock(self, purpose: str, change: str = "") -> RemoteLock:
-        return RemoteLock(self.transport, f"/run/lock/bringup-{self.unit}.lock", purpose, change)
+        return RemoteLock(self.transport, self._lock_path, purpose, change, sudo=self.sudo,
+                          where=None if self._lock_path else self.lock_path)
 
 
 def journal_line(obj: dict[str, Any]) -> LogLine | None:

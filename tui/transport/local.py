@@ -16,6 +16,41 @@ from tui.transport.lines import LineSplitter
 #: process groups of the commands this process has running: killed all at once when the terminal goes away
 LIVE_GROUPS: set[int] = set()
 
+#: the longest line a stream delivers whole (both transports). A journal record (`journalctl -o json`) is one line,
+#: and one ESC byte makes journald send MESSAGE as an array of byte values, about four times the text: a 20 KB
+#: traceback line is an 81 KB record, which a 64 KiB bound cut and the JSON parser then dropped. Longer lines are
+#: cut here (the journal parser keeps what identifies a cut record and says it was cut); the readers bound the text
+#: they keep themselves (tui/lifecycle/journal.py: MESSAGE at 64 Ki characters, lines.py: a log line at 16 Ki).
+STREAM_MAX_LINE = 4 * 1024 * 1024
+
+
+class StreamLines:
+    """`LineSplitter` at `STREAM_MAX_LINE`, at a cost linear in a long line: bytes without a line end are held and
+    handed to the splitter in one piece once the line ends (or passes the bound). Fed a 4 MiB line 64 KiB at a
+    time, the splitter alone joins and scans its growing partial line each time: a second of the event loop's."""
+
+    def __init__(self, max_line: int = STREAM_MAX_LINE) -> None:
+        self._splitter = LineSplitter(max_line)
+        self._max = max_line
+        self._held: list[bytes] = []
+        self._held_len = 0
+
+    def feed(self, data: bytes) -> list[str]:
+        if b"\n" not in data and b"\r" not in data and self._held_len + len(data) <= self._max:
+            self._held.append(data)
+            self._held_len += len(data)
+            return []
+        if self._held:
+            data = b"".join((*self._held, data))
+            self._held, self._held_len = [], 0
+        return self._splitter.feed(data)
+
+    def flush(self) -> list[str]:
+        if self._held:
+            held, self._held, self._held_len = b"".join(self._held), [], 0
+            return [*self._splitter.feed(held), *self._splitter.flush()]
+        return self._splitter.flush()
+
 
 def kill_all_children() -> None:
     """TERM, then KILL, every command this process started and has not reaped (for hang-up and hard exits)."""
@@ -82,7 +117,7 @@ class LocalTransport:
             raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
         assert proc.stdout is not None
         LIVE_GROUPS.add(proc.pid)
-        splitter = LineSplitter()
+        splitter = StreamLines()
         try:
             while True:
                 data = await proc.stdout.read(65536)
