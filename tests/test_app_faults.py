@@ -341,7 +341,7 @@ async def offer_rollback(app: ControlConsoleApp, pilot: Any) -> ConfirmScreen:
     app.post_message(RestartFinished(failed_own_restart()))
     assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
     assert isinstance(app.screen, ConfirmScreen)
-    assert app.screen.title_text == "Roll back sim?"
+    assert app.screen.title_text == "Roll back sim on simhost?"
     assert "- --disable-cuda-graph" in "\n".join(app.screen.lines)
     return app.screen
 

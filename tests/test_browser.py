@@ -102,7 +102,7 @@ def test_read_only_console_follows_a_bring_up_in_the_browser(browser: Any, cfg: 
         before = invocation(cfg)
         screen.press("r")
         screen.wait_text("read-only: no restart")
-        assert "Restart sim?" not in screen.text()
+        assert "Restart sim on simhost?" not in screen.text()
         assert invocation(cfg) == before
         assert badge(screen.text()) == "READY"
         assert not screen.outside, screen.outside  # nothing fetched from outside the box
@@ -143,9 +143,9 @@ def test_a_wrong_token_is_refused(browser: Any, cfg: Path) -> None:
         assert page.url == served.url, page.url  # the token left the address bar for the cookie
         assert "[read-only]" not in screen.text()
         screen.press("r")
-        screen.wait_text("Restart sim?")
+        screen.wait_text("Restart sim on simhost?")
         screen.press("n")
-        screen.wait_for("the dialog closed", lambda t: "Restart sim?" not in t)
+        screen.wait_for("the dialog closed", lambda t: "Restart sim on simhost?" not in t)
         assert badge(screen.text()) == "STOPPED"
         assert len(console_processes(cfg)) == 1
     # the tab still open: stopping the server ends its session's console too

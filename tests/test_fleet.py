@@ -193,7 +193,7 @@ async def test_acting_on_a_row_asks_the_confirmation_naming_deployment_and_host(
         assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         screen = app.screen
         assert isinstance(screen, ConfirmScreen)
-        assert screen.title_text == "Restart delta?"
+        assert screen.title_text == "Restart delta on box-a?"
         assert "deployment: delta" in screen.lines and "host:       box-a" in screen.lines
         await pilot.press("n")
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen))
@@ -377,7 +377,7 @@ async def test_real_deployments_share_one_transport_and_a_down_host_holds_up_no_
                 await pilot.press("down")
             await pilot.press("s")
             assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-            assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Start sim-b?"
+            assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Start sim-b on simhost?"
             await pilot.press("y")
             assert await until(pilot, lambda: phase("sim-b") == "ready", 40)
             assert phase("sim-a") == "stopped" and phase("far") == "host down"

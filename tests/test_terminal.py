@@ -87,13 +87,13 @@ def test_new_user_demo_in_tmux(tmp_path: Path, demo_env: dict[str, str]) -> None
         t.wait_for("READY", 40)
         inv_before = [ln for ln in t.screen().splitlines() if "run " in ln]
         t("send-keys", "-t", t.session, "r")
-        t.wait_for("Restart demo?", 10)
+        t.wait_for("Restart demo on local?", 10)
         t("send-keys", "-t", t.session, "y")
         t.wait_for("✓ release", 20)  # the step done, not the word in the dialog
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # READY again, for a new run
             screen = t.screen()
-            if "READY" in screen and "Restart demo?" not in screen and \
+            if "READY" in screen and "Restart demo on local?" not in screen and \
                     [ln for ln in screen.splitlines() if "run " in ln] != inv_before:
                 break
             time.sleep(0.2)

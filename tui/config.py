@@ -16,6 +16,7 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -31,12 +32,43 @@ from tui.lifecycle.presets import FlagSpec, preset_names
 
 DEMO = "demo"
 _TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
-DEMO_PORT = int(os.environ.get("BRINGUP_DEMO_PORT", "30999"))
 _HOST_PORT = re.compile(r"[^:]+:\d+")  # host:port (an IPv6 address has more than one colon)
+DEFAULT_DEMO_PORT = 30999
+
+#: a number of seconds: more than zero, and finite (a NaN or an infinity is no deadline anyone meant)
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: a GPU index on its host
+GpuIndex = Annotated[int, Field(ge=0)]
 
 
 class ConfigError(Exception):
     """A config problem, phrased for the user: names the file, the key and what is wrong."""
+
+
+def demo_port() -> int:
+    """The built-in demo's port: $BRINGUP_DEMO_PORT, else 30999. A value that is no port is a ConfigError naming the
+    variable (one line, exit 2), raised by load(), never at import: `bringup --version` works whatever it says."""
+    text = os.environ.get("BRINGUP_DEMO_PORT", "").strip()
+    if not text:
+        return DEFAULT_DEMO_PORT
+    try:
+        port = int(text, 10)
+    except ValueError:
+        raise ConfigError(f"BRINGUP_DEMO_PORT (environment): {text!r} is not a port number (1-65535)") from None
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"BRINGUP_DEMO_PORT (environment): {text} is out of range: a port is 1-65535")
+    return port
+
+
+def _demo_port_or_default() -> int:
+    try:
+        return demo_port()
+    except ConfigError:  # said by load(), as one line, by every command that reads the config
+        return DEFAULT_DEMO_PORT
+
+
+#: the demo's port as help texts name it (read at import; load() checks the variable and uses demo_port())
+DEMO_PORT = _demo_port_or_default()
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
@@ -116,7 +148,7 @@ class NodeConfig(Strict):
     #: the node's own unit (systemd; default: the deployment's `unit`) or command line (process)
     unit: str = ""
     command: list[str] = Field(default_factory=list)
-    gpus: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    gpus: Annotated[list[GpuIndex], NoDecode] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     #: whether flags edited for the deployment are written to this node's command line (false for a node that
     #: runs something else, a `ray start --block` worker)
@@ -157,28 +189,28 @@ class DeploymentConfig(Strict):
     preset: str = "sglang"
     endpoint: str = "http://127.0.0.1:30000"
     #: the GPUs the server uses; empty (or "all", the default) means every GPU on the host
-    gpus: Annotated[list[int], NoDecode] = Field(default_factory=list)  # NoDecode: "all" from the environment too
+    gpus: Annotated[list[GpuIndex], NoDecode] = Field(default_factory=list)  # NoDecode: "all" from the env too
     #: flags shown first in the flags panel (default: every flag the preset knows)
     flags: list[str] = Field(default_factory=list)
     extra_flags: list[FlagConfig] = Field(default_factory=list)
     #: seconds to wait for the old run's GPU memory to be released before giving up a restart
-    release_timeout_s: float = 600.0
+    release_timeout_s: Seconds = 600.0
     #: when the host's GPU readings cannot be had at all (nvidia-smi missing, hanging, not permitted), a restart,
     #: a stop and every sweep configuration wait for them up to release_timeout_s and then refuse: no readings is
     #: no evidence of release. Set this to accept the risk of a CUDA OOM: start (or call the stop done) this many
     #: seconds after the old run's processes are gone, without readings. Unset: refuse.
-    unverified_release_grace_s: float | None = Field(default=None, ge=0)
+    unverified_release_grace_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     #: memory (MiB per GPU) above the pre-start baseline still counted as released
-    release_tolerance_mib: float = 1024.0
-    stop_timeout_s: float = 120.0
-    ready_timeout_s: float = 1800.0
+    release_tolerance_mib: float = Field(default=1024.0, ge=0, allow_inf_nan=False)
+    stop_timeout_s: Seconds = 120.0
+    ready_timeout_s: Seconds = 1800.0
     #: roll back to the last flags that reached ready when a restart fails
     auto_rollback: bool = False
     #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
     hide_flags: list[str] = Field(default_factory=list)
     #: this deployment's STALLED threshold, when not `probe.stall_after_s` (a server slower or faster than most:
     #: the demo's runs at its time scale)
-    stall_after_s: float | None = Field(None, gt=0)
+    stall_after_s: Seconds | None = None
     #: the nodes of a deployment that spans several hosts, head first (empty: one node, `host`)
     nodes: list[NodeConfig] = Field(default_factory=list)
     #: flags whose value is each node's own, besides those the preset knows (SGLang `--node-rank`, ...)
@@ -216,6 +248,15 @@ class DeploymentConfig(Strict):
     def _http(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
             raise ValueError(f"endpoint must start with http:// or https://, got {v!r}")
+        try:
+            url = urlsplit(v)
+            port = url.port
+        except ValueError:  # `:99999`, `:abc`
+            port = 0
+        if port == 0:
+            raise ValueError(f"endpoint {v!r}: its port must be a number 1-65535")
+        if not url.hostname:
+            raise ValueError(f"endpoint {v!r} names no host (http://HOST:PORT)")
         return v.rstrip("/")
 
     @property
@@ -274,18 +315,18 @@ class DeploymentConfig(Strict):
 
 
 class ProbeConfig(Strict):
-    interval_s: float = Field(1.0, gt=0)
-    timeout_s: float = Field(5.0, gt=0)
+    interval_s: Seconds = 1.0
+    timeout_s: Seconds = 5.0
     generation_tokens: int = Field(4, ge=1, le=64)
-    stall_after_s: float = Field(60.0, gt=0)
+    stall_after_s: Seconds = 60.0
     #: once ready and its counters show it serving (or idle by its own gauges), one generation this often and no
     #: /health in between: liveness is proven by the counters, and every probe is an access line in the server's log
-    ready_interval_s: float = Field(30.0, gt=0)
+    ready_interval_s: Seconds = 30.0
 
 
 class UIConfig(Strict):
     #: panels redraw at this rate; a phase change or a log line is shown as it arrives, whatever the rate
-    refresh_hz: float = Field(1.0, gt=0, le=30)
+    refresh_hz: float = Field(1.0, gt=0, le=30, allow_inf_nan=False)
     theme: str = "textual-dark"
     #: action name -> key, e.g. {restart = "R"}; merged over the defaults
     keys: dict[str, str] = Field(default_factory=dict)
@@ -300,9 +341,12 @@ class Settings(BaseSettings):
     deployments: dict[str, DeploymentConfig] = Field(default_factory=dict)
     probe: ProbeConfig = Field(default_factory=ProbeConfig)  # type: ignore[arg-type]
     ui: UIConfig = Field(default_factory=UIConfig)  # type: ignore[arg-type]
-    #: set by load(): the config file read, and whether files were searched for at all
+    #: set by load(): the config file read, whether files were searched for at all, whether the file was named
+    #: (--config, $BRINGUP_CONFIG) rather than found, and the files found but passed over for setting nothing
     _config_file: Path | None = PrivateAttr(default=None)
     _searched: bool = PrivateAttr(default=False)
+    _named: bool = PrivateAttr(default=False)
+    _passed_over: tuple[Path, ...] = PrivateAttr(default=())
 
     @classmethod
     def settings_customise_sources(
@@ -327,12 +371,15 @@ class Settings(BaseSettings):
 
     def config_source(self) -> str:
         """Which file these settings came from, in words, for every header and every "nothing configured": a
-        user who wrote one file while another one won must be able to see it."""
+        user who wrote one file while another one won must be able to see it. The path is absolute (which
+        ./config.toml), and a file found but passed over for setting nothing (the checkout's commented example)
+        is named too."""
+        skipped = "; ".join(f"{_absolute(p)} passed over: it sets nothing, only comments" for p in self._passed_over)
         if self._config_file is not None:
-            return f"config: {self._config_file}"
+            return f"config: {_absolute(self._config_file)}" + (f" ({skipped})" if skipped else "")
         if self._searched:
-            return (f"no config file (looked at --config, $BRINGUP_CONFIG, ./config.toml, "
-                    f"{xdg_config_file()})")
+            return (f"no config file found (looked at --config, $BRINGUP_CONFIG, ./config.toml, "
+                    f"{xdg_config_file()}" + (f"; {skipped}" if skipped else "") + ")")
         return "config: built in"
 
     def state_path(self) -> Path:
@@ -363,15 +410,27 @@ class Settings(BaseSettings):
         known = ", ".join(self.deployments) or "none"
         msg = f"unknown deployment {name!r}" + did_you_mean(name, self.deployments)
         msg += f"; configured: {known}"
-        if self._searched and self._config_file is None:
-            msg += (f"; no config file found (looked at --config, $BRINGUP_CONFIG, ./config.toml, "
-                    f"{xdg_config_file()})")
+        nothing = not any(n != DEMO for n in self.deployments)
+        # the file, unless the user named it and it configures deployments: one found by searching (or none found)
+        # may not be the one the user edited
+        if self._searched and (nothing or not self._named or self._config_file is None):
+            msg += "; " + self.config_source()
         return msg
 
 
+def _absolute(path: Path) -> Path:
+    """A path as the user should read it in a message: absolute, which ./config.toml it is."""
+    try:
+        return path.expanduser().resolve()
+    except (OSError, RuntimeError):
+        return path.expanduser().absolute()
+
+
 def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0,
-                    port: int = DEMO_PORT) -> tuple[HostConfig, DeploymentConfig]:
-    """The built-in demo: the simulated SGLang server as a `process` deployment on this machine."""
+                    port: int | None = None) -> tuple[HostConfig, DeploymentConfig]:
+    """The built-in demo: the simulated SGLang server as a `process` deployment on this machine (on
+    $BRINGUP_DEMO_PORT's port unless `port` is given)."""
+    port = demo_port() if port is None else port
     sim_state = str(state_dir / "demo" / "sim-gpus")
     cmd = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",
            "--ep-size", "8", "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--sim-load", "4",
@@ -394,22 +453,38 @@ def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0
 
 def discover(explicit: str | None) -> Path | None:
     """The config file to use: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml."""
-    if explicit:
-        p = Path(explicit).expanduser()
+    return find_config(explicit)[0]
+
+
+def find_config(explicit: str | None) -> tuple[Path | None, bool, tuple[Path, ...]]:
+    """The config file to use, whether it was named (--config, $BRINGUP_CONFIG) rather than found, and the files
+    found but passed over. A file named is used as it is. Of those searched for (./config.toml, then
+    $XDG_CONFIG_HOME/bringup/config.toml), one that sets nothing (empty, or every key commented out: the
+    checkout's own config.toml, an example) is passed over for the next: a user's ~/.config/bringup/config.toml is
+    not shadowed by an example in the directory bringup runs from."""
+    for given, source in ((explicit, "--config"), (os.environ.get("BRINGUP_CONFIG"), "$BRINGUP_CONFIG")):
+        if given:
+            p = Path(given).expanduser()
+            if not p.is_file():
+                raise ConfigError(f"{_absolute(p)}: config file not found (from {source})")
+            return p, True, ()
+    passed: list[Path] = []
+    for p in (Path("config.toml"), xdg_config_file()):
         if not p.is_file():
-            raise ConfigError(f"{p}: config file not found (from --config)")
-        return p
-    env = os.environ.get("BRINGUP_CONFIG")
-    if env:
-        p = Path(env).expanduser()
-        if not p.is_file():
-            raise ConfigError(f"{p}: config file not found (from $BRINGUP_CONFIG)")
-        return p
-    cwd = Path("config.toml")
-    if cwd.is_file():
-        return cwd
-    xdg = xdg_config_file()
-    return xdg if xdg.is_file() else None
+            continue
+        if not _sets_nothing(p):
+            return p, False, tuple(passed)
+        passed.append(p)
+    return None, False, tuple(passed)
+
+
+def _sets_nothing(path: Path) -> bool:
+    """Whether a file parses to an empty table (a file that cannot be read or parsed sets something: it is used, so
+    that its problem is said)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8")) == {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
 
 
 def xdg_config_file() -> Path:
@@ -450,25 +525,40 @@ def _close_key(loc: tuple[Any, ...]) -> str:
     return did_you_mean(str(loc[-1]), section.model_fields)
 
 
+def _settings_error(e: SettingsError) -> str:
+    """pydantic-settings' complaint about a variable that is not the JSON its key needs (`error parsing value for
+    field "deployments" from source "EnvSettingsSource"`), naming the variable (it names only the top-level key)."""
+    m = re.search(r'field "([^"]+)"', str(e))
+    if m is None:
+        return f"environment: {e}"
+    prefix = f"BRINGUP_{m.group(1)}".upper()
+    found = sorted(v for v in os.environ if v.upper() == prefix or v.upper().startswith(prefix + "__"))
+    names = " or ".join(found) or prefix
+    return (f"environment: {names}: not the JSON its key needs (a table such as '{{\"KEY\": \"value\"}}' or a "
+            "list such as '[\"a\", \"b\"]')")
+
+
 def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str = "",
          time_scale: float = 1.0) -> Settings:
-    """Load and validate the config; every problem becomes a ConfigError with one line per issue."""
-    path = discover(explicit)
-    where = str(path) if path else "environment"
+    """Load and validate the config; every problem becomes a ConfigError with one line per issue, naming the file
+    (as an absolute path) or the environment variable."""
+    port = demo_port()  # the environment's own variable, checked before anything is read
+    path, named, passed_over = find_config(explicit)
+    where = str(_absolute(path)) if path else "environment"
     in_file: dict[str, Any] = {}
     if path is not None:
         try:
             in_file = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+            raise ConfigError(f"{where}: not valid TOML: {e}") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: cannot read: {e}") from None
+            raise ConfigError(f"{where}: cannot read: {e}") from None
     global _TOML_PATH
     _TOML_PATH = path
     try:
         settings = Settings() if read_only is None else Settings(read_only=read_only)
     except SettingsError as e:  # a BRINGUP_* variable that is not the JSON its key needs
-        raise ConfigError(f"environment: {e}") from None
+        raise ConfigError(_settings_error(e)) from None
     except ValidationError as e:
         msgs = []
         for err in e.errors():
@@ -482,15 +572,16 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
                     loc[1] not in (in_file.get(loc[0]) or {}):
                 # the variable names a deployment (or host) the file does not have: that is the mistake, not
                 # the keys such a new one would need
-                msg = (f"no {str(loc[0])[:-1]} {loc[1]!r} in {where} (a typo in the name? one added from the "
-                       f"environment needs all its keys: {msg})")
+                msg = (f"no {str(loc[0])[:-1]} {loc[1]!r} in {where if path else 'the config'} (a typo in the "
+                       f"name? one added from the environment needs all its keys: {msg})")
             source = f"{var} (environment)" if var else where
             msgs.append(f"{source}: {key}: {msg}")
         raise ConfigError("\n".join(msgs)) from None
     finally:
         _TOML_PATH = None
     settings._config_file, settings._searched = path, True
-    host, dep = demo_deployment(settings.state_path(), scenario=scenario, time_scale=time_scale)
+    settings._named, settings._passed_over = named, passed_over
+    host, dep = demo_deployment(settings.state_path(), scenario=scenario, time_scale=time_scale, port=port)
     settings.hosts.setdefault("demo-host", host)
     if DEMO not in settings.deployments:
         settings.deployments[DEMO] = dep

@@ -21,7 +21,10 @@ class ExitCode(enum.IntEnum):
     #: wrong input, a config error, a refusal (nothing was done) or a permanent error (unknown host key, unit not
     #: found): trying again as it is will not help
     USAGE = 2
-    #: not ready within the timeout: told apart from a failure, since the run may still become ready
+    #: not ready within the timeout: told apart from a failure, since the run may still become ready. Also the
+    #: release wait's end: the old run's GPU memory not shown released within release_timeout_s, whether readings
+    #: showed it still held or there were no readings at all (no evidence of release: the start is refused, and a
+    #: stop is not called done, unless a grace accepts the risk: `--unverified-release-grace`)
     TIMEOUT = 3
     #: `wait`: nothing is starting, so waiting longer would not help
     STOPPED = 4

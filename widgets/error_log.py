@@ -23,6 +23,7 @@ from textual.widgets import Input, Log, Static
 
 from tui.lifecycle.lines import TROUBLE_WORDS, clean, continues_block, is_error_line, is_warning_line, sanitize
 from tui.model import LogLine
+from tui.words import noun
 
 BUFFER = 50_000
 FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
@@ -343,7 +344,7 @@ class ErrorLog(Vertical):
         if not self._content_shown:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             keys = f"e: {'errors only' if self.show_all else 'show all lines'}, /: filter"
-            lines = "other line" if self._hidden == 1 else "other lines"
+            lines = noun(self._hidden, "other line")
             note.update(f"no {what}; {hidden} {lines} hidden  ({keys})" if hidden else f"no {what}  ({keys})")
         mode = ("all lines" if self.show_all else "errors only") + (", wrapped" if self.wrap else "")
         flt = f" /{self.filter_text}" if self.filter_text else ""

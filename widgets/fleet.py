@@ -140,25 +140,75 @@ def _gib(mib: float) -> str:
     return f"{gib:.1f}" if gib < 10 else f"{gib:.0f}"
 
 
+#: the note, last on the line, keeps at least this much: "STALLED 4m10s: no log …", "another bringup is at …"
+NOTE_MIN = 22
+#: the columns that give way when a line is short of room, the least telling first (one with nothing to show in
+#: any row goes before any of these); then the name and host are cut, then the host goes; the name, the phase and
+#: the note always stay
+GIVE_WAY = ("util", "age", "mem", "tps", "failure")
+#: the narrowest a name or host is cut to (with an ellipsis) when even that is not enough
+NAME_MIN = 8
+AGE_W = 6  # 10m59s
+
+
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """Column widths: the name and host as wide as the longest (within reason), the figures fixed, the note the
-    rest of the line."""
+    """Column widths (0: left out), the room between them, and the note's: the rest of the line. The name, host,
+    phase and failure as wide as their widest cell, the figures as their widest value, so that padding is not what
+    takes the note's room."""
 
     name: int
     host: int
-
-    PHASE: ClassVar[int] = 13  # graph-capture
-    AGE: ClassVar[int] = 6
-    FAILURE: ClassVar[int] = 14  # scheduler-died
-    MEM: ClassVar[int] = 11  # 1043/1128G
-    UTIL: ClassVar[int] = 5
-    TPS: ClassVar[int] = 7
+    phase: int = 5
+    age: int = AGE_W
+    failure: int = 7
+    mem: int = 7
+    util: int = 4
+    tps: int = 5
+    gap: int = 2
+    note: int = 0
 
     @classmethod
-    def fit(cls, rows: Sequence[FleetRow]) -> Columns:
-        return cls(name=min(28, max([4, *(len(r.name) for r in rows)])),
-                   host=min(20, max([4, *(len(r.host) for r in rows)])))
+    def fit(cls, rows: Sequence[FleetRow], width: int = 0) -> Columns:
+        """The columns for `rows` in `width` cells (0: not laid out yet: every column). Room is given by priority:
+        a column with nothing to show gives way first, then the gaps narrow to one cell, then the columns in
+        GIVE_WAY's order, then the host and name are cut, then the host goes, so that the note keeps NOTE_MIN
+        cells."""
+        widths = {
+            "name": min(28, max([4, *(len(r.name) for r in rows)])),
+            "host": min(20, max([4, *(len(r.host) for r in rows)])),
+            "phase": max([5, *(len(r.phase_label) for r in rows)]),
+            "age": AGE_W if any(r.since is not None and not r.host_down for r in rows) else 0,
+            "failure": max([7, *(len(r.failure) for r in rows)]) if any(r.failure for r in rows) else 0,
+            "mem": max([7, *(len(_mem(r)) for r in rows)]) if any(r.mem_used_mib is not None for r in rows) else 0,
+            "util": 4 if any(r.util_pct is not None for r in rows) else 0,
+            "tps": max([5, *(len(_tps(r)) for r in rows)]) if any(r.tokens_per_s is not None for r in rows) else 0,
+        }
+        full = {**widths, "age": AGE_W, "failure": widths["failure"] or 7, "mem": widths["mem"] or 7,
+                "util": 4, "tps": widths["tps"] or 5}  # every column, each at least as wide as its header
+        if not width:
+            return cls(**full)
+
+        def used(ws: dict[str, int], gap: int) -> int:
+            return sum(w + gap for w in ws.values() if w)
+
+        room = width - NOTE_MIN
+        cols, gap = dict(full), 2
+        if used(cols, gap) > room:
+            cols = dict(widths)  # those with nothing to show give way
+        if used(cols, gap) > room:
+            gap = 1
+        for key in GIVE_WAY:
+            if used(cols, gap) <= room:
+                break
+            cols[key] = 0
+        for key in ("host", "name"):  # cut, with an ellipsis, down to NAME_MIN
+            over = used(cols, gap) - room
+            if over > 0:
+                cols[key] = max(min(NAME_MIN, cols[key]), cols[key] - over)
+        if used(cols, gap) > room:
+            cols["host"] = 0
+        return cls(**cols, gap=gap, note=max(0, width - used(cols, gap)))
 
 
 Piece = tuple[str, str]
@@ -166,15 +216,38 @@ Piece = tuple[str, str]
 Line = tuple[Piece, ...]
 
 
-def _cell(text: str, width: int, right: bool = False) -> str:
+def _cell(text: str, width: int, right: bool = False, gap: int = 2) -> str:
     text = text if len(text) <= width else text[: width - 1] + "…"
-    return (text.rjust(width) if right else text.ljust(width)) + "  "
+    return (text.rjust(width) if right else text.ljust(width)) + " " * gap
+
+
+def _mem(row: FleetRow) -> str:
+    if row.mem_used_mib is None:
+        return "-"
+    return _gib(row.mem_used_mib) + (f"/{_gib(row.mem_total_mib)}G" if row.mem_total_mib else "G")
+
+
+def _tps(row: FleetRow) -> str:
+    return f"{row.tokens_per_s:.0f}" if row.tokens_per_s is not None else "-"
+
+
+def _pieces(cols: Columns, cells: dict[str, Piece]) -> Line:
+    """The present columns' cells, in order, each padded to its width; then the note's piece."""
+    right = {"age", "mem", "util", "tps"}
+    out: list[Piece] = []
+    for key in ("name", "host", "phase", "age", "failure", "mem", "util", "tps"):
+        width = getattr(cols, key)
+        if width:
+            text, role = cells[key]
+            out.append((_cell(text, width, key in right, cols.gap), role))
+    out.append(cells["note"])
+    return tuple(out)
 
 
 def header_line(cols: Columns) -> Line:
-    return ((_cell("NAME", cols.name) + _cell("HOST", cols.host) + _cell("PHASE", cols.PHASE)
-             + _cell("AGE", cols.AGE, True) + _cell("FAILURE", cols.FAILURE) + _cell("GPU MEM", cols.MEM, True)
-             + _cell("UTIL", cols.UTIL, True) + _cell("TOK/S", cols.TPS, True) + "NOTE", "header"),)
+    cells = {"name": "NAME", "host": "HOST", "phase": "PHASE", "age": "AGE", "failure": "FAILURE", "mem": "GPU MEM",
+             "util": "UTIL", "tps": "TOK/S", "note": "NOTE"}
+    return (("".join(t for t, _ in _pieces(cols, {k: (v, "") for k, v in cells.items()})), "header"),)
 
 
 def _phase_role(row: FleetRow) -> str:
@@ -190,19 +263,14 @@ def _phase_role(row: FleetRow) -> str:
 def line_for(row: FleetRow, cols: Columns, now: float) -> Line:
     """One row's pieces as of `now`: equal lines draw the same, so only rows whose text moved are redrawn."""
     age = fmt_duration(now - row.since, row.phase) if row.since is not None and not row.host_down else "-"
-    mem = "-"
-    if row.mem_used_mib is not None:
-        mem = _gib(row.mem_used_mib) + (f"/{_gib(row.mem_total_mib)}G" if row.mem_total_mib else "G")
     util = f"{row.util_pct:.0f}%" if row.util_pct is not None else "-"
-    tps = f"{row.tokens_per_s:.0f}" if row.tokens_per_s is not None else "-"
     figures = "muted" if row.gpus_stale or row.host_down else ""
     note_role = "bad" if row.host_down else "warn" if row.note else ""
-    return ((_cell(row.name, cols.name), "name"), (_cell(row.host, cols.host), ""),
-            (_cell(row.phase_label.upper() if row.host_down or row.stalled else row.phase_label, cols.PHASE),
-             _phase_role(row)),
-            (_cell(age, cols.AGE, True), ""), (_cell(row.failure or "-", cols.FAILURE), "bad" if row.failure else ""),
-            (_cell(mem, cols.MEM, True), figures), (_cell(util, cols.UTIL, True), figures),
-            (_cell(tps, cols.TPS, True), ""), (row.note.replace("\n", " "), note_role))
+    return _pieces(cols, {
+        "name": (row.name, "name"), "host": (row.host, ""),
+        "phase": (row.phase_label.upper() if row.host_down or row.stalled else row.phase_label, _phase_role(row)),
+        "age": (age, ""), "failure": (row.failure or "-", "bad" if row.failure else ""), "mem": (_mem(row), figures),
+        "util": (util, figures), "tps": (_tps(row), ""), "note": (row.note.replace("\n", " "), note_role)})
 
 
 # ---------------------------------------------------------------------------------------------------- the widget
@@ -210,7 +278,9 @@ def line_for(row: FleetRow, cols: Columns, now: float) -> Line:
 
 class FleetTable(ScrollView, can_focus=True):
     """The header stays on the first line; rows scroll under it; the cursor stays on its deployment when the rows
-    are sorted again, filtered or updated."""
+    are sorted again, filtered or updated. A filter that hides the chosen row puts the cursor on the first row
+    shown for as long as it hides it: cleared (Esc), the cursor is back on the row chosen before, unless another
+    one was chosen meanwhile (the keys act on the row under the cursor: it must not move by itself)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "fleet--header", "fleet--cursor", "fleet--name", "fleet--good", "fleet--busy", "fleet--warn", "fleet--bad",
@@ -242,6 +312,9 @@ class FleetTable(ScrollView, can_focus=True):
         self.shown: list[str] = []
         self.lines: list[Line] = []
         self.cursor: str | None = None
+        #: the row the operator chose (with the cursor keys; at first, the first row): the cursor's place whenever
+        #: it is shown
+        self.chosen: str | None = None
         self.cols = Columns(4, 4)
         #: the rows redrawn by the last update (tests read it: an unchanged row is not redrawn)
         self.redrawn: tuple[str, ...] = ()
@@ -278,10 +351,14 @@ class FleetTable(ScrollView, can_focus=True):
 
     def _lay_out(self) -> None:
         ordered = order(self.rows.values(), self.sort_key, self.reverse, self.filter_text)
-        cols = Columns.fit(list(self.rows.values()))
+        cols = Columns.fit(list(self.rows.values()), self.scrollable_content_region.width)
         names = [r.name for r in ordered]
         lines = [line_for(r, cols, self._now) for r in ordered]
-        if self.cursor not in names:
+        if self.chosen not in self.rows:  # none yet, or gone from the config's rows
+            self.chosen = names[0] if names else None
+        if self.chosen in names:
+            self.cursor = self.chosen
+        elif self.cursor not in names:
             self.cursor = names[0] if names else None
         size = Size(0, len(lines) + 1)  # no sideways scrolling: the note, last, ends in an ellipsis
         if names == self.shown and cols == self.cols and size == self.virtual_size:
@@ -315,7 +392,7 @@ class FleetTable(ScrollView, can_focus=True):
         i = max(0, min(len(self.shown) - 1, was + by))
         if i == was:
             return
-        self.cursor = self.shown[i]
+        self.cursor = self.chosen = self.shown[i]
         self._refresh_row(was)
         self._refresh_row(i)
         self._keep_cursor_in_view()
@@ -342,6 +419,11 @@ class FleetTable(ScrollView, can_focus=True):
 
     def on_mount(self) -> None:
         self.watch(self.app, "theme", lambda: self._forget_styles(), init=False)
+
+    def on_resize(self) -> None:
+        """The columns fit the width: a new width can give the note room, or take a column away."""
+        if self.rows:
+            self._lay_out()
 
     def _forget_styles(self) -> None:
         self._styles.clear()

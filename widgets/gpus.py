@@ -28,6 +28,7 @@ from textual.strip import Strip
 
 from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_names, split_gpu
 from tui.lifecycle.presets.telemetry import MemoryBudget
+from tui.lifecycle.release import NamedHolder
 from tui.model import Attribution, GpuSample, GpuSnapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -183,13 +184,15 @@ def _header(c: Columns, budget: float | None) -> Row:
 
 def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],
              server_pid: int, releasing: bool, width: int, attribution: Attribution | None = None,
-             budget: float | None = None) -> list[Row]:
+             budget: float | None = None, holders: Sequence[NamedHolder] = ()) -> list[Row]:
     """The panel's rows, plain data: what a snapshot test or a plain-text dump can read without a terminal.
 
     `gpus` are the deployment's (marked); `budget` is the share of memory the server is told to take
     (`memory_budget`): memory up to it (and its usual headroom) is how a serving GPU looks, and is not called out.
     Colours say what is wrong: memory above the budget or nearly full, a hot GPU, power at its cap; memory held
-    on a GPU outside the deployment is a note of its own."""
+    on a GPU outside the deployment is a note of its own. `holders`: memory other deployments on the host hold
+    (`held_by_neighbours`), named after them: on the deployment's own GPUs in red (its next start may not fit),
+    outside them in the outside colour."""
     if snap is None:
         return _note("waiting for the first GPU sample…", "dim", width)
     if snap.error and not snap.gpus:
@@ -213,8 +216,7 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
         rows.append(_header(c, budget))
     over: list[int] = []
     full: list[int] = []
-    outside: list[int] = []
-    outside_mib = 0.0
+    outside: dict[int, float] = {}
     hot: list[str] = []
     digits = c.index - 3
     host = ""
@@ -235,8 +237,7 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
             frac = g.mem_used_mib / g.mem_total_mib
             level = memory_level(frac, budget) if ours else "outside" if g.mem_used_mib >= OUTSIDE_MIB else "idle"
             if level == "outside":
-                outside.append(g.index)
-                outside_mib += g.mem_used_mib
+                outside[g.index] = g.mem_used_mib
             elif level == "over":
                 over.append(g.index)
             elif level == "full":
@@ -269,13 +270,27 @@ def rows_for(snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], g
         rows += _note(f"memory above {what} on GPU {describe_gpus(over, names)}", "yellow", width)
     if full:
         rows += _note(f"memory nearly full ({FULL:.0%}+) on GPU {describe_gpus(full, names)}", "bold red", width)
+    ours_all = {g.index for g in snap.gpus if g.index in mine or not mine}
+    named_ours = 0.0
+    for h in holders:  # another deployment of the host on this one's GPUs: a conflict, named
+        on = [i for i in h.gpus if i in ours_all]
+        if on:
+            named_ours += h.mib_on(on)
+            rows += _note(f"GPU {describe_gpus(on, names)}: {h.mib_on(on) / 1024:.1f} GiB {h.describe()}",
+                          "bold red", width)
+    for h in holders:
+        on = [i for i in h.gpus if i in outside]
+        if on:
+            rows += _note(f"GPU {describe_gpus(on, names)}, outside the deployment: "
+                          f"{sum(outside.pop(i) for i in on) / 1024:.1f} GiB {h.describe()}", "magenta", width)
     if outside:
-        rows += _note(f"GPU {describe_gpus(outside, names)}, outside the deployment: {outside_mib / 1024:.1f} GiB "
-                      "held by other processes", "magenta", width)
+        rows += _note(f"GPU {describe_gpus(outside, names)}, outside the deployment: "
+                      f"{sum(outside.values()) / 1024:.1f} GiB held by other processes", "magenta", width)
     if hot:
         rows += _note("hot: " + ", ".join(hot), "yellow", width)
-    if a is not None and a.other_mib > 0 and not a.note:
-        rows += _note(f"other processes: {a.other_mib / 1024:.1f} GiB", "yellow", width)
+    other = a.other_mib - named_ours if a is not None else 0.0
+    if a is not None and other > 1e-6 and not a.note:  # less what the named ones hold (float sums)
+        rows += _note(f"other processes: {other / 1024:.1f} GiB", "yellow", width)
     if a is not None and a.note:
         rows += _note(a.note, "dim", width)
     if snap.error:
@@ -292,15 +307,17 @@ class GpuPanel(ScrollView):
         self._strips: dict[tuple[Row, int, int, Style], Strip] = {}
         self._base = _PLAIN
         self._shown: tuple[GpuSnapshot | None, Mapping[int, Sequence[float]], Sequence[int], int, bool,
-                           Attribution | None, float | None] = (None, {}, [], 0, False, None, None)
+                           Attribution | None, float | None, Sequence[NamedHolder]] = (
+            None, {}, [], 0, False, None, None, ())
 
     def show(self, snap: GpuSnapshot | None, history: Mapping[int, Sequence[float]], gpus: Sequence[int],
              server_pid: int = 0, releasing: bool = False, attribution: Attribution | None = None,
-             budget: float | None = None) -> None:
-        """`budget`: the share of GPU memory the server is told to take (`memory_budget`), None if not known."""
-        self._shown = (snap, history, gpus, server_pid, releasing, attribution, budget)
+             budget: float | None = None, holders: Sequence[NamedHolder] = ()) -> None:
+        """`budget`: the share of GPU memory the server is told to take (`memory_budget`), None if not known;
+        `holders`: the memory other deployments on the host hold, named (`rows_for`)."""
+        self._shown = (snap, history, gpus, server_pid, releasing, attribution, budget, holders)
         width = self.scrollable_content_region.width  # less the scrollbar, when there is one
-        rows = rows_for(snap, history, gpus, server_pid, releasing, max(30, width), attribution, budget)
+        rows = rows_for(snap, history, gpus, server_pid, releasing, max(30, width), attribution, budget, holders)
         marked = snap is not None and any(g.index in set(gpus) for g in snap.gpus)
         self.border_subtitle = LEGEND if marked else ""
         size = Size(width, len(rows))

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tui.config import Settings
+from tui.config import DeploymentConfig, Settings
 from tui.exit_codes import ExitCode
 from tui.lifecycle.flags import unknown_flag
 from tui.lifecycle.presets import FlagSpec
@@ -114,11 +114,27 @@ def print_step(as_json: bool) -> Callable[[Step], None]:
 
 
 def exit_code(outcome: Outcome) -> ExitCode:
+    """The exit status of a restart's or stop's outcome. Refused after a wait (refused and timed out: no GPU
+    readings showed the old run's memory released within release_timeout_s, so nothing was started) is a timeout,
+    3, like memory read and still held: told apart from a refusal at once (2, nothing done), since fixing the
+    readings, or waiting, may let it through."""
     if outcome.ok:
         return ExitCode.OK
     if outcome.superseded:
         return ExitCode.SUPERSEDED
-    return ExitCode.USAGE if outcome.refused else ExitCode.TIMEOUT if outcome.timed_out else ExitCode.FAILED
+    if outcome.timed_out:
+        return ExitCode.TIMEOUT
+    return ExitCode.USAGE if outcome.refused else ExitCode.FAILED
+
+
+def with_release_grace(dep: DeploymentConfig, args: argparse.Namespace,
+                       **more: Any) -> DeploymentConfig:
+    """The deployment as this command runs it: `--unverified-release-grace` (the risk of starting without GPU
+    readings, accepted for this command only) over the config's unverified_release_grace_s, and `more` settings."""
+    grace = getattr(args, "unverified_release_grace", None)
+    if grace is not None:
+        more["unverified_release_grace_s"] = grace
+    return dep.model_copy(update=more) if more else dep
 
 
 def _interrupted(name: str, steps: list[Step], as_json: bool) -> ExitCode:
@@ -181,8 +197,7 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         if restart and not _confirmed(f"Restart {name} on {w.host_name} ({w.manager.target}) with {what}?",
                                       args.yes):
             return error("cancelled; nothing changed", ExitCode.USAGE, args.json)
-        if args.timeout:
-            w.dep = dep.model_copy(update={"ready_timeout_s": args.timeout})
+        w.dep = with_release_grace(dep, args, **({"ready_timeout_s": args.timeout} if args.timeout else {}))
         print(f"{'restarting' if restart else 'starting'} {name} on {w.host_name}" +
               (f": {'; '.join(change_txt)}" if change_txt else ""), file=sys.stderr if args.json else sys.stdout)
         steps: list[Step] = []
@@ -208,6 +223,9 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
                              "invocation": outcome.invocation, "failure": failure.as_dict() if failure else None,
                              "rolled_back": outcome.rolled_back, "code": int(code)}
         text = [f"{name}: {outcome.message}"]
+        release = next((s.detail for s in reversed(steps) if s.name == "release"), "")
+        if release:
+            d["release"] = release
         if not outcome.ok:
             d["error"] = outcome.message
         if _ran_and_failed(outcome):
@@ -301,6 +319,7 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError("read-only mode: start/stop is disabled")
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
+    w.dep = with_release_grace(dep, args)
     steps: list[Step] = []
     try:
         # the same rule as restart's: asked at a terminal (and only when there is a run to stop)
@@ -316,8 +335,9 @@ async def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
         except asyncio.CancelledError:
             return _interrupted(name, steps, args.json)
         release = next((s.detail for s in reversed(steps) if s.name == "release"), "")
-        # a stop that did not finish in time failed: there is no "ready" to go on waiting for
-        code = exit_code(o) if not o.timed_out else ExitCode.FAILED
+        # a stop that did not finish in time failed: there is no "ready" to go on waiting for; one that stopped but
+        # had no GPU readings to show the memory free (refused after its wait) is 3, as a restart's is
+        code = ExitCode.FAILED if o.timed_out and not o.refused else exit_code(o)
         d: dict[str, Any] = {"ok": o.ok, "phase": "stopped" if o.ok else str(o.phase), "message": o.message,
                              "code": int(code)}
         if o.stop_s is not None:

@@ -20,9 +20,11 @@ from tui.sim.scenarios import DESCRIPTIONS, SCENARIOS
 EPILOG = f"""\
 exit codes: {X.OK:d} ok/ready, {X.FAILED:d} failed, {X.USAGE:d} usage/config error, refused or a permanent error \
 (unknown host key, unit not
-found), {X.TIMEOUT:d} timeout, {X.STOPPED:d} stopped (wait), {X.SUPERSEDED:d} superseded (another run replaced the \
-one this command started, or its lock
-was lost), {X.INTERRUPTED:d} interrupted.
+found), {X.TIMEOUT:d} timeout (not ready in time, or the old run's GPU memory not shown released in time: still \
+held, or no
+GPU readings to show it), {X.STOPPED:d} stopped (wait), {X.SUPERSEDED:d} superseded (another run replaced the one \
+this command started, or its
+lock was lost), {X.INTERRUPTED:d} interrupted.
 config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
 always exists). Docs: README.md.
 """
@@ -69,6 +71,32 @@ def positive(kind: type[int] | type[float], unit: str = "") -> Callable[[str], f
         return x
     parse.__name__ = what  # argparse names the type by it in its own messages
     return parse
+
+
+def non_negative(text: str) -> float:
+    """An argparse `type` for seconds that may be zero (a grace): negative, NaN or infinity is a usage error."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of seconds, not {text!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, not {text!r}")
+    return x
+
+
+non_negative.__name__ = "seconds"
+
+def add_release_grace(c: argparse.ArgumentParser, stop: bool = False) -> None:
+    """`--unverified-release-grace`: what a command does when the host gives no GPU readings at all (by default it
+    waits for them up to release_timeout_s, then refuses with exit 3). Overrides unverified_release_grace_s."""
+    what = ("call the stop done SECONDS after its processes are gone, RISKING A CUDA OOM for a start right after it"
+            if stop else "start anyway SECONDS after the old run's processes are gone, RISKING A CUDA OOM")
+    c.add_argument("--unverified-release-grace", type=non_negative, default=None, metavar="SECONDS",
+                   dest="unverified_release_grace",
+                   help=f"when the host gives no GPU readings (nvidia-smi missing, hanging, not permitted), {what}: "
+                   "the old run's GPU memory release is then NOT verified. Default: the deployment's "
+                   "unverified_release_grace_s; with neither, no readings within release_timeout_s refuses "
+                   f"{'to call it done' if stop else 'the start'} (exit 3)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
         else:
             c.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
+        add_release_grace(c, stop=name == "stop")
 
     r = add("restart", "restart safely, optionally with new flags",
             "Restart with the safe protocol: take the lock, write the flags, stop, wait until the old run's GPU "
@@ -149,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=positive(float, "seconds"), default=None, metavar="S",
                    help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
     r.add_argument("--rollback", action="store_true", help="on failure, go back to the last flags that were ready")
+    add_release_grace(r)
 
     f = add("flags", "the flags the preset knows, their values and keys",
             "List the server flags bringup can toggle or set for this deployment, their current values and keys "
@@ -200,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--request-timeout", type=positive(float, "seconds"), default=600.0, metavar="S",
                     help="seconds per request (default 600)")
     sw.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
+    add_release_grace(sw)
 
     ex = add("exporter", "serve the deployments' phases, failures and GPU memory to Prometheus",
              "Run the engines of the named deployments (default: every configured one but the demo) headless and "

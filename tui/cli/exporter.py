@@ -27,15 +27,15 @@ async def cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     names = [settings.deployment(n)[0] for n in args.deployments] or deployment_names(settings)
     if not names:
-        raise UsageError("no deployments configured (the built-in demo aside): name one, e.g. "
-                         "`bringup exporter demo`")
+        raise UsageError("no deployments configured (the built-in demo aside): name one, e.g. `bringup exporter "
+                         f"demo`; {settings.config_source()}")
     loop = asyncio.get_running_loop()
     fleet = Fleet(settings, names)
     try:
         server, thread = start_http_server(port, host, registry=registry_for(fleet, loop))
-    except OSError as e:
-        await fleet.close()
-        return error(f"cannot listen on {args.listen}: {e.strerror or e}", ExitCode.FAILED, args.json)
+    except OSError as e:  # in use, not permitted, no such address here: the --listen given cannot be had (2,
+        await fleet.close()  # nothing was done, as for every other --listen that cannot be used)
+        return error(f"--listen {args.listen}: cannot listen there: {e.strerror or e}", ExitCode.USAGE, args.json)
     stop = asyncio.Event()
     # systemd stops the service with SIGTERM: a clean stop (exit 0), like Ctrl-C's but not an interruption
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from tui.config import Settings
 from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
 from tui.model import Failure, GpuSnapshot, Snapshot
 
@@ -43,6 +44,19 @@ def error(message: str, code: int, as_json: bool, **extra: Any) -> int:
     return code
 
 
+def config_field(settings: Settings) -> str | None:
+    """The config file in use, as an absolute path (`status --json`'s `"config"`); None when none was read."""
+    path = settings.config_file
+    return str(path.expanduser().resolve()) if path is not None else None
+
+
+def config_words(settings: Settings) -> str:
+    """The first line of a `status`: which config file is in use (`config: /etc/bringup/config.toml`), or that none
+    is and where bringup looked: a user who edited one file while another one won sees it at once."""
+    path = config_field(settings)
+    return f"config: {path}" if path is not None else settings.config_source()
+
+
 def fmt_s(x: float) -> str:
     return f"{x:6.1f}s"
 
@@ -63,13 +77,18 @@ def gpus_dict(g: GpuSnapshot | None) -> Any:
                       for p in g.processes]}
 
 
-def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float) -> dict[str, Any]:
+def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float,
+                  settings: Settings | None = None) -> dict[str, Any]:
+    """The status of one deployment as `status --json` prints it; with `settings`, led by the config file in use
+    (`"config"`: its absolute path, null when none was read), which `render_status` prints first."""
     tl = []
     for i, t in enumerate(s.timeline):
         end = s.timeline[i + 1].at if i + 1 < len(s.timeline) else now
         tl.append({"phase": str(t.phase), "at": t.at, "seconds": round(max(0.0, end - t.at), 2), "line": t.line})
     tp = s.throughput
+    head: dict[str, Any] = {} if settings is None else {"config": config_field(settings)}
     return {
+        **head,
         "deployment": s.deployment, "host": s.host, "phase": str(s.phase), "invocation": s.invocation or None,
         "timeline": tl, "failure": s.failure.as_dict() if s.failure else None,
         "stalled_for": s.stalled_for,
@@ -114,8 +133,9 @@ def print_failure(f: Failure, file: TextIO | None = None, *, headline: str = "")
 
 
 def render_status(d: dict[str, Any]) -> str:
-    lines = [f"{d['deployment']} on {d['host']}: {d['phase'].upper()}"
-             + (f"   (invocation {d['invocation'][:12]})" if d["invocation"] else "")]
+    lines = [f"config: {d['config'] or 'none (no config file was read)'}"] if "config" in d else []
+    lines.append(f"{d['deployment']} on {d['host']}: {d['phase'].upper()}"
+                 + (f"   (invocation {d['invocation'][:12]})" if d["invocation"] else ""))
     for t in d["timeline"]:
         lines.append(f"  {t['phase']:<14}{t['seconds']:8.1f}s  {t['line'][:90]}")
     rel = d["release"]
@@ -139,7 +159,9 @@ def render_status(d: dict[str, Any]) -> str:
     if tp and tp["tokens_per_s"] is not None:
         acc = f", accept length {tp['accept_len']:.2f}" if tp["accept_len"] else ""
         what = "throughput" if d["phase"] == "ready" else "last throughput while it served"
-        lines.append(f"{what}: {tp['tokens_per_s']:.1f} tok/s ({tp['source']}){acc}")
+        # nothing running or queued and no token but bringup's own probes': say so, a 0 is no fault
+        idle = ", idle" if tp["tokens_per_s"] == 0 and not tp["running"] and not tp["queued"] else ""
+        lines.append(f"{what}: {tp['tokens_per_s']:.1f} tok/s ({tp['source']}{idle}){acc}")
     if d["flags"]:
         lines.append("flags: " + " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in d["flags"].items()))
     lines.extend(f"note: {n}" for n in d["notes"])

@@ -21,7 +21,7 @@ from typing import Any
 from tui.config import Settings
 from tui.exit_codes import ExitCode
 
-from .actions import _confirmed
+from .actions import _confirmed, with_release_grace
 from .args import UsageError
 from .report import error
 
@@ -85,6 +85,7 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
         return _report(args)
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
+    w.dep = with_release_grace(dep, args)
     try:
         plan = load_plan(_plan_path(args), w.offered_flags, max_concurrency=MAX_CONCURRENCY)
     except PlanError as e:

@@ -6,12 +6,19 @@ the engine fetched and keeps the state across scrapes. Counters are turned into 
 on restart are detected, not turned into negative rates); gauges are read as they are. Lines are filtered by prefix
 before `prometheus_client.parser` sees them, because the parser costs 20-40 us per line and a vLLM page has hundreds
 of lines we do not need.
+
+The server counts bringup's own readiness probes (real generations) like any other work. Given the prober's ledger
+(tui/collectors/probes.py `ProbeTokens`), the tokens/s figure leaves them out: from a counter, the probes' tokens are
+taken out of its gain, exactly; a figure the server computes per interval (SGLang's `gen_throughput` gauge, its
+decode log line) cannot be split, so an interval whose only work was bringup's probes reads 0 (idle), and one with
+other work reads as the server says.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import Preset
@@ -19,11 +26,17 @@ from tui.lifecycle.presets.registry import PRESETS
 from tui.lifecycle.presets.telemetry import MetricReading, MetricsSpec, Series, finite
 from tui.model import ThroughputSample
 
+if TYPE_CHECKING:
+    from tui.collectors.probes import ProbeTokens
+
 #: the sample names every registered preset reads (a page parsed without knowing its server keeps these)
 WANTED = tuple(dict.fromkeys(n for p in PRESETS.values() if p.metrics is not None for n in p.metrics.keep()))
 
 #: the TTFT shown is the mean over the requests that started in this many seconds
 TTFT_WINDOW_S = 15.0
+#: a log line's time is the host's (or, in SGLang's own stamp, to the second): a probe this close to it may be the
+#: request it counts
+LINE_SLACK_S = 1.0
 
 
 def parse_metrics(text: str, wanted: tuple[str, ...] = WANTED) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -60,6 +73,16 @@ class _Counter:
     value: float
 
 
+@dataclass(frozen=True, slots=True)
+class _GaugeSeen:
+    """The server's own tokens/s figure as last read, and whether it was taken as real work (else bringup's probes
+    alone): the same figure again is the same interval, read the same way."""
+
+    value: float
+    real: bool
+    at: float
+
+
 class MetricsRates:
     """Keeps the previous scrape to turn counters into rates. `preset`: the server's, whose figures are read; without
     one, a page is read as the registered preset's whose metric names it has."""
@@ -70,16 +93,56 @@ class MetricsRates:
         self._prev: dict[str, _Counter] = {}
         #: (time, sum, count) of the TTFT histogram at each scrape of the last window, by server
         self._ttft_seen: dict[str, deque[tuple[float, float, float]]] = {}
+        self._gauge: _GaugeSeen | None = None
 
-    def _rate(self, series: Series | None, at: float, value: float | None) -> float | None:
+    def _gain(self, series: Series | None, at: float, value: float | None) -> tuple[float, float] | None:
+        """What the counter gained since the last scrape, and in how many seconds; None on the first scrape, or a
+        reset (a restart: counted from here)."""
         if series is None or value is None:
             return None
         key = series.name
         prev = self._prev.get(key)
         self._prev[key] = _Counter(at, value)
-        if prev is None or at <= prev.at or value < prev.value:  # first scrape, or a counter reset
+        if prev is None or at <= prev.at or value < prev.value:
             return None
-        return finite((value - prev.value) / (at - prev.at))
+        return value - prev.value, at - prev.at
+
+    def _rate(self, series: Series | None, at: float, value: float | None) -> float | None:
+        gain = self._gain(series, at, value)
+        return None if gain is None else finite(gain[0] / gain[1])
+
+    def _decode_rate(self, series: Series | None, at: float, value: float | None, probes: ProbeTokens | None,
+                     asked_at: float) -> float | None:
+        """Tokens/s from the generated-tokens counter, bringup's own probes' tokens taken out."""
+        gain = self._gain(series, at, value)
+        if gain is None:
+            if probes is not None and value is not None:
+                probes.settle(asked_at)  # a first reading (or a counter started again): the base of the next
+            return None
+        tokens, seconds = gain
+        if probes is not None:
+            tokens -= probes.take(tokens, asked_at)
+        return finite(max(0.0, tokens) / seconds)
+
+    def _gauge_rate(self, value: float | None, r: MetricReading, at: float, probes: ProbeTokens | None,
+                    asked_at: float) -> float | None:
+        """The server's own tokens/s (a gauge: its last interval's figure), or 0 when that interval's only work
+        can have been bringup's probes: the server runs and queues nothing but them now, and the figure is the one
+        already judged so, or it changed while a probe ran and nothing else was seen (at first sight, nothing else
+        is known: an idle server's figure is no current throughput)."""
+        if value is None or probes is None:
+            return value
+        prev = self._gauge
+        ours = probes.in_flight(asked_at, at)
+        busy = (_int(r.running) or 0) > ours or (_int(r.queued) or 0) > 0
+        if busy or value == 0:
+            real = True
+        elif prev is not None and prev.value == value:
+            real = prev.real
+        else:
+            real = prev is not None and not probes.ran_between(prev.at, at)
+        self._gauge = _GaugeSeen(value, real, at)
+        return value if real else 0.0
 
     def _ttft(self, r: MetricReading, histogram: str | None, at: float) -> float | None:
         """Mean TTFT of the requests whose first token came in the last TTFT_WINDOW_S seconds: d(sum) / d(count)
@@ -97,7 +160,10 @@ class MetricsRates:
         _, s0, c0 = seen[0]
         return finite((s - s0) / (c - c0)) if c > c0 else None
 
-    def sample(self, text: str, at: float) -> ThroughputSample | None:
+    def sample(self, text: str, at: float, probes: ProbeTokens | None = None,
+               asked_at: float | None = None) -> ThroughputSample | None:
+        """The figures of one page read at `at`. `probes`: the ledger of bringup's own generations, taken out of the
+        tokens/s; `asked_at`: when the page was asked for (a generation sent after it is in none of its counts)."""
         m = parse_metrics(text, self._wanted)
         if not m:
             return None
@@ -105,7 +171,9 @@ class MetricsRates:
         if spec is None:
             return None
         r = spec.read(m)
-        decode = self._rate(spec.decode_tokens, at, r.decode_tokens)
+        asked = at if asked_at is None else asked_at
+        decode = self._decode_rate(spec.decode_tokens, at, r.decode_tokens, probes, asked)
+        gauge = None if decode is not None else self._gauge_rate(r.tokens_per_s, r, at, probes, asked)
         drafts = self._rate(spec.spec_drafts, at, r.spec_drafts)
         accepted = self._rate(spec.spec_accepted, at, r.spec_accepted)
         drafted = self._rate(spec.spec_draft_tokens, at, r.spec_draft_tokens)
@@ -113,7 +181,7 @@ class MetricsRates:
         # as the server averages it
         accept_len = 1 + accepted / drafts if drafts and accepted is not None else r.accept_len
         accept_rate = accepted / drafted if drafted and accepted is not None else r.accept_rate
-        return ThroughputSample(at=at, tokens_per_s=decode if decode is not None else r.tokens_per_s,
+        return ThroughputSample(at=at, tokens_per_s=decode if decode is not None else gauge,
                                 source="metrics", running=_int(r.running), queued=_int(r.queued),
                                 accept_len=accept_len, accept_rate=accept_rate,
                                 ttft_s=self._ttft(r, spec.ttft_histogram, at))
@@ -129,8 +197,18 @@ def _int(x: float | None) -> int | None:
     return None if x is None else int(x)
 
 
-def from_log_line(preset: Preset, raw: str, at: float) -> ThroughputSample | None:
-    """A throughput sample from one of the server's periodic log lines (its preset's reader), or None."""
+def from_log_line(preset: Preset, raw: str, at: float, probes: ProbeTokens | None = None) -> ThroughputSample | None:
+    """A throughput sample from one of the server's periodic log lines (its preset's reader), or None.
+
+    `probes`: the ledger of bringup's own generations. The line's figure is the server's over its interval, which
+    cannot be split: a line whose running requests can all have been bringup's probes (as many probes under way
+    about then, nothing queued) is an idle interval, 0 tokens/s and nothing running but bringup's own. A line that
+    says nothing runs is left as it is: whose work its interval held, it does not say."""
     if preset.log_throughput is None:
         return None
-    return preset.log_throughput(clean(raw).text, at)
+    tp = preset.log_throughput(clean(raw).text, at)
+    if tp is None or probes is None or not tp.tokens_per_s or not tp.running or tp.queued:
+        return tp
+    if tp.running <= probes.in_flight(at - LINE_SLACK_S, at + LINE_SLACK_S):
+        return replace(tp, tokens_per_s=0.0, running=0)
+    return tp

@@ -4,6 +4,11 @@ run, the release it names (vLLM `/version`, SGLang `/server_info`), on the same 
 A `/v1/models` answer is recorded but never taken as readiness (after a restart the old process can still give
 it); only a generation counts. The client ignores proxy variables: a proxy answering 502 for 127.0.0.1 is a
 classic way to fail a warmup (sglang #2468), and a probe must not fall into it.
+
+Every generation is a real one, counted by the server like any other: the prober keeps a ledger of them
+(`ProbeTokens`: when each ran and how many tokens it got back), carried by its HTTP client, so that whatever reads
+the server's own counts through that client (the engine scrapes /metrics on it) takes bringup's own tokens out.
+An idle server that bringup probes is idle, not serving 4 tokens a second.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +28,110 @@ from tui.model import ProbeResult, ReleaseReported
 _SSL: ssl.SSLContext | None = None
 #: a server's release text is kept to this many characters (the reducer takes none longer than 64)
 _RELEASE_CHARS = 200
+
+
+#: the generations kept for the questions of a figure per interval (was one under way then?): longer than any
+#: interval between two readings of the server's figures
+KEEP_S = 120.0
+
+
+@dataclass(slots=True)
+class ProbeGeneration:
+    """One generation bringup asked of the server: when it was sent and answered, and its tokens (those asked for
+    until the answer says how many came back; still those asked for when no answer said)."""
+
+    began: float
+    ended: float | None
+    tokens: int
+    #: of `tokens`, those already taken out of the server's counts
+    taken: float = 0.0
+
+
+class ProbeTokens:
+    """The ledger of the prober's own generations: how many tokens of the server's counts are bringup's.
+
+    Pure bookkeeping on the clock it is given. A reader of a counter of generated tokens takes out, at each
+    reading, the tokens of the generations sent before the reading was asked for and not yet taken out (`take`):
+    a server counts a generation's tokens as it makes them (SGLang's scheduler at every decode step, vLLM's at
+    every step), so a generation answered before a reading is wholly in it and one under way partly; what is taken
+    is never taken twice, and a generation answered before a reading is settled by it (a server that counts fewer
+    tokens than the answer says, the first token as prefill's, owes nothing later). A reader of a figure per
+    interval (a gauge, a log line) asks instead whether generations were under way (`in_flight`, `ran_between`)."""
+
+    def __init__(self) -> None:
+        self._gens: list[ProbeGeneration] = []
+
+    def began(self, at: float, asked: int) -> ProbeGeneration:
+        self._gens = [g for g in self._gens if g.ended is None or at - g.ended < KEEP_S]
+        g = ProbeGeneration(at, None, max(0, asked))
+        self._gens.append(g)
+        return g
+
+    def ended(self, g: ProbeGeneration, at: float, tokens: int | None) -> None:
+        """The answer came (`tokens`: those it says it generated), or none did (None: the tokens asked for stay,
+        the most it can have cost)."""
+        g.ended = at
+        if tokens is not None:
+            g.tokens = max(0, tokens)
+
+    def take(self, counted: float, asked_at: float) -> float:
+        """Of `counted` tokens a counter gained up to a reading asked for at `asked_at`, those that are bringup's
+        own (at most `counted`). Returns them; the generations answered before the reading are settled."""
+        taken = 0.0
+        for g in self._gens:
+            if g.began > asked_at or counted - taken <= 0:
+                continue
+            due = g.tokens - g.taken
+            if due > 0:
+                part = min(due, counted - taken)
+                g.taken += part
+                taken += part
+        self.settle(asked_at)
+        return taken
+
+    def settle(self, asked_at: float) -> None:
+        """A reading asked for at `asked_at` holds all the tokens of the generations answered before it: nothing
+        more of theirs is to come (a first reading, the base of the next; or a counter started again)."""
+        for g in self._gens:
+            if g.ended is not None and g.ended <= asked_at:
+                g.taken = max(g.taken, g.tokens)
+
+    def in_flight(self, start: float, end: float) -> int:
+        """How many generations were under way at some moment of [start, end]."""
+        return sum(1 for g in self._gens if g.began <= end and (g.ended is None or g.ended >= start))
+
+    def ran_between(self, start: float, end: float) -> bool:
+        return self.in_flight(start, end) > 0
+
+
+class ProbeClient(httpx.AsyncClient):
+    """The prober's HTTP client, carrying the prober's ledger (`probe_tokens`): the server's counts read through it
+    are read by whoever knows which of them are bringup's own."""
+
+    def __init__(self, *args: Any, probe_tokens: ProbeTokens, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.probe_tokens = probe_tokens
+
+
+def probe_tokens_of(client: httpx.AsyncClient) -> ProbeTokens | None:
+    """The ledger of the prober whose client this is; None for any other client."""
+    return client.probe_tokens if isinstance(client, ProbeClient) else None
+
+
+def error_words(e: BaseException, timeout: float | None = None) -> str:
+    """An exception of a request or a connection in words a user reads: its message, never its class name."""
+    if isinstance(e, TimeoutError | httpx.TimeoutException):
+        return f"no answer within {timeout:g} s" if timeout is not None else "no answer in time"
+    text = str(e).strip()
+    if isinstance(e, OSError) and e.strerror:
+        text = e.strerror
+    if text:
+        return text
+    if isinstance(e, httpx.ConnectError | ConnectionError):
+        return "cannot connect"
+    if isinstance(e, httpx.RemoteProtocolError):
+        return "the server closed the connection without an answer"
+    return "the request failed"
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -43,8 +152,11 @@ class Prober:
         self.health_path = health_path
         self.models_path = models_path
         self.model_id: str | None = None
-        self.client = httpx.AsyncClient(base_url=self.endpoint, trust_env=False, verify=_ssl_context(),
-                                        timeout=httpx.Timeout(timeout, connect=min(1.0, timeout)))
+        #: every generation this prober asked of the server, for the throughput reader to take out
+        self.generated = ProbeTokens()
+        self.client = ProbeClient(base_url=self.endpoint, trust_env=False, verify=_ssl_context(),
+                                  timeout=httpx.Timeout(timeout, connect=min(1.0, timeout)),
+                                  probe_tokens=self.generated)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -62,8 +174,10 @@ class Prober:
                 _, w = await asyncio.open_connection(u.hostname or "127.0.0.1", port)
             w.close()
             return self._result("connect", t0, True)
-        except (OSError, TimeoutError) as e:
-            return self._result("connect", t0, False, detail=f"{type(e).__name__}: {e}" if str(e) else "refused")
+        except TimeoutError:
+            return self._result("connect", t0, False, detail=f"connect: no answer within {min(1.0, self.timeout):g} s")
+        except OSError as e:
+            return self._result("connect", t0, False, detail=f"refused: {error_words(e)}" if str(e) else "refused")
 
     async def _get(self, kind: str, path: str) -> tuple[ProbeResult, Any]:
         t0 = time.monotonic()
@@ -71,7 +185,7 @@ class Prober:
             async with asyncio.timeout(self.timeout):
                 r = await self.client.get(path)
         except (httpx.HTTPError, TimeoutError) as e:
-            return self._result(kind, t0, False, detail=f"{type(e).__name__}: {e}"), None
+            return self._result(kind, t0, False, detail=error_words(e, self.timeout)), None
         body: Any = None
         try:
             body = r.json()
@@ -119,12 +233,16 @@ class Prober:
                 return ProbeResult(m.at, "generate", False, m.status, f"no model list: {m.detail}", m.latency_s)
         t0 = time.monotonic()
         payload = {"model": self.model_id, "prompt": "Say OK.", "max_tokens": self.tokens, "temperature": 0}
+        # in the ledger before it is sent: the server may count its tokens before its answer is read
+        gen = self.generated.began(time.time(), self.tokens)
         try:
             async with asyncio.timeout(self.timeout * 4):
                 r = await self.client.post("/v1/completions", json=payload)
         except (httpx.HTTPError, TimeoutError) as e:
-            return self._result("generate", t0, False, detail=f"{type(e).__name__}: {e}")
+            self.generated.ended(gen, time.time(), None)
+            return self._result("generate", t0, False, detail=error_words(e, self.timeout * 4))
         if r.status_code != 200:
+            self.generated.ended(gen, time.time(), 0)
             if r.status_code == 404:
                 self.model_id = None
             return self._result("generate", t0, False, r.status_code, r.text[:200])
@@ -133,6 +251,9 @@ class Prober:
             text = body["choices"][0].get("text", "")
             n = int((body.get("usage") or {}).get("completion_tokens") or 0)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            self.generated.ended(gen, time.time(), None)
             return self._result("generate", t0, False, r.status_code, "reply is not an OpenAI completion")
+        # the answer's own count; a server that gives none: the tokens asked for, the most it can have made
+        self.generated.ended(gen, time.time(), n if n > 0 else None)
         ok = bool(text) or n > 0
         return self._result("generate", t0, ok, r.status_code, f"{n} tokens" if ok else "empty completion")

@@ -37,11 +37,23 @@ class ControlConsoleApp(ConsoleApp):
         super().__init__(settings, deployment, live=live, demo=demo, fleet=fleet)
         self.read_only = False
 
-    def _target_lines(self) -> list[str]:
-        w = self.watch_
-        dep = self.settings.deployments[self.deployment]
-        return [f"deployment: {self.deployment}", f"host:       {w.host_name if w else dep.host}",
-                f"target:     {w.manager.target if w else dep.unit or dep.manager}"]
+    def _where(self, w: Engine) -> str:
+        """`sim-d on gpu-b`: every dialog that can lead to an action names the deployment and its host in its title,
+        from the engine the action will run on (not from whatever the console shows by the time it opens)."""
+        return f"{w.name} on {w.host_name}"
+
+    def _target_lines(self, w: Engine) -> list[str]:
+        return [f"deployment: {w.name}", f"host:       {w.host_name}", f"target:     {w.manager.target}"]
+
+    def _still_shown(self, w: Engine, todo: str) -> bool:
+        """An answer acts on the deployment the console shows; if it shows another one by the time the dialog is
+        answered (Enter on another row of the overview while its flags were being read), nothing is done, and
+        the notice says what to do (`todo`, once `w` is open again)."""
+        if w is self.watch_:
+            return True
+        self.notify(f"nothing was done to {w.name}: the console shows {self.deployment} now; open {w.name} and "
+                    f"{todo}", title=f"{w.name}: not acted on", severity="warning", timeout=10, markup=False)
+        return False
 
     def _cannot(self, title: str, e: BaseException, done: str, retry: str) -> None:
         """An action could not read or reach the deployment. Shown as an error in the console, never fatal (an
@@ -99,14 +111,15 @@ class ControlConsoleApp(ConsoleApp):
             self.notify(str(e), severity="error", markup=False)
             return
         change_lines = diff(old, new, w.flag_specs) or ["no flag change"]
-        lines = [*self._target_lines(), "", "flags:", *("  " + c for c in change_lines), "",
+        lines = [*self._target_lines(w), "", "flags:", *("  " + c for c in change_lines), "",
                  "stop, wait for GPU memory release, start, verify a real generation"]
 
         def answered(yes: bool | None) -> None:
-            if yes:  # a No drops the change: a later `r` restarts with the flags as they are
+            # a No drops the change: a later `r` restarts with the flags as they are
+            if yes and self._still_shown(w, f"press {key} again"):
                 self.run_protocol(new, True, shown=old, key=key)
 
-        self.push_screen(ConfirmScreen(f"Restart {self.deployment}?", lines), answered)
+        self.push_screen(ConfirmScreen(f"Restart {self._where(w)}?", lines), answered)
 
     def action_restart(self) -> None:
         self.confirm_restart([])
@@ -127,13 +140,13 @@ class ControlConsoleApp(ConsoleApp):
         except Exception as e:  # shown, never fatal to the console
             self._cannot("cannot read its flags", e, "nothing was changed", "press f to try again")
             return
-        dep = self.settings.deployments[self.deployment]
+        dep = self.settings.deployments[w.name]
 
         def applied(changes: list[FlagChange] | None) -> None:
-            if changes:
+            if changes and self._still_shown(w, "press f again"):
                 self.confirm_restart(changes, "f")
 
-        self.push_screen(FlagsScreen(w.editable_flags(values), values, dep.flags), applied)
+        self.push_screen(FlagsScreen(w.editable_flags(values), values, dep.flags, target=self._where(w)), applied)
 
     def action_start_stop(self) -> None:
         w = self.watch_
@@ -150,14 +163,14 @@ class ControlConsoleApp(ConsoleApp):
         verb = "Stop" if running else "Start"
 
         def answered(yes: bool | None) -> None:
-            if not yes:
+            if not yes or not self._still_shown(w, "press s again"):
                 return
             if running:
                 self.run_stop()
             else:
                 self.run_protocol(None, False, key="s")
 
-        self.push_screen(ConfirmScreen(f"{verb} {self.deployment}?", self._target_lines()), answered)
+        self.push_screen(ConfirmScreen(f"{verb} {self._where(w)}?", self._target_lines(w)), answered)
 
     def _busy(self) -> bool:
         """An action of this console is under way: a second one waits its turn (never cancels it midway)."""
@@ -234,21 +247,24 @@ class ControlConsoleApp(ConsoleApp):
             return
         ours = (what != "stop" and not o.refused and not o.timed_out and not o.superseded and not o.rolled_back
                 and any(s.name == "lock" and s.status == "done" for s in o.steps))
+        unverified = o.refused and o.timed_out  # no GPU readings within release_timeout_s: nothing was started
         if o.failure is not None:
             todo = "the lifecycle panel has the hint, e the errors"
+        elif unverified:
+            todo = (f"nothing was started: fix the host's GPU readings (nvidia_smi, NVML), or set "
+                    f"unverified_release_grace_s to accept the risk of an OOM; then press {key}")
         elif o.timed_out or o.superseded:
             todo = "the lifecycle panel follows what runs now"
         else:
             todo = f"press {key} to try again once that is fixed"
         self.notify(f"{o.message}\n{todo}", title=f"{title} failed", severity="error", timeout=20, markup=False)
-        if ours:
-            self.offer_rollback()
+        if ours and self.watch_ is not None:
+            self.offer_rollback(self.watch_)
 
     @work(exclusive=True, group="rollback", exit_on_error=False)
-    async def offer_rollback(self) -> None:
-        w = self.watch_
-        if w is None:
-            return
+    async def offer_rollback(self, w: Engine) -> None:
+        """Offer the last flags that reached ready to `w`, the engine whose restart failed (read before the console
+        may show another deployment: the offer names it, and a yes acts on it only while it is shown)."""
         try:
             good = await w.manager.read_saved_argv("ready")
             current = await w.argv()
@@ -261,9 +277,9 @@ class ControlConsoleApp(ConsoleApp):
         change = diff(current, good, w.flag_specs) or ["the last flags that reached ready"]
 
         def answered(yes: bool | None) -> None:
-            if yes:
+            if yes and self._still_shown(w, "press f to set its flags back"):
                 self.run_protocol(list(good), True, shown=current)
 
-        self.push_screen(ConfirmScreen(f"Roll back {self.deployment}?", [
-            *self._target_lines(), "", "back to the last flags that reached ready:", *("  " + c for c in change)]),
+        self.push_screen(ConfirmScreen(f"Roll back {self._where(w)}?", [
+            *self._target_lines(w), "", "back to the last flags that reached ready:", *("  " + c for c in change)]),
             answered)

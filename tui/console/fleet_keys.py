@@ -53,7 +53,10 @@ class FleetKeys(LogKeys):
                 self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
                 self.open_watch(name)
 
-        self.push_screen(PickerScreen(names, self.deployment, self._picker_phases([n for n, _ in names])), chosen)
+        dep = self.settings.deployments.get(self.deployment)
+        where = f"{self.deployment} on {dep.host_label}" if dep is not None else self.deployment
+        self.push_screen(PickerScreen(names, self.deployment, self._picker_phases([n for n, _ in names]),
+                                      title=f"Deployments · showing {where}"), chosen)
 
     def _picker_phases(self, names: list[str]) -> dict[str, tuple[Phase | None, str]]:
         """Each deployment's phase as this console knows it: with a fleet, every one live; else the one it watches,

@@ -380,9 +380,11 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         dep = self.settings.deployments.get(self.deployment)
         preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
         budget = memory_budget(self.snap.flags, preset.memory_budget if preset is not None else None)
+        # the memory other deployments of the host hold, named after them (a fleet's engines know each other's)
+        holders = self.watch_.gpu.named_holders(unit is not None and unit.running) if self.watch_ else ()
         with contextlib.suppress(NoMatches):
             self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
-                                          self.releasing, self.snap.attribution, budget)
+                                          self.releasing, self.snap.attribution, budget, holders)
 
     def render_throughput(self, force_plot: bool = False) -> None:
         note = ""

@@ -62,8 +62,10 @@ class ProbeCadence:
         elif busy:
             if self._waiting_since is None:
                 self._waiting_since = tp.at
-        elif tp.source == "metrics" and tp.running == 0 and tp.queued == 0:
-            # idle by the server's own gauges: nothing to do is no hang (the slow generation still checks)
+        elif (tp.source == "metrics" and tp.running == 0 and tp.queued == 0) or \
+                (tp.source == "log" and tp.tokens_per_s == 0 and tp.running == 0 and not tp.queued):
+            # idle by the server's own gauges (or its stat line, bringup's own probe taken out of it): nothing to do
+            # is no hang (the slow generation still checks)
             self._serving_at, self._waiting_since = tp.at, None
 
     def pace(self, now: float, phase: Phase) -> Pace:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from tui.config import DEMO, HostConfig, Settings
+from tui.lifecycle.release import Neighbours
 from tui.model import LogLine, Snapshot
 from tui.transport import Transport
 
@@ -85,6 +86,8 @@ class Fleet:
                     nodes.append(NodeLink(n.host, nl.config, nl.transport, nl.gpus))
             engine = Engine(settings, name, dep, transport=link.transport, gpu_stream=link.gpus, node_links=nodes)
             engine.background = True  # until a console opens it (tui/console/viewer.py)
+            if not dep.multinode:  # a node's GPUs and PIDs are keyed by node: its host's neighbours are not named
+                engine.gpu.neighbours = partial(self.neighbours, name)
             self.engines[name] = engine
             recent: deque[LogLine] = deque(maxlen=RECENT_LINES)
             self._recent[name] = recent
@@ -115,6 +118,26 @@ class Fleet:
 
     def link(self, deployment: str) -> HostLink:
         return self.hosts[self.settings.deployments[deployment].host]
+
+    def neighbours(self, deployment: str) -> Neighbours:
+        """The other deployments on the deployment's host, as their engines know them now (no I/O): each one's
+        processes (its unit's main PID, its run's processes and the last run's while it releases) and, for those
+        running, their configured GPUs. A GPU panel names them instead of saying "other processes"."""
+        host = self.settings.deployments[deployment].host
+        pids: dict[int, str] = {}
+        gpus: dict[int, tuple[str, ...]] = {}
+        for name, e in self.engines.items():
+            dep = self.settings.deployments[name]
+            if name == deployment or dep.host != host or dep.multinode:
+                continue
+            unit = e.state.unit
+            running = unit is not None and unit.running
+            theirs = set(e.gpu.run_pids or ()) | e.gpu.previous_pids | {unit.main_pid if running and unit else 0}
+            for pid in theirs - {0}:
+                pids.setdefault(pid, name)
+            for i in e.gpu.configured if running else ():
+                gpus[i] = (*gpus.get(i, ()), name)
+        return Neighbours(pids, gpus)
 
     def recent_lines(self, deployment: str) -> tuple[LogLine, ...]:
         return tuple(self._recent.get(deployment, ()))

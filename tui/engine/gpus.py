@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
 from tui.collectors.gpu_smi import SmiSource
 from tui.config import HostConfig
-from tui.lifecycle.release import attribute
+from tui.lifecycle.release import NamedHolder, Neighbours, attribute, held_by_neighbours
 from tui.managers import Manager, ManagerError
 from tui.model import Attribution, GpuSnapshot, UnitState
 from tui.transport import Transport, TransportError
@@ -127,6 +127,9 @@ class GpuTracker:
         self.shared = shared
         #: whether the deployment is in a fleet's background (the engine says): a shared stream is quiet when all are
         self.background: Callable[[], bool] = lambda: False
+        #: the other deployments on the host, their processes and GPUs, as whoever knows the fleet knows them
+        #: (tui/engine/fleet.py sets it): memory they hold is named after them, not "other processes"
+        self.neighbours: Callable[[], Neighbours] = Neighbours
 
     # ------------------------------------------------------------------ the stream
 
@@ -180,7 +183,17 @@ class GpuTracker:
     def attribution(self, running: bool) -> Attribution | None:
         if self.latest is None or not self.latest.gpus:
             return None
-        return attribute(self.latest, self.deployment_gpus(), self.run_pids, self.previous_pids, running=running)
+        return attribute(self.latest, self.deployment_gpus(), self.run_pids, self.previous_pids, running=running,
+                         others=self.neighbours().pids)
+
+    def named_holders(self, running: bool) -> tuple[NamedHolder, ...]:
+        """The memory on the host's GPUs that other deployments configured on it hold, each named (none without a
+        fleet: a console on one deployment knows no other's processes). `running`: whether this deployment runs
+        (its GPUs' memory may then be its own, unseen, and is not put down to another's GPU set)."""
+        if self.latest is None or not self.latest.gpus:
+            return ()
+        return held_by_neighbours(self.latest, self.neighbours(), (self.run_pids or set()) | self.previous_pids,
+                                  self.deployment_gpus() if running else ())
 
     async def refresh_pids(self, manager: Manager, unit: UnitState, settled: bool = False) -> None:
         """Which processes are this run's (for GPU memory attribution and the release wait): every 3 s while the

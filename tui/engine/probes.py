@@ -10,6 +10,10 @@ this decides which one and how often from the phase, so the reducer gets the evi
   ask (the console's `g`) sends one generation at once and leaves the pace as it was;
 - failed, stopping, not running, or paused: nothing;
 - once a run has said it is ready and its log has not named its release: one request for it (engine/server_version.py).
+
+A generation is real work the server counts like any other: the prober keeps a ledger of its generations and their
+tokens, which the throughput tracker reads the server's figures with (its own scrapes find it on the prober's
+client; the log's lines find it here), so bringup's probes never show as the server's throughput.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ async def probe_loop(engine: Engine) -> None:
     interval = engine.settings.probe.interval_s
     last_gen = 0.0
     while True:
+        engine.tput.probes = engine.prober.generated  # the prober is replaced when a port forward opens
         s = engine.state
         unit_running = s.unit is None or s.unit.running or engine.dep.manager == "none"
         if engine.paused or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):

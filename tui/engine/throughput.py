@@ -4,6 +4,10 @@ the sample shown and a bounded history of it.
 Which source wins is a state, not a guess per sample: once /metrics answered with figures its samples are the
 truth and the log's lines are ignored; a /metrics that is not there (`OFF`) is said to the user, with how to
 turn it on.
+
+Neither counts bringup's own readiness probes as throughput: the server counts them (they are real generations),
+so the figures are read with the prober's ledger of them (`probes`, tui/collectors/probes.py), which the prober's
+client carries to every scrape.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tui.collectors.metrics import MetricsRates, from_log_line
+from tui.collectors.probes import ProbeTokens, probe_tokens_of
 from tui.lifecycle.presets import Preset
 from tui.model import LogLine, Phase, ThroughputSample
 
@@ -44,6 +49,8 @@ class ThroughputTracker:
         self.history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
         self.metrics = MetricsState.UNKNOWN
         self._rates = MetricsRates(preset)
+        #: the ledger of bringup's own generations (the prober's): their tokens are no throughput
+        self.probes: ProbeTokens | None = None
 
     def record(self, tp: ThroughputSample, merge: bool = False) -> ThroughputSample:
         """Keep a sample as the one shown. `merge`: a log line with only an acceptance figure updates that figure
@@ -61,12 +68,14 @@ class ThroughputTracker:
     async def scrape(self, client: httpx.AsyncClient, timeout: float) -> ThroughputSample | None:
         """One scrape of /metrics: the sample it gives (not yet recorded), or None. Sets `metrics`. Raises
         httpx.HTTPError or TimeoutError when the endpoint does not answer."""
+        self.probes = probe_tokens_of(client) or self.probes
+        asked_at = time.time()
         async with asyncio.timeout(timeout):
             r = await client.get("/metrics")
         if r.status_code != 200:
             self.metrics = MetricsState.OFF
             return None
-        tp = self._rates.sample(r.text, time.time())
+        tp = self._rates.sample(r.text, time.time(), self.probes, asked_at)
         if tp is not None and (tp.tokens_per_s is not None or tp.running is not None):
             self.metrics = MetricsState.ON
             return tp
@@ -76,7 +85,7 @@ class ThroughputTracker:
         """The newest line with `word` that parses: a Prefill line says "input throughput" and is no sample."""
         for line in reversed(lines):
             if word in line.text:
-                tp = from_log_line(self.preset, line.text, line.at)
+                tp = from_log_line(self.preset, line.text, line.at, self.probes)
                 if tp is not None:
                     return tp
         return None

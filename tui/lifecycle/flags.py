@@ -34,9 +34,16 @@ def find_spec(name: str, specs: Sequence[FlagSpec]) -> FlagSpec:
     raise FlagValueError(unknown_flag(name, [n for f in specs for n in (f.name, *f.aliases)]))
 
 
+#: what `--set` / `--unset` take, for an item that names no flag (`--set ''`, `--set =4`, `--set '==='`)
+SET_USAGE = "--set needs NAME or NAME=VALUE (and --unset needs NAME)"
+
+
 def unknown_flag(name: str, known: Sequence[str], listing: str = "bringup flags") -> str:
     """One wording for a flag the preset does not know (restart, the console, a sweep's plan): the known flag it
-    is close to when it is a typo, else how to declare one (the kind says whether it takes a value)."""
+    is close to when it is a typo, else how to declare one (the kind says whether it takes a value). No name at
+    all is no unknown flag: what `--set` takes is said instead."""
+    if not name.strip().lstrip("-"):
+        return f"{SET_USAGE}; no flag named in {name!r}" if name.strip() else SET_USAGE
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     if close:
         return f"unknown flag {name!r} (did you mean {close[0]!r}?); `{listing}` lists the flags this preset knows"
@@ -93,12 +100,16 @@ def parse_changes(sets: Sequence[str], unsets: Sequence[str], specs: Sequence[Fl
     changes = []
     for item in sets:
         name, eq, value = item.partition("=")
+        if not name.strip().lstrip("-"):
+            raise FlagValueError(f"--set needs NAME or NAME=VALUE, not {item!r}")
         spec = find_spec(name, specs)
         if spec.kind == "bool" and eq and value.lower() in ("false", "0", "no", "off"):
             changes.append(FlagChange(spec.name, None, remove=True))
             continue
         changes.append(FlagChange(spec.name, spec.validate(value if eq else None)))
     for name in unsets:
+        if not name.strip().lstrip("-"):
+            raise FlagValueError(f"--unset needs NAME, not {name!r}")
         spec = find_spec(name, specs)
         changes.append(FlagChange(spec.name, None, remove=True))
     return changes

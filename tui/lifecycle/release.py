@@ -3,12 +3,13 @@ restart protocol, the console and a benchmark on a real GPU all use the same rul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from tui.lifecycle.nodes import describe_gpus, describe_pid, host_names
 from tui.lifecycle.nodes import ranges as ranges  # its old home: kept importable here
 from tui.model import Attribution, GpuSnapshot
+from tui.words import noun
 
 GIB = 1024.0
 
@@ -24,7 +25,8 @@ class ReleaseStatus:
     def describe(self) -> str:
         total = sum(self.held_mib.values()) / GIB
         gpus = describe_gpus((i for i, v in sorted(self.held_mib.items()) if v > 0), self.names)
-        who = f" by PID {', '.join(describe_pid(p, self.names) for p in self.holders)}" if self.holders else ""
+        pids = ", ".join(describe_pid(p, self.names) for p in self.holders)
+        who = f" by {noun(len(self.holders), 'PID')} {pids}" if self.holders else ""
         if gpus:
             return f"{total:.1f} GiB held on GPU {gpus}{who}"
         return f"old processes still on the GPUs{who}" if who else "released"
@@ -53,10 +55,10 @@ def release_status(snap: GpuSnapshot, gpus: Sequence[int], old_pids: set[int],
     return ReleaseStatus(released, held, tuple(sorted(holders)), host_names(snap.gpus))
 
 
-
-
 def attribute(snap: GpuSnapshot, gpus: Sequence[int], current: set[int] | None, previous: set[int],
-              running: bool) -> Attribution:
+              running: bool, others: Collection[int] = ()) -> Attribution:
+    """Whose memory is on the deployment's GPUs. `others`: PIDs known to be other deployments' (the fleet knows
+    them, `Neighbours`): their memory is others', and it does not make the server's own PIDs look unreadable."""
     mine = set(gpus)
     procs = [p for p in snap.processes if p.gpu_index in mine]
     used = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
@@ -76,9 +78,83 @@ def attribute(snap: GpuSnapshot, gpus: Sequence[int], current: set[int] | None, 
         else:
             other += mib
     note = ""
-    if running and current and procs and cur == 0 and prev == 0:
+    unexplained = [p for p in procs if p.pid not in others]
+    if running and current and unexplained and cur == 0 and prev == 0:
         note = ("GPU processes are not the server's PIDs (another PID namespace? a container?): "
                 "memory is not attributed")
     elif current is None and procs:
         note = "the server's processes are unknown here: memory is not attributed"
     return Attribution(cur, prev, other, tuple(sorted(prev_gpus)), note)
+
+
+# ---------------------------------------------------------------------------------------------------- neighbours
+
+#: memory on a GPU worth naming a deployment for by its GPU set alone (a CUDA context alone is about 0.5 GiB)
+NEIGHBOUR_MIB = 1024.0
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbours:
+    """The other deployments configured on the same host, as whoever knows the fleet knows them: each one's
+    processes (`pids`: PID -> deployment; its unit's main PID and its run's processes, the run before it too while
+    that one releases), and the GPUs configured to those that are running (`gpus`: GPU -> deployments)."""
+
+    pids: Mapping[int, str] = field(default_factory=dict)
+    gpus: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedHolder:
+    """GPU memory another deployment on the host holds: its name, its processes there (none: told by its GPU set,
+    its processes not seen on the GPUs), and how much on each GPU (MiB)."""
+
+    deployment: str
+    pids: tuple[int, ...]
+    by_gpu: tuple[tuple[int, float], ...]
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        return tuple(i for i, _ in self.by_gpu)
+
+    def mib_on(self, gpus: Collection[int]) -> float:
+        return sum(mib for i, mib in self.by_gpu if i in gpus)
+
+    def describe(self) -> str:
+        """`held by deployment sim-d (pid 4242)`; by its GPU set alone, `held by deployment sim-d (running there)`."""
+        if self.pids:
+            shown = ", ".join(str(p) for p in self.pids[:3]) + (", ..." if len(self.pids) > 3 else "")
+            return f"held by deployment {self.deployment} ({noun(len(self.pids), 'pid')} {shown})"
+        return f"held by deployment {self.deployment} (running there)"
+
+
+def held_by_neighbours(snap: GpuSnapshot, neighbours: Neighbours, own: Collection[int] = (),
+                       own_gpus: Collection[int] = ()) -> tuple[NamedHolder, ...]:
+    """The memory on the host's GPUs that other deployments hold, each named. By their processes' PIDs first; then a
+    GPU holding memory (NEIGHBOUR_MIB or more) with no process of theirs or ours (`own`: this deployment's PIDs,
+    this run's and the last) listed on it, configured to exactly one running deployment, is that one's (its
+    processes are not listed: another PID namespace, a container, a reader without processes) -- unless it is one
+    of `own_gpus` (this deployment's, while it runs: the memory there may be its own, unseen). Sorted by name."""
+    pids: dict[str, set[int]] = {}
+    mib: dict[str, dict[int, float]] = {}
+    claimed: set[int] = set()  # GPUs with a process of ours or theirs on them
+    for p in snap.processes:
+        if p.gpu_index is None:
+            continue
+        if p.pid in own:
+            claimed.add(p.gpu_index)
+            continue
+        name = neighbours.pids.get(p.pid)
+        if name is None:
+            continue
+        claimed.add(p.gpu_index)
+        pids.setdefault(name, set()).add(p.pid)
+        on = mib.setdefault(name, {})
+        on[p.gpu_index] = on.get(p.gpu_index, 0.0) + (p.used_mib or 0.0)
+    for g in snap.gpus:
+        names = neighbours.gpus.get(g.index, ())
+        if (g.index in claimed or g.index in own_gpus or len(names) != 1 or g.mem_used_mib is None
+                or g.mem_used_mib < NEIGHBOUR_MIB):
+            continue
+        mib.setdefault(names[0], {})[g.index] = g.mem_used_mib
+    return tuple(NamedHolder(name, tuple(sorted(pids.get(name, ()))), tuple(sorted(on.items())))
+                 for name, on in sorted(mib.items()))

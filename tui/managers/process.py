@@ -134,9 +134,22 @@ class ProcessManager:
         for _ in range(100):  # the supervisor writes its record a few ms after detaching
             rec = await self._read_json("current.json")
             if isinstance(rec, dict) and rec.get("invocation") == inv:
+                if not int(rec.get("pid") or 0) and rec.get("exited_at") is not None:
+                    raise PermanentError(await self._start_error(rec, inv, argv))
                 return
             await asyncio.sleep(0.05)
         raise ManagerError("the supervisor did not report the server's start within 5 s")
+
+    async def _start_error(self, rec: dict[str, Any], inv: str, argv: Sequence[str]) -> str:
+        """Why the supervisor could not start the server (it had no process at all), in one line naming the
+        command and the OS's error: from its record, else the log line it wrote."""
+        why = rec.get("start_error")
+        if isinstance(why, str) and why:
+            return why
+        for line in reversed(await self.read_log(inv)):
+            if line.text.startswith("bringup: cannot start"):
+                return line.text.removeprefix("bringup: ")
+        return f"cannot start {argv[0] if argv else '?'!r} (exit status {rec.get('exit_status')})"
 
     async def stop(self) -> None:
         rec = await self._read_json("current.json")

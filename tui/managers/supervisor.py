@@ -42,8 +42,13 @@ def _supervise(run_dir: str, invocation: str, argv: list, env: dict, stop_timeou
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env})
     except OSError as e:
-        log.write(f"{time.time():.6f} bringup: cannot start {argv[0]!r}: {e}\n".encode())
-        record.update(exited_at=time.time(), exit_status=127)
+        # no process at all: the record says why (pid 0, status 127, as a shell says "command not found"), and the
+        # manager's start fails with it instead of reporting a run that never had a process
+        why = f"cannot start {argv[0]!r}: {e.strerror or e}"
+        if os.sep in argv[0] and not os.path.isabs(argv[0]):
+            why += f" (relative to {os.getcwd()})"
+        log.write(f"{time.time():.6f} bringup: {why}\n".encode())
+        record.update(exited_at=time.time(), exit_status=127, start_error=why)
         _write_json(record_path, record)
         return
     record["pid"] = proc.pid

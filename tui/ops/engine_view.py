@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from tui.config import DeploymentConfig
+    from tui.config import DeploymentConfig, Settings
     from tui.lifecycle.presets import FlagSpec
     from tui.lifecycle.reducer import LifecycleState
     from tui.managers import Manager
@@ -80,6 +80,12 @@ class EngineView(FollowView, GpuView, Protocol):
 
     @property
     def dep(self) -> DeploymentConfig: ...
+
+    @property
+    def settings(self) -> Settings:
+        """The configuration the engine was built from: the release wait reads its hosts' `gpu_source` (a host that
+        declares no GPU telemetry has nothing to wait for; any other without readings is refused)."""
+        ...
 
     @property
     def manager(self) -> Manager: ...

@@ -15,3 +15,10 @@ class LockLost(RestartError):
 
 class Superseded(RestartError):
     """Another run than the one this restart started took the deployment over."""
+
+
+class ReleaseUnverified(RestartError):
+    """The host gave no GPU readings for the whole release wait, and no grace was accepted
+    (`unverified_release_grace_s`, `--unverified-release-grace`): no readings is no evidence that the old run's
+    memory was released, so nothing is started (a stop is not called done). A refusal after a wait: exit 3, and a
+    sweep does not go on to its next configuration."""

@@ -1,7 +1,9 @@
 """The wait between stop and start: until the old run's GPU memory is released, proven by fresh readings.
 
 No fixed sleep: a `sleep 8` was not enough for a 548 GB model, and every config of a sweep died of CUDA OOM
-because the old process still held its memory. Readings that stop (a dropped link) are no proof of release.
+because the old process still held its memory. Readings that stop (a dropped link) are no proof of release, and
+readings that never come (a wrong `nvidia_smi`, one that hangs or is not permitted) are none either: a user's
+restart started at once on "cannot verify", 20 s before the old run's memory was released, and died of CUDA OOM.
 """
 
 from __future__ import annotations
@@ -11,23 +13,78 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
+from tui.config import ConfigError
 from tui.lifecycle.release import release_status
+from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Step
 from tui.ops.engine_view import EngineView
-from tui.ops.errors import RestartError
+from tui.ops.errors import ReleaseUnverified, RestartError
 from tui.ops.guard import LockGuard
 from tui.transport import TransportError
+
+#: how the risk of starting without GPU readings is accepted: named in every refusal and every unverified start
+ACCEPT_RISK = ("--unverified-release-grace SECONDS (unverified_release_grace_s in the config) goes on without "
+               "readings that long after the old run's processes are gone")
+
+
+def declared_without_gpus(engine: EngineView) -> str:
+    """The deployment's host(s), when every one of them declares no GPU telemetry (`gpu_source = "none"`: a host
+    without GPUs, or none to read): then there is nothing to wait for. "" otherwise: a host configured with a GPU
+    source whose readings fail (a wrong `nvidia_smi`, a hang, no permission) is no host without GPUs."""
+    dep = engine.dep
+    names = list(dict.fromkeys(n.host for n in dep.nodes)) if dep.multinode else [dep.host]
+    try:
+        hosts = [engine.settings.host(h) for h in names]
+    except ConfigError:
+        return ""
+    return ", ".join(names) if hosts and all(h.gpu_source == "none" for h in hosts) else ""
+
+
+async def _old_run_gone(engine: EngineView) -> bool:
+    """The manager's word that no process of the old run is left (a grace counts from then, never from before)."""
+    try:
+        unit = await engine.poll_unit()
+    except (TransportError, ManagerError, OSError):
+        return False
+    return not unit.running and not unit.lingering and unit.active != "deactivating"
+
+
+def _unverified(timeout: float, why: str, purpose: str, host: str, gone: bool) -> str:
+    """The refusal, in one line: what could not be read, what was (not) done, and how to go on."""
+    fix = (f"fix the GPU readings of {host} (its gpu_source, nvidia_smi), or accept the risk of a CUDA OOM: "
+           f"{ACCEPT_RISK}")
+    if not gone:
+        fix = "the old run's processes are not gone either; " + fix
+    done = ("the new run was NOT started, to avoid a CUDA OOM" if purpose == "start" else
+            "its GPUs may still hold the old run's memory: a start now could hit a CUDA OOM")
+    return f"GPU memory release not verified: no GPU readings from {host} in {timeout:g} s ({why}); {done}; {fix}"
 
 
 async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Callable[[Step], None],
                            timeout: float, baseline: dict[int, float] | None = None,
-                           guard: LockGuard | None = None) -> GpuSnapshot | None:
-    """Poll until the old run's memory is released; returns the snapshot that showed it (the new baseline)."""
+                           guard: LockGuard | None = None, *, purpose: str = "start") -> GpuSnapshot | None:
+    """Poll until the old run's memory is released; returns the snapshot that showed it (the new baseline).
+
+    No readings is no release. A host that declares no GPU telemetry (`gpu_source = "none"`) has nothing to wait
+    for (None, said as unverified). Any other host whose readings fail is waited on for them up to `timeout`, then
+    refused (`ReleaseUnverified`) -- unless the deployment accepts the risk (`unverified_release_grace_s`, the
+    CLI's `--unverified-release-grace`): then it goes on that many seconds after the old run's processes are gone,
+    saying the release was NOT verified. `purpose` ("start" or "stop") words the refusal."""
     gpus = engine.deployment_gpus()
     deadline = time.monotonic() + timeout
     shown = ""
     t0 = time.monotonic()
+    host = engine.dep.host_label
+    without = declared_without_gpus(engine)
+    if without:
+        on_step(Step("release", "skipped", f"GPU memory release not verified: {without} declares no GPU telemetry "
+                                           "(gpu_source = \"none\"), so there is nothing to wait for"))
+        return None
     seen_gpus = engine.gpus is not None and bool(engine.gpus.gpus)
+    grace = engine.dep.unverified_release_grace_s
+    gone_at: float | None = None  # when the old run's processes were seen gone: the grace counts from then
+    said: set[str] = set()
+    going_on = "starting" if purpose == "start" else "calling the stop done"
     while True:
         if guard is not None:
             await guard.check(every=2.0)
@@ -37,9 +94,34 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
             snap = GpuSnapshot(at=time.time(), error=str(e))
         if snap is None or snap.error or not snap.gpus:
             why = snap.error if snap is not None and snap.error else "no GPU telemetry"
-            if not seen_gpus:  # this host has no GPU telemetry: nothing to wait for
-                on_step(Step("release", "skipped", f"cannot verify GPU memory release: {why}"))
-                return None
+            now = time.monotonic()
+            if not seen_gpus:  # never a reading: no evidence of anything, least of all of a release
+                if grace is not None and gone_at is None and await _old_run_gone(engine):
+                    gone_at = now
+                    on_step(Step("release", "running", f"no GPU readings ({why}); the old run's processes are "
+                                 f"gone: {going_on} in {grace:g} s WITHOUT verifying the release (the "
+                                 "unverified release grace), at the risk of a CUDA OOM"))
+                    said.add(why)
+                if gone_at is not None and grace is not None:
+                    if now - gone_at >= grace:
+                        on_step(Step("release", "skipped", f"GPU memory release NOT verified (no GPU readings: "
+                                     f"{why}); {going_on} after the unverified_release_grace_s grace ({grace:g} s "
+                                     "since the old run's processes were gone), at the risk of a CUDA OOM"))
+                        return None
+                    await asyncio.sleep(max(0.05, min(0.5, grace - (now - gone_at))))
+                    continue
+                if now > deadline:
+                    on_step(Step("release", "failed", f"GPU memory release NOT verified: no GPU readings in "
+                                                      f"{timeout:g} s ({why})"))
+                    raise ReleaseUnverified(_unverified(timeout, why, purpose, host, gone=grace is None))
+                if why not in said:  # once per distinct reason
+                    on_step(Step("release", "running", f"no GPU readings ({why}): waiting up to {timeout:g} s for "
+                                 "them (no readings is no proof of release)" if grace is None else
+                                 f"no GPU readings ({why}): waiting up to {timeout:g} s for them, or for the old "
+                                 f"run's processes to go (then {grace:g} s of unverified release grace)"))
+                    said.add(why)
+                await asyncio.sleep(0.5)
+                continue
             # telemetry that worked and is gone for a moment (a dropped link) is no proof of release: wait on
             if time.monotonic() > deadline:
                 on_step(Step("release", "failed", f"GPU memory release not verified in {timeout:g} s: {why}"))

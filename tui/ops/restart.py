@@ -21,13 +21,16 @@ from tui.lifecycle.flags import diff
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
 from tui.model import Failure, Outcome, Phase, Step, UnitState
 from tui.ops.engine_view import EngineView
-from tui.ops.errors import LockLost, RestartError, Superseded
+from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
 from tui.ops.guard import LockGuard, Progress
 from tui.ops.release_wait import old_pids, stop_progress, wait_for_release
 from tui.transport import TransportError
 
-__all__ = ["EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "RestartError", "Step", "Superseded",
-           "follow_new", "old_pids", "run", "stop", "wait_for_release"]
+#: how long a run that stopped with no failure of its own is watched for another run taking its place
+LATE_START_S = 3.0
+
+__all__ = ["EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "ReleaseUnverified", "RestartError", "Step",
+           "Superseded", "follow_new", "old_pids", "run", "stop", "wait_for_release"]
 
 
 async def _new_invocation(engine: EngineView, old: str, timeout: float = 30.0) -> UnitState:
@@ -94,6 +97,10 @@ async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_ste
                 await engine.settle_failure()
                 return s.phase, engine.state.failure
             if s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running:
+                if s.failure is None:
+                    other = await _started_after(engine, ours)
+                    if other is not None:
+                        raise await _superseded(ours, other, guard)
                 return Phase.FAILED, s.failure
         await engine.wait_changed(0.5)
     why = engine.endpoint_mismatch()
@@ -103,6 +110,20 @@ async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_ste
     still = f"; the server is still running: `bringup stop {engine.name}` stops it" if running else ""
     raise RestartError(f"not ready within {timeout:g} s (last phase: {engine.state.phase})"
                        + (f"; {why}" if why else "") + still)
+
+
+async def _started_after(engine: EngineView, ours: UnitState) -> UnitState | None:
+    """The run that replaced ours, when ours stopped with no failure of its own. Such a run was stopped, often by
+    hand to start another by hand; that start is seen a moment after the stop (a second `systemctl start`, a
+    second command), so the unit is read again for up to `LATE_START_S` before the stop is called our failure."""
+    deadline = time.monotonic() + LATE_START_S
+    while True:
+        unit = await engine.poll_unit()
+        if unit is not None and unit.invocation and unit.invocation != ours.invocation:
+            return None if unit.n_restarts > ours.n_restarts else unit  # Restart= ran ours again: our failure
+        if time.monotonic() >= deadline:
+            return None
+        await engine.wait_changed(0.25)
 
 
 def _per_node(mgr: object, step: Callable[[Step], None] | None) -> None:
@@ -184,6 +205,9 @@ async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Calla
     except (LockLost, Superseded) as e:
         return Outcome(False, engine.state.phase, str(e), invocation=progress.started, steps=tuple(steps),
                        superseded=True)
+    except ReleaseUnverified as e:  # no GPU readings for the whole wait: the start refused after it (exit 3)
+        return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       invocation=progress.started, refused=True, timed_out=True)
     except RestartError as e:  # GPU memory not released, or the new run never appeared, in time
         return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
                        invocation=progress.started, timed_out=True)
@@ -213,7 +237,9 @@ async def _locked_run(engine: EngineView, new_argv: Sequence[str] | None, step: 
     if not out.ok and do_rollback and wait_ready:
         with contextlib.suppress(TransportError, ManagerError):
             good = await mgr.read_saved_argv("ready")
-    if out.ok or out.timed_out or good is None or list(good) == list(guard.argv):
+    # no rollback after a refusal either (no readings of the GPUs, a command that cannot be run): the flags did not
+    # fail, and another start would meet the same refusal
+    if out.ok or out.timed_out or out.refused or good is None or list(good) == list(guard.argv):
         return replace(out, steps=tuple(steps))
     step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
     back = await _transaction(engine, good, step, guard, wait_ready=True, stop_first=True)
@@ -257,7 +283,7 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
     else:
         pids = {unit.main_pid} if unit.main_pid else set()
         step(Step("stop", "skipped", "was not running"))
-    snap = await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard)
+    snap = await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="start")
     if snap is not None and snap.gpus:
         engine.save_baseline(snap)
     await guard.check()  # the step that must never run twice at once: two starts into the same GPUs
@@ -276,11 +302,28 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
         asked = True
         progress.asked = "start"
         await mgr.start(argv)
-    await guard.act("start", start, also_runs=[(old_inv, False)], also_new_run=True)
+    try:
+        await guard.act("start", start, also_runs=[(old_inv, False)], also_new_run=True)
+    except ManagerError as e:  # the manager says no process began (a command that cannot be run): never "started"
+        if isinstance(e, LockHeld):
+            raise
+        progress.asked = ""  # answered: nothing is under way
+        step(Step("start", "failed", str(e)))
+        return Outcome(False, engine.state.phase, f"not started: {e}; left: {progress.left_in()}",
+                       refused=bool(getattr(e, "permanent", False)))
     ours = await _new_invocation(engine, old_inv)
     progress.started = ours.invocation
     guard.saw(ours)
-    step(Step("start", "done", f"started: pid {ours.main_pid}, invocation {ours.invocation[:12]}"))
+    if ours.main_pid:
+        step(Step("start", "done", f"started: pid {ours.main_pid}, invocation {ours.invocation[:12]}"))
+    elif ours.running:  # a run with no server process yet (systemd's ExecStartPre): not "started: pid 0"
+        step(Step("start", "done", f"run {ours.invocation[:12]} begun; its server process is not up yet"))
+    else:
+        ended = f"the new run {ours.invocation[:12]} ended before a server process of it was seen" + \
+            (f" (exit status {ours.exit_status})" if ours.exit_status is not None else "")
+        step(Step("start", "failed", ended))
+        if not wait_ready:
+            return Outcome(False, engine.state.phase, ended, invocation=ours.invocation)
     if not wait_ready:
         return Outcome(True, engine.state.phase, "started", invocation=ours.invocation)
     try:
@@ -324,6 +367,8 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
         return Outcome(False, engine.state.phase, str(e), steps=tuple(steps), refused=True)
     except LockLost as e:
         return Outcome(False, engine.state.phase, str(e), steps=tuple(steps), superseded=True)
+    except ReleaseUnverified as e:  # stopped, but no GPU readings say its memory is free: not "stopped" (exit 3)
+        return Outcome(False, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps), refused=True, timed_out=True)
     except RestartError as e:
         return Outcome(False, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps), timed_out=True)
     except (ManagerError, TransportError) as e:
@@ -357,6 +402,6 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     took = time.monotonic() - t0
     guard.saw(await engine.poll_unit())
     step(Step("stop", "done", f"stopped in {took:.1f} s"))
-    await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard)
+    await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="stop")
     return Outcome(True, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
                    stop_s=round(took, 1))

@@ -6,6 +6,10 @@ its server after it). The CLI renders the events as text lines or JSON Lines; no
 
 It never declares "stopped" from one look: a unit seen stopped is given `STOPPED_GRACE_S`, and a restart or start
 under way (its lock held) is waited for, since between its stop and its start the unit looks stopped too.
+
+It reports what is true now, never an old run's news as if new: the phases of a run that had stopped before the
+wait first saw it (its log read back: starting ... ready, stopping, stopped) are not reported; the wait ends with
+"stopped", its current state. A run seen running is followed from its first phase.
 """
 
 from __future__ import annotations
@@ -164,6 +168,11 @@ def _stopped(s: LifecycleState) -> bool:
     return s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running
 
 
+def _over(s: LifecycleState) -> bool:
+    """The run the state is of has stopped (or is stopping) and its process is gone: its phases are history."""
+    return s.phase in (Phase.STOPPED, Phase.STOPPING) and s.unit is not None and not s.unit.running
+
+
 async def _start_in_progress(engine: WaitEngine) -> bool:
     """Whether a restart, start or stop holds the deployment's lock: the unit looks stopped between its stop and
     its start. Reads the holder's record and checks the holder is alive on the host; never takes the lock (that,
@@ -225,8 +234,15 @@ async def wait(engine: WaitEngine, timeout: float, on_event: Callable[[WaitEvent
     stopped_at: float | None = None
     reported = ""
     stall = _Stall()
+    #: the runs (by invocation) this wait has seen under way, or that began after it did: only their phases are news
+    live: set[str] = set()
+    began = time.time()
     while True:
         s = engine.state
+        if (s.unit is None or s.unit.running or not _over(s)
+                or (s.invocation_started is not None and s.invocation_started >= began)
+                or (min_invocation and s.invocation and s.invocation != min_invocation)):
+            live.add(s.invocation)
         if engine.permanent_error is not None:
             return end(GaveUp(s.phase, s.invocation, str(engine.permanent_error)))
         problem, source = _problem(engine, stale_after)
@@ -237,7 +253,7 @@ async def wait(engine: WaitEngine, timeout: float, on_event: Callable[[WaitEvent
         if stall.noticed(note, s.phase):
             on_event(StallNoticed(note, s.phase, s.stalled_for or 0.0))
         fresh = not min_invocation or (s.invocation and s.invocation != min_invocation)
-        if fresh and s.timeline != shown:
+        if fresh and s.timeline != shown and s.invocation in live:
             for t in s.timeline[len(shown):] if s.timeline[: len(shown)] == shown else s.timeline:
                 t_first = t_first or t.at
                 on_event(PhaseReached(t.phase, t.at, t.line, t.at - t_first))

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input, Static
 
 from tui.lifecycle.flags import FlagChange
 from tui.lifecycle.presets import FlagSpec, FlagValueError
+from tui.words import plural
 
 TITLE = "Flags · space: toggle/edit · its key: toggle · a: apply + restart · u: undo last · esc: close"
 #: the value column's widest (a longer value, a model path, is cut there; the pending line has it whole)
@@ -25,6 +26,11 @@ VALUE_MAX = 30
 ABOUT_MIN = 16
 #: the value column's narrowest, when the terminal is narrow (longer values are cut; the editor shows them whole)
 VALUE_MIN = 8
+
+
+def title_for(target: str) -> str:
+    """The dialog's title, naming what `a` will restart (`sim-d on gpu-b`) before the keys."""
+    return TITLE.replace("Flags · ", f"Flags · {target} · ", 1) if target else TITLE
 
 
 def kind_text(f: FlagSpec) -> str:
@@ -56,8 +62,11 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         Binding("escape", "cancel", "Close", id="flags.close"),
     ]
 
-    def __init__(self, specs: list[FlagSpec], values: dict[str, str | None], favourites: list[str]) -> None:
+    def __init__(self, specs: list[FlagSpec], values: dict[str, str | None], favourites: list[str], *,
+                 target: str = "") -> None:
+        """`target`: the deployment and its host (`sim-d on gpu-b`), named in the title: `a` restarts it."""
         super().__init__()
+        self.title_text = title_for(target)
         order = {n: i for i, n in enumerate(favourites)}
         self.specs = sorted(specs, key=lambda f: order.get(f.name, len(order)))
         self.values = values
@@ -76,7 +85,8 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-dialog"):
-            yield Static(TITLE, id="dialog-title")
+            # Text, not markup: the names come from the config
+            yield Static(Text(self.title_text), id="dialog-title")
             yield FlagTable(id="flags-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="flag-input-label", classes="hidden")
             yield Input(id="flag-input", classes="hidden")
@@ -310,6 +320,6 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         n = len(self.pending)
         if n:
             what = "; ".join(ch.describe() for ch in self.pending.values())
-            self.notify(f"{n} pending flag change{'s' if n > 1 else ''} dropped ({what}): nothing was changed on "
-                        "the server", severity="warning", timeout=6, markup=False)  # values are the user's text
+            self.notify(f"{plural(n, 'pending flag change')} dropped ({what}): nothing was changed on the server",
+                        severity="warning", timeout=6, markup=False)  # values are the user's text
         self.dismiss(None)

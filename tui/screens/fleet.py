@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
@@ -28,6 +29,10 @@ from widgets.fleet import FleetRow, FleetTable, SortKey
 _BAR = (("restart", "restart"), ("flags", "flags"), ("start_stop", "start/stop"), ("fleet.open", "open"),
         ("fleet.filter", "filter"), ("fleet.sort_name", "name"), ("fleet.sort_host", "host"),
         ("fleet.sort_phase", "phase"), ("fleet.help", "help"), ("fleet.quit", "quit"))
+#: the sort keys, as one entry of the bar where the whole bar does not fit (80 columns): "N/H/P sort"
+_SORTS = ("fleet.sort_name", "fleet.sort_host", "fleet.sort_phase")
+#: where even that does not fit, these leave the bar, in this order (help lists every key; help and quit stay)
+_BAR_DROP = ("fleet.sort", "fleet.filter", "fleet.open", "start_stop", "flags", "restart")
 
 
 class FleetScreen(ModalScreen[None]):
@@ -114,13 +119,36 @@ class FleetScreen(ModalScreen[None]):
         # Content, not a str: a str is read as markup, and the filter is the operator's text
         t.border_subtitle = Content(subtitle)
 
-    def _show_keys(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        self._show_keys(event.size.width)
+
+    def _show_keys(self, width: int | None = None) -> None:
+        """The key bar: every key with a one-word label where it fits; else the sort keys as one entry, then the
+        least needed keys leave it (_BAR_DROP), never help or quit: each key stays whole, none is cut off."""
         bindings = {b.id: b for b in self.BINDINGS if isinstance(b, Binding)}
         bindings |= {ab.binding.id: ab.binding for ab in self.active_bindings.values()}  # as remapped
-        t = Text()
-        for bid, label in _BAR:
-            t.append(f" {self.app.get_key_display(bindings[bid])}", style="bold")
-            t.append(f" {label} ")
+        keys = [(bid, self.app.get_key_display(bindings[bid]), label) for bid, label in _BAR]
+        width = width or self.size.width or 200
+
+        def bar(entries: list[tuple[str, str, str]]) -> Text:
+            t = Text()
+            for _, key, label in entries:
+                t.append(f" {key}", style="bold")
+                t.append(f" {label} ")
+            return t
+
+        t = bar(keys)
+        if t.cell_len > width:
+            first = next(i for i, (bid, _, _) in enumerate(keys) if bid in _SORTS)
+            sorts = "/".join(k for bid, k, _ in keys if bid in _SORTS)
+            keys = [e for e in keys if e[0] not in _SORTS]
+            keys.insert(first, ("fleet.sort", sorts, "sort"))
+            t = bar(keys)
+        for bid in _BAR_DROP:
+            if t.cell_len <= width:
+                break
+            keys = [e for e in keys if e[0] != bid]
+            t = bar(keys)
         self.query_one("#fleet-keys", Static).update(t)
 
     # ------------------------------------------------------------------ keys

@@ -31,10 +31,11 @@ class PickerScreen(ModalScreen[str | None]):
     AUTO_FOCUS = "#picker"
 
     def __init__(self, names: list[tuple[str, str]], current: str,
-                 phases: dict[str, tuple[Phase | None, str]] | None = None) -> None:
+                 phases: dict[str, tuple[Phase | None, str]] | None = None, *, title: str = "Deployments") -> None:
         """`names`: (deployment, what it is); `phases`: for each deployment, its phase (None: not known) and how
-        to say it ("ready", "ready 5 min ago", "not watched yet")."""
+        to say it ("ready", "ready 5 min ago", "not watched yet"); `title`: names the one shown now, and its host."""
         super().__init__()
+        self.title_text = title
         self.names = names
         self.current = current
         self.phases = phases or {}
@@ -51,7 +52,7 @@ class PickerScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static("Deployments", id="dialog-title")
+            yield Static(Content(self.title_text), id="dialog-title")  # not markup: names from the config
             yield OptionList(*(Option(self._prompt(n, desc), id=n) for n, desc in self.names), id="picker")
 
     def on_mount(self) -> None:
