@@ -195,7 +195,7 @@ def test_the_restore_says_what_it_did(tmp_path: Path, keep: str, steps: list[tup
     s.meta(meta)
     out = render_report(read_results(tmp_path), 120, 40)
     assert want in out, out
-    assert "1 configurations x 1 cells" in out
+    assert "1 configuration x 1 cell," in out
 
 
 # ------------------------------------------------------------------------------------------------ 8: the best

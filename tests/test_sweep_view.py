@@ -157,8 +157,10 @@ def test_the_report_has_every_series_the_front_the_failure_and_the_invalid_cell(
     assert f"{FAILED}: failed in graph-capture (cuda-graph)" in out
     assert EXCERPT in out and HINT in out
     assert f"{CONFIGS[1]} {CELLS[4]}: invalid: {RESTARTED}" in out
-    best = max(tok_s(n, c) for n in CONFIGS[:3] for c in CELLS)
-    assert f"best: {best:,.0f} tok/s, {CONFIGS[2]} at p1024-o256-c32-r0" in out
+    # 7 % apart, each cell's TPOT 33 % from p50 to p90: summary.md's rule names no best, nor does the report
+    assert f"no clear best (within spread): {CONFIGS[2]} 1,359 vs {CONFIGS[1]} 1,276 vs {CONFIGS[0]} 1,192 tok/s " \
+           f"mean at concurrency 32; highest mean {CONFIGS[2]}" in out, out
+    assert "\nbest: " not in out
     assert "[16]" in out  # the best configuration's flags, brackets and all
     colored = render_report(read_results(tmp_path), 120, 40, color=True)
     assert "\x1b[" in colored
@@ -271,7 +273,7 @@ async def test_the_matrix_fills_in_as_records_are_appended(tmp_path: Path, monke
         assert shown(screen, CONFIGS[0], CELLS[1]) == "…"
         head = static_text(screen, "#sweep-head")
         assert "ETA " in head and "23 cells x 40 s + 3 bring-ups" in head, head
-        assert f"best so far: {value} tok/s  {CONFIGS[0]}" in head, head
+        assert f"best so far: {CONFIGS[0]}  {value} tok/s mean at concurrency 1" in head, head
 
         # a line being written: not shown until its newline comes
         line = json.dumps(cell(CONFIGS[0], CELLS[1], T0 + 500, "inv0"))

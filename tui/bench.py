@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
+from tui.words import plural
+
 #: the most streams at once that bringup's benchmark client drives, for `bringup bench --concurrency` and a sweep's
 #: `matrix.concurrency` alike (one rule, one place). Why a limit: the client is one Python process, one event loop
 #: parsing every stream and one open connection (a file descriptor) per stream, and a common soft limit on open
@@ -170,8 +172,11 @@ async def bench(endpoint: str, concurrency: list[int], *, requests: int | None =
 
 
 def render(result: dict[str, object]) -> str:
-    lines = [f"{result['model']} at {result['endpoint']}  (prompt ~{result['prompt_tokens']} tokens, "
-             f"max {result['max_tokens']} new tokens)",
+    def count(v: object, word: str) -> str:
+        return plural(v, word) if isinstance(v, int) else f"{v} {word}s"
+
+    lines = [f"{result['model']} at {result['endpoint']}  (prompt ~{count(result['prompt_tokens'], 'token')}, "
+             f"max {count(result['max_tokens'], 'new token')})",
              f"{'conc':>5} {'ok':>7} {'agg tok/s':>10} {'stream tok/s':>13} {'TTFT p50':>9} {'TTFT p90':>9}"]
     for lv in result["levels"]:  # type: ignore[attr-defined]
         def s(v: float | None, fmt: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -49,14 +50,35 @@ async def prepare(w: Engine, say: Callable[[str], None] = _stderr, *, restart_ru
     else:
         port = urlsplit(w.dep.endpoint).port or 80
         if await _listening("127.0.0.1", port):  # found now, not as a "port-in-use" failure seconds into a start
+            other = free_port_after(port)
             raise ManagerError(f"port {port} on 127.0.0.1 is taken by another program: run the demo on another "
-                               f"port, e.g. BRINGUP_DEMO_PORT={port + 1} bringup demo")
+                               + (f"port, e.g. BRINGUP_DEMO_PORT={other} bringup demo" if other is not None else
+                                  "port: BRINGUP_DEMO_PORT=<a free port> bringup demo"))
     # the flags are written by the protocol, under the lock: never beside a restart someone else is making
     out = await protocol.run(w, wanted, quiet, wait_ready=False, stop_first=unit.running, purpose="demo")
     if not out.ok:  # refused, superseded, or nothing started: not this console's demo to stop on exit
         raise ManagerError(out.message)
     await w.manager.save_argv("ready", wanted)
     return True
+
+
+#: how many ports after a taken one the demo tries before it suggests one
+PORT_TRIES = 20
+
+
+def free_port_after(port: int, tries: int = PORT_TRIES) -> int | None:
+    """The first of the next `tries` ports that can be bound on 127.0.0.1 now, or None. Checked, not guessed: the
+    port after a taken one is often taken too (a second demo, a neighbour's server), and advice that fails the
+    same way sends the user round in circles. Without SO_REUSEADDR, so a port in TIME_WAIT counts as taken: the
+    suggestion errs towards a port that is surely free."""
+    for candidate in range(port + 1, min(port + 1 + tries, 65536)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return candidate
+    return None
 
 
 async def _listening(host: str, port: int) -> bool:

@@ -25,6 +25,7 @@ from tui.sweep.board import Board, CellView, ConfigView, Mark, board, column_lab
 from tui.sweep.charts import draw_pareto, draw_throughput, pareto_points, throughput_series, workloads
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import RESTORE, CellRecord, ConfigRecord, StepRecord
+from tui.words import plural
 from widgets.lifecycle import set_text
 
 NAME_COL, STATUS_COL = "_config", "_status"
@@ -68,24 +69,27 @@ def head_text(b: Board, live: LiveSweep, now: float) -> Text:
             t.append(f"  {fmt_duration(end - meta.started_at)}", style="dim")
     else:
         t.append("sweep (sweep.json not written yet)", style="dim")
-    t.append(f"  {b.measured}/{b.total} cells")
+    t.append(f"  {b.measured}/{plural(b.total, 'cell')}")
     if b.eta is not None:
         t.append("  ETA ")
         t.append(time.strftime("%H:%M", time.localtime(now + b.eta.seconds)), style="bold")
-        t.append(f" (in {fmt_duration(b.eta.seconds)}: {b.eta.cells_left} cells x "
+        t.append(f" (in {fmt_duration(b.eta.seconds)}: {plural(b.eta.cells_left, 'cell')} x "
                  f"{fmt_duration(b.eta.mean_cell_s)}", style="dim")
         if b.eta.bringups_left:
-            t.append(f" + {b.eta.bringups_left} bring-ups", style="dim")
+            t.append(f" + {plural(b.eta.bringups_left, 'bring-up')}", style="dim")
         t.append(")", style="dim")
     elif live.running:
         t.append("  ETA after the first cell", style="dim")
-    t.append("\nbest so far: " if live.running else "\nbest: ", style="dim")
+    so_far = " so far" if live.running else ""
     if b.best is None:
-        t.append("none yet", style="dim")
-    else:
-        t.append(f"{fmt_tok_s(b.best.tok_s)} tok/s", style="bold green")
-        t.append(f"  {b.best.config}", style="bold")
-        t.append(f"  at {b.best.cell}", style="dim")
+        t.append(f"\nbest{so_far}: none yet", style="dim")
+    elif b.best.clear:
+        t.append(f"\nbest{so_far}: ", style="dim")
+        t.append(b.best.config, style="bold green")
+        t.append(f"  {b.best.figures}", style="dim")
+    else:  # a lead inside the configurations' own spread is no best: summary.md's rule (tui/sweep/summary.py)
+        t.append(f"\nno clear best (within spread){so_far}: ", style="yellow")
+        t.append(b.best.figures, style="dim")
     if b.end is not None and b.rows:  # the sweep's last step, after every configuration: not one of them
         t.append("   end: ", style="dim")
         t.append(f"{b.end.action}: ")
@@ -124,7 +128,7 @@ def config_detail(name: str, rec: ConfigRecord | None, status: str) -> Text:
     if rec.ready_s is not None:
         t.append(f"  ready in {fmt_duration(rec.ready_s)}", style="dim")
     if rec.attempts > 1:
-        t.append(f"  {rec.attempts} attempts", style="dim")
+        t.append(f"  {plural(rec.attempts, 'attempt')}", style="dim")
     if rec.flags:
         t.append("\nflags: ", style="dim")
         t.append("  ".join(f"--{k}" if v is True else f"--{k} {v}" if v is not None else f"(no --{k})"
@@ -160,7 +164,7 @@ def cell_detail(config: str, cell: str, view: CellView) -> Text:
         t.append(f"  {fmt_tok_s(m.tok_s_user)}/user")
     if m.tok_s_gpu is not None:
         t.append(f"  {fmt_tok_s(m.tok_s_gpu)}/GPU")
-    t.append(f"  {m.req_s:.2f} req/s  {m.completed} requests")
+    t.append(f"  {m.req_s:.2f} req/s  {plural(m.completed, 'request')}")
     if m.failed:
         t.append(f"  {m.failed} failed", style="bold yellow")
     lat = []

@@ -128,15 +128,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
-    from tui.bench import BenchError, bench, render
+    from tui.bench import MAX_CONCURRENCY, BenchError, bench, render
     from tui.engine import Engine
 
     try:
         levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--concurrency takes numbers like 1,4,16, not {args.concurrency!r}") from None
-    if not levels or min(levels) < 1 or max(levels) > 1024:
-        raise UsageError("--concurrency levels must be between 1 and 1024")
+    if not levels or min(levels) < 1 or max(levels) > MAX_CONCURRENCY:  # the sweep's limit too: one rule
+        raise UsageError(f"--concurrency levels must be between 1 and {MAX_CONCURRENCY}")
     if min(args.prompt_tokens, args.max_tokens) < 1 or (args.requests is not None and args.requests < 1):
         raise UsageError("--prompt-tokens, --max-tokens and --requests must be positive")
     name, dep = settings.deployment(args.deployment)

@@ -20,6 +20,7 @@ from typing import Any
 
 from tui.config import Settings
 from tui.exit_codes import ExitCode
+from tui.words import plural
 
 from .actions import _confirmed, with_release_grace
 from .args import UsageError
@@ -48,7 +49,8 @@ def _dry_run(name: str, plan: Any, as_json: bool) -> int:
                                      "requests": plan.requests_for(c)} for c in plan.cells],
                           "estimate_s": round(est), "assumptions": assume}))
         return ExitCode.OK
-    print(f"sweep {plan.name} on {name}: {len(plan.configs)} configurations x {len(plan.cells)} cells")
+    print(f"sweep {plan.name} on {name}: {plural(len(plan.configs), 'configuration')} x "
+          f"{plural(len(plan.cells), 'cell')}")
     for c in plan.configs:
         print(f"  config {c.name}: {flag_words(c.flags) or '(original flags)'}")
     m = plan.matrix
@@ -56,10 +58,11 @@ def _dry_run(name: str, plan: Any, as_json: bool) -> int:
     for c in plan.cells:
         n = plan.requests_for(c)
         print(f"  cell {c.id}: prompt {c.prompt_tokens or 'dataset'}, output {c.output_tokens}, concurrency "
-              f"{c.concurrency}, " + (f"{n} requests" if n is not None else per))
+              f"{c.concurrency}, " + (plural(n, 'request') if n is not None else per))
     if plan.slo is not None and plan.slo.describe():
         print(f"  SLO for goodput: {plan.slo.describe()}")
-    print(f"estimated time: {est / 60:.0f} min ({assume}; warmup {m.warmup_requests} requests per configuration)")
+    print(f"estimated time: {est / 60:.0f} min ({assume}; warmup {plural(m.warmup_requests, 'request')} per "
+          "configuration)")
     return ExitCode.OK
 
 
@@ -109,8 +112,8 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
         out_dir = Path(args.out) if args.out else default_results_dir(settings.state_path(), name)
         if (out_dir / RECORDS_FILE).exists():
             raise UsageError(f"{out_dir} already holds a sweep's records: --resume {out_dir} continues it")
-    if not _confirmed(f"Sweep {name} on {w.host_name}: {len(plan.configs)} configurations, each a restart, "
-                      f"{len(plan.cells)} cells each?", args.yes):
+    if not _confirmed(f"Sweep {name} on {w.host_name}: {plural(len(plan.configs), 'configuration')}, each a "
+                      f"restart, {plural(len(plan.cells), 'cell')} each?", args.yes):
         return error("cancelled; nothing changed", ExitCode.USAGE, args.json)
 
     def echo(record: dict[str, Any]) -> None:
@@ -170,18 +173,26 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(done), flush=True)
     else:
-        kept = f" ({result.new_cells} new, {result.resumed_cells} resumed)" if result.resumed_cells else ""
-        print(f"sweep {result.status}: {result.valid_cells} valid cells{kept}, {result.invalid_cells} invalid, "
-              f"{len(result.failed_configs)} configurations failed" + (f" ({', '.join(result.failed_configs)})"
-                                                                         if result.failed_configs else ""))
-        if result.best and result.best_clear:
-            print(f"best: {result.best} (summary: {out_dir / 'summary.md'})")
-        elif result.best:
-            print(f"no clear best: within spread; highest mean {result.best} (summary: {out_dir / 'summary.md'})")
+        for line in end_lines(result, out_dir):
+            print(line)
         if result.status == "interrupted":
             now = f"the deployment runs configuration {runner.current} (not restored); " if runner.current else ""
             print(f"interrupted: {now}resume with: {resume_hint}", file=sys.stderr)
     return code
+
+
+def end_lines(result: Any, out_dir: Path) -> list[str]:
+    """The last lines of a sweep without --json: what it measured, what failed, and its best by the one rule
+    (tui/sweep/summary.py `verdict`, as summary.md, `sweep report` and the console say it)."""
+    kept = f" ({result.new_cells} new, {result.resumed_cells} resumed)" if result.resumed_cells else ""
+    out = [f"sweep {result.status}: {plural(result.valid_cells, 'valid cell')}{kept}, {result.invalid_cells} "
+           f"invalid, {plural(len(result.failed_configs), 'configuration')} failed"
+           + (f" ({', '.join(result.failed_configs)})" if result.failed_configs else "")]
+    if result.best and result.best_clear:
+        out.append(f"best: {result.best} (summary: {out_dir / 'summary.md'})")
+    elif result.best:
+        out.append(f"no clear best (within spread); highest mean {result.best} (summary: {out_dir / 'summary.md'})")
+    return out
 
 
 def _on_ctrl_c(runner: Any, name: str) -> None:
@@ -216,8 +227,9 @@ def echo_text(record: dict[str, object], say: Callable[[str], None]) -> None:
                 f"{str(record['invocation'])[:12]})")
         else:
             what = f"{f['kind']} in {f['phase']}; hint: {f['hint']}" if isinstance(f, dict) else ""
-            say(f"config {record['config']}: {str(record['status']).upper()} after {record['attempts']} attempt(s): "
-                f"{what}")
+            n = record["attempts"]
+            tries = plural(n, "attempt") if isinstance(n, int) else f"{n} attempts"
+            say(f"config {record['config']}: {str(record['status']).upper()} after {tries}: {what}")
     elif t == "cell":
         m = record["metrics"]
         assert isinstance(m, dict)

@@ -256,4 +256,6 @@ class Prober:
         # the answer's own count; a server that gives none: the tokens asked for, the most it can have made
         self.generated.ended(gen, time.time(), n if n > 0 else None)
         ok = bool(text) or n > 0
-        return self._result("generate", t0, ok, r.status_code, f"{n} tokens" if ok else "empty completion")
+        from tui.words import plural  # "1 token", never "1 tokens"
+
+        return self._result("generate", t0, ok, r.status_code, plural(n, "token") if ok else "empty completion")

@@ -29,6 +29,7 @@ from tui.lifecycle.nodes import node_argv, pid_key
 from tui.managers import AsyncLock, Manager, ManagerError
 from tui.model import LockInfo, LogLine, UnitState
 from tui.transport import TransportError
+from tui.words import plural
 
 T = TypeVar("T")
 
@@ -62,7 +63,7 @@ class MultiNodeManager:
         self.node_flags = tuple(node_flags)
         head = self.nodes[0].manager
         self.kind = head.kind
-        self.target = f"{head.target} on {len(self.nodes)} nodes ({', '.join(n.name for n in self.nodes)})"
+        self.target = f"{head.target} on {plural(len(self.nodes), 'node')} ({', '.join(n.name for n in self.nodes)})"
         #: per step of a restart, per node ("gpu-b: stopped in 1.2 s"); the restart protocol sets it
         self.progress: Callable[[str, str], None] | None = None
         #: head invocation -> the worker invocations bound to that run ("" while not yet seen)

@@ -14,6 +14,7 @@ from statistics import fmean
 
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import DONE, RUNNING, CellRecord, ConfigRecord, StepRecord
+from tui.sweep.summary import verdict
 
 _CELL_ID = re.compile(r"^p(\d+)-o(\d+)-c(\d+)-r(\d+)$")
 
@@ -84,9 +85,30 @@ class Eta:
 
 @dataclass(frozen=True, slots=True)
 class Best:
+    """The best configuration so far by the sweep's one rule (`verdict` in tui/sweep/summary.py, which summary.md
+    and the end of `bringup sweep` use too): the highest mean tokens/s total of its valid cells at the highest
+    concurrency measured. `within`: the others no further from it than the spread of their own measurements, with
+    their means; none, a clear best. A single cell's peak is not it: one lucky cell would crown a configuration the
+    summary then calls within spread."""
+
     config: str
-    cell: str
     tok_s: float
+    concurrency: int
+    within: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def clear(self) -> bool:
+        return not self.within
+
+    @property
+    def figures(self) -> str:
+        """What the claim rests on: "1,234 tok/s mean at concurrency 32", or with others within spread
+        "a 209.4 vs b 203.7 tok/s mean at concurrency 8"."""
+        at = f"tok/s mean at concurrency {self.concurrency}"
+        if self.clear:
+            return f"{fmt_tok_s(self.tok_s)} {at}"
+        group = ((self.config, self.tok_s), *self.within)
+        return " vs ".join(f"{name} {fmt_tok_s(v)}" for name, v in group) + f" {at}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,11 +251,11 @@ def _running_cell(live: LiveSweep, config: str, cells: tuple[str, ...]) -> str |
 
 
 def best(live: LiveSweep) -> Best | None:
-    """The highest tokens/s total of any valid cell so far."""
-    found = max((r for r in live.cells.values() if r.valid), key=lambda r: r.metrics.tok_s_total, default=None)
-    if found is None or found.metrics.tok_s_total <= 0:
+    """The best configuration so far, by the rule summary.md states (`verdict`): None before a valid cell."""
+    v = verdict((r for r in live.cells.values() if r.valid), live.all_configs())
+    if v is None or v.best.tok_s <= 0:
         return None
-    return Best(found.config, found.cell, found.metrics.tok_s_total)
+    return Best(v.best.config, v.best.tok_s, v.concurrency, tuple((s.config, s.tok_s) for s in v.within))
 
 
 def eta(live: LiveSweep, now: float) -> Eta | None:

@@ -20,6 +20,7 @@ from typing import Any
 from tui.sweep.board import Board, ConfigView, Mark, board, column_label, fmt_duration, fmt_tok_s, parse_cell_id
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import SweepResults
+from tui.words import noun, plural
 
 #: one per configuration, in order, cycling: a colour for the console, a marker for a report without colours
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "gray")
@@ -94,7 +95,7 @@ def _finite(v: float | None) -> bool:
 
 
 def _title(workload: tuple[int, int]) -> str:
-    return f"prompt {workload[0]} / output {workload[1]} tokens"
+    return f"prompt {workload[0]} / output {workload[1]} {noun(workload[1], 'token')}"
 
 
 def draw_throughput(plt: Any, series: dict[str, list[Point]], workload: tuple[int, int], *,
@@ -234,33 +235,34 @@ def report_text(live: LiveSweep, width: int = 100, height: int = 40, *, color: b
     b = board(live, at)
     out: list[str] = []
     if meta is not None:
-        out.append(f"sweep of {meta.deployment} @ {meta.host}: {meta.status}, {len(b.rows)} configurations x "
-                   f"{len(b.cells)} cells, {b.measured} measured")
+        out.append(f"sweep of {meta.deployment} @ {meta.host}: {meta.status}, {plural(len(b.rows), 'configuration')} "
+                   f"x {plural(len(b.cells), 'cell')}, {b.measured} measured")
     else:
-        out.append(f"sweep (no sweep.json): {b.measured} cells measured")
+        out.append(f"sweep (no sweep.json): {plural(b.measured, 'cell')} measured")
     out.append("")
     out.append(matrix_text(b, width))
     for r in b.rows:
         rec = r.record
         if r.state == "failed" and rec is not None and rec.failure is not None:
             f = rec.failure
-            out.append(f"{r.name}: failed in {f.phase or '?'} ({f.kind or 'unknown'}) after {rec.attempts} "
-                       f"attempt(s)")
+            out.append(f"{r.name}: failed in {f.phase or '?'} ({f.kind or 'unknown'}) after "
+                       f"{plural(rec.attempts, 'attempt')}")
             out += [f"  | {line}" for line in f.excerpt[-5:]]
             if f.hint:
                 out.append(f"  hint: {f.hint}")
     invalid = [c.record for r in b.rows for c in r.cells if c.mark == Mark.INVALID and c.record is not None]
     for bad in invalid:
         out.append(f"{bad.config} {bad.cell}: invalid: {bad.reason or 'no reason given'}")
-    if b.best is not None:
+    if b.best is not None:  # the rule summary.md states: a lead inside the spread is no best
         flags = live.configs[b.best.config].flags if b.best.config in live.configs else {}
         shown = " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in flags.items() if v is not None)
-        out.append(f"best: {fmt_tok_s(b.best.tok_s)} tok/s, {b.best.config} at {b.best.cell}"
-                   + (f" ({shown})" if shown else ""))
+        shown = f" ({shown})" if shown else ""
+        out.append(f"best: {b.best.config}, {b.best.figures}{shown}" if b.best.clear else
+                   f"no clear best (within spread): {b.best.figures}; highest mean {b.best.config}{shown}")
     if b.end is not None and b.rows:
         out.append(f"end: {b.end.text}")
     if b.eta is not None:
-        out.append(f"ETA {fmt_duration(b.eta.seconds)} ({b.eta.cells_left} cells left, "
+        out.append(f"ETA {fmt_duration(b.eta.seconds)} ({plural(b.eta.cells_left, 'cell')} left, "
                    f"{fmt_duration(b.eta.mean_cell_s)} each)")
     configs = live.all_configs()
     chart_h = max(12, min(30, height // 2))

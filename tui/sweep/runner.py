@@ -51,6 +51,7 @@ from tui.sweep.results import (
 )
 from tui.sweep.summary import best_config, best_overall, write_summaries
 from tui.transport import TransportError
+from tui.words import plural
 
 #: how often the unit is read during a cell: a crash is noticed within this, and the cell's requests cancelled
 POLL_S = 0.5
@@ -130,7 +131,7 @@ class SweepRunner:
         if not mgr.can_control:
             raise SweepAborted(f"{self.engine.name} is observe-only: bringup cannot restart it")
         n = len(self.plan.configs)
-        lock = mgr.lock(f"sweep {self.engine.name}", f"sweep {self.plan.name}: {n} configurations")
+        lock = mgr.lock(f"sweep {self.engine.name}", f"sweep {self.plan.name}: {plural(n, 'configuration')}")
         status, message = FAILED, ""
         try:
             async with lock as info:
@@ -214,7 +215,8 @@ class SweepRunner:
             self._step(config.name, Step("resume", "skipped", "every cell valid in the results resumed"))
             return
         if len(todo) < len(self.plan.cells):
-            self._step(config.name, Step("resume", "done", f"{len(self.plan.cells) - len(todo)} valid cells kept, "
+            kept = len(self.plan.cells) - len(todo)
+            self._step(config.name, Step("resume", "done", f"{plural(kept, 'valid cell')} kept, "
                                                            f"{len(todo)} to measure"))
         ready = await self._bring_up(config, first=True)
         if not ready:
@@ -350,7 +352,7 @@ class SweepRunner:
             return False
         ok = sum(r.ok for r in results)
         self._step(config.name, Step("warmup", "done" if ok == n else "failed",
-                                     f"{ok}/{n} warmup requests in {time.time() - t0:.1f} s"))
+                                     f"{ok}/{plural(n, 'warmup request')} in {time.time() - t0:.1f} s"))
         return True
 
     async def _counters(self) -> SpecCounters | None:
@@ -400,13 +402,9 @@ class SweepRunner:
         if why:
             return CellRecord(config.name, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency,
                               cell.repeat, False, why[0], attempt, inv, m, time.time())
-        reason = ""
-        if m.completed == 0:
-            reason = f"every request failed ({m.failed})"
-        elif m.failed:
-            reason = f"{m.failed} of {m.failed + m.completed} requests failed"
         return CellRecord(config.name, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency,
-                          cell.repeat, m.completed > 0, reason, attempt, inv, m, time.time())
+                          cell.repeat, m.completed > 0, failed_requests(m.failed, m.completed), attempt, inv, m,
+                          time.time())
 
     async def _watch(self, inv: str, why: list[str]) -> None:
         """During a cell: the same invocation, running and ready, read every POLL_S; returns at the first change."""
@@ -463,6 +461,13 @@ class SweepRunner:
         self._step(RESTORE, Step("restore", "running", f"putting the deployment back on the {name}"))
         out = await self._restart(RESTORE, target)
         self._step(RESTORE, Step("restore", "done" if out.ok else "failed", f"{name}: {out.message}"))
+
+
+def failed_requests(failed: int, completed: int) -> str:
+    """A cell's reason from its failed requests ("" for none): "1 of 1 request failed", never "of 1 requests"."""
+    if completed == 0:
+        return f"every request failed ({failed})"
+    return f"{failed} of {plural(failed + completed, 'request')} failed" if failed else ""
 
 
 def _invalid(config: str, cell: Cell, attempt: int, reason: str, invocation: str | None) -> CellRecord:

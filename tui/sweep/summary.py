@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from tui.sweep.results import (
     SweepResults,
     read_results,
 )
+from tui.words import noun, plural
 
 SCALARS = ("completed", "failed", "duration_s", "tok_s_total", "tok_s_user", "tok_s_gpu", "req_s", "goodput_rps",
            "slo", "accept_len", "accept_rate", "accept_note")
@@ -98,7 +100,9 @@ def cell_spread(cells: list[CellRecord]) -> Spread | None:
         c = group[0]
         for label, st in (("TPOT", c.metrics.tpot_ms), ("E2E latency", c.metrics.e2el_ms)):
             if st.p50 and st.p90 is not None:
-                found.append(Spread(abs(st.p90 - st.p50) / st.p50, f"its {c.metrics.completed} requests' {label} "
+                n = c.metrics.completed
+                whose = noun(n, "request's", "requests'")
+                found.append(Spread(abs(st.p90 - st.p50) / st.p50, f"its {n} {whose} {label} "
                                     f"p50 {st.p50:.1f} to p90 {st.p90:.1f} ms"))
                 break
     return max(found, key=lambda s: s.rel, default=None)
@@ -117,11 +121,19 @@ def _within(a: float, b: float, sa: Spread | None, sb: Spread | None) -> bool:
 
 
 def best_overall(res: SweepResults) -> Verdict | None:
-    cells = res.valid_cells()
+    """The best configuration of a results directory, and whether its lead is clear: see `verdict`."""
+    return verdict(res.valid_cells(), res.meta.configs if res.meta else ())
+
+
+def verdict(valid: Iterable[CellRecord], configs: Sequence[str] = ()) -> Verdict | None:
+    """The one rule for "best", from valid cells (one per configuration and cell), ties to the first of `configs`.
+    summary.md, the end of `bringup sweep`, `bringup sweep report` and the console's sweep view all call it, so
+    none of them names a best that another calls within spread."""
+    cells = list(valid)
     if not cells:
         return None
     top = max(c.concurrency for c in cells)
-    order = list(res.meta.configs) if res.meta else []
+    order = list(configs)
     by: dict[str, list[CellRecord]] = {}
     for c in cells:
         if c.concurrency == top:
@@ -230,7 +242,7 @@ def _lead(res: SweepResults, best: CellRecord) -> str:
 def _rests(group: tuple[Standing, ...]) -> str:
     """How many requests and repeats the figures rest on: once when they are the same for all."""
     def of(s: Standing) -> str:
-        return f"{s.requests} requests, {s.repeats} repeat{'s' if s.repeats != 1 else ''}"
+        return f"{plural(s.requests, 'request')}, {plural(s.repeats, 'repeat')}"
     if len({of(s) for s in group}) == 1:
         return ("Each rests on " if len(group) > 1 else "It rests on ") + of(group[0]) + "."
     return "They rest on " + "; ".join(f"{s.config}: {of(s)}" for s in group) + "."
