@@ -92,6 +92,36 @@ def chromium(path: str = CHROMIUM) -> Iterator[Any]:
             browser.close()
 
 
+@contextlib.contextmanager
+def killable_chromium(tmp: Path, path: str = CHROMIUM) -> Iterator[tuple[Any, Callable[[], None]]]:
+    """A headless Chromium of our own start, driven over CDP, and a function that SIGKILLs it (with every process
+    of its own group): a browser that dies without closing its websockets, as a crash or `kill -9` leaves them."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp / f"chromium-{os.getpid()}-{time.monotonic_ns()}"
+    profile.mkdir()
+    proc = subprocess.Popen([path, *CHROMIUM_ARGS, "--remote-debugging-port=0", f"--user-data-dir={profile}",
+                             "about:blank"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=env())
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    try:
+        active = profile / "DevToolsActivePort"  # Chromium writes its port here once it listens
+        deadline = time.monotonic() + 60
+        while not (active.exists() and active.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, "Chromium did not open its DevTools port"
+            time.sleep(0.05)
+        port = int(active.read_text().split()[0])
+        with sync_playwright() as p:
+            yield p.chromium.connect_over_cdp(f"http://127.0.0.1:{port}"), kill
+    finally:
+        kill()
+
+
 class Screen:
     """A page of the served console, read as text the way the browser holds it."""
 
@@ -142,6 +172,49 @@ class Served:
     @property
     def port(self) -> int:
         return int(self.url.rstrip("/").rsplit(":", 1)[1])
+
+    def consoles(self) -> list[int]:
+        """The session consoles this server runs now: its children that run `console` (found by parent pid, not by
+        name across the machine: other tests serve consoles too)."""
+        return [pid for pid in children(self.proc.pid) if b"console" in _cmdline(pid)]
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name: [state, ppid, pgid, ...]; [] for no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def _running() -> Iterator[tuple[int, list[str]]]:
+    """Every process that runs (zombies, which have ended and wait only for their parent's wait, left out)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) and fields[0] not in ("Z", "X"):
+            yield int(entry), fields
+
+
+def alive(pid: int) -> bool:
+    """The process runs (not ended, not a zombie)."""
+    return (fields := _stat(pid)) != [] and fields[0] not in ("Z", "X")
+
+
+def children(pid: int) -> list[int]:
+    return [child for child, fields in _running() if int(fields[1]) == pid]
+
+
+def live_in_group(pgid: int) -> list[int]:
+    """The processes of a process group that still run."""
+    return [pid for pid, fields in _running() if int(fields[2]) == pgid]
 
 
 def console_processes(cfg: Path) -> list[int]:

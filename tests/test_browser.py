@@ -8,6 +8,8 @@ Skipped when Chromium or Playwright is missing, unless BRINGUP_BROWSER=required 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +19,18 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser import Screen, chromium, chromium_or_skip, console_processes, env, serve, wait_consoles
+from tests.browser import (
+    Screen,
+    alive,
+    chromium,
+    chromium_or_skip,
+    console_processes,
+    env,
+    killable_chromium,
+    live_in_group,
+    serve,
+    wait_consoles,
+)
 from tests.ports import free_port
 from tests.simdeploy import write_config
 
@@ -163,9 +176,17 @@ def test_actions_ask_for_a_token_on_loopback(cfg: Path) -> None:
         assert httpx.post(served.url, data={"token": "guess"}, timeout=10).status_code == 403
         ok = httpx.post(served.url, data={"token": served.token}, timeout=10)
         assert ok.status_code == 303 and ok.headers["location"] == "/", ok
-        cookie = ok.cookies.get(f"bringup-serve-{served.port}")
-        assert cookie == served.token and "httponly" in ok.headers["set-cookie"].lower()
-        assert httpx.get(served.url, cookies={f"bringup-serve-{served.port}": cookie}, timeout=10).status_code == 200
+        name = f"bringup-serve-{served.port}"
+        cookie = ok.cookies.get(name)
+        # a session id, not the token: every other port of the host is sent this cookie too
+        assert cookie and cookie != served.token and served.token not in ok.headers["set-cookie"]
+        attrs = ok.headers["set-cookie"].lower()
+        assert "httponly" in attrs and "samesite=strict" in attrs and "path=/" in attrs, attrs
+        assert httpx.get(served.url, cookies={name: cookie}, timeout=10).status_code == 200
+        # the token itself as the cookie opens nothing, nor does an id serve never issued
+        for forged in (served.token, cookie[::-1]):
+            assert httpx.get(served.url, cookies={name: forged}, timeout=10).status_code == 403
+            assert httpx.get(served.url + "ws", cookies={name: forged}, timeout=10).status_code == 403
         assert console_processes(cfg) == []  # a page load starts none: the websocket does
 
 
@@ -188,3 +209,28 @@ def test_a_non_loopback_address_needs_a_token(cfg: Path) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "non-loopback" in lines[0] and "--token" in lines[0], r.stderr
+
+
+def test_a_killed_browser_then_serve_leaves_no_console(cfg: Path, tmp_path: Path) -> None:
+    """Issue 28.4: Chromium killed (no goodbye on its websocket), then serve stopped: serve exits 0, quietly, and no
+    process of the session's console, nor of its process group, is left (found by pid and group, not by name)."""
+    path = chromium_or_skip()
+    with killable_chromium(tmp_path, path) as (browser, kill), serve(cfg, "sim") as served:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        screen = Screen(page)
+        response = page.goto(served.url)
+        assert response is not None and response.status == 200
+        screen.wait_for("the console", lambda t: badge(t) == "STOPPED")
+        consoles = served.consoles()
+        assert len(consoles) == 1, consoles
+        groups = {os.getpgid(pid) for pid in consoles}
+        assert os.getpgid(served.proc.pid) not in groups  # each console in a group of its own
+        kill()
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(timeout=30) == 0
+        noise = served.log.read_text()
+        for word in ("Event loop is closed", "Task was destroyed", "Traceback", "Exception ignored"):
+            assert word not in noise, noise
+    # serve has returned: its consoles were stopped and reaped before it did
+    assert not [pid for pid in consoles if alive(pid)], consoles
+    assert not [pid for g in groups for pid in live_in_group(g)], (groups, consoles)

@@ -336,6 +336,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BRINGUP_", env_nested_delimiter="__", extra="forbid")
 
     read_only: bool = False
+    #: `bringup serve`: consoles running at once (each an engine and, remotely, an SSH connection); one more is refused
+    serve_max_sessions: int = Field(default=4, ge=1, le=64)
     state_dir: str = ""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     deployments: dict[str, DeploymentConfig] = Field(default_factory=dict)

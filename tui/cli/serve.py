@@ -1,17 +1,22 @@
 """`bringup serve`: the same console in a browser, through textual-serve.
 
-textual-serve runs one console process per browser session (`bringup --read-only console ...` under Textual's web
-driver) and relays its screen over a websocket, so the browser sees exactly what a terminal would, from the same
-code. What this module adds is the gate in front of it, because the console can restart a GPU server:
+textual-serve serves the page (its xterm.js terminal) and its static files; each browser session runs its own console
+process (`bringup --read-only console ...` under Textual's web driver, `serve_session.py`), so the browser sees
+exactly what a terminal would, from the same code. What this module adds is the gate in front of it, because the
+console can restart a GPU server, and the bounds on what a browser can make it spend:
 
 - read-only unless `--allow-actions`: the served console is the `--read-only` one, whose action keys only say so;
 - a token (from `secrets`, printed once) whenever the console can act (`--allow-actions`, on loopback too: any user
   of a shared GPU host reaches its loopback) or listens beyond loopback, and wherever `--token` asks for one: the
-  page asks for it in a POST form (never in the address, the history or a proxy's log) and keeps it in a cookie
-  (HttpOnly, SameSite=Strict); a wrong token is refused with 403 before any console process starts;
+  page asks for it in a POST form (never in the address, the history or a proxy's log) and exchanges it for a
+  session cookie: a random id that maps to an expiry in this process's memory (HttpOnly, SameSite=Strict). The token
+  itself is never a cookie: browsers send a host's cookies to every port of it, so every other service on the host
+  would receive it. A wrong token, and an unknown or expired session, is refused before any console process starts;
 - on loopback, only loopback names in the Host header (a web page that rebinds its own name to 127.0.0.1 is
   refused), and the websocket only from the page's own origin (another site open in the same browser cannot drive
-  the console).
+  the console);
+- at most `serve_max_sessions` consoles at once (each is an engine and, remotely, an SSH connection): one more
+  session is told so in its terminal and closed, not left waiting.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import secrets
 import shlex
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +41,7 @@ from tui.exit_codes import ExitCode
 
 from .args import UsageError
 from .report import error, out
+from .serve_session import DEFAULT_SIZE, Console, clamp_size
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -44,6 +51,10 @@ if TYPE_CHECKING:
 _REMOTE_FONT = re.compile(r'<link[^>]*fonts\.googleapis\.com[^>]*/>', re.S)
 _LOCAL_FONT = ('<style>@font-face { font-family: "Roboto Mono"; '
                'src: url("{{ config.static.url }}fonts/RobotoMono-VariableFont_wght.ttf"); }</style>')
+
+#: how long a session cookie opens the console after the token was given (a reload after that asks again; an open
+#: tab's console keeps running)
+SESSION_TTL_S = 12 * 3600.0
 
 _LOGIN = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>bringup: access token</title>
@@ -56,16 +67,15 @@ align-items: center; justify-content: center; }} input, button {{ font: inherit;
 """
 
 
-def console_command(config: str | None, names: list[str], read_only: bool) -> str:
-    """The shell command textual-serve runs per browser session (it runs it through a shell; `exec` leaves the
-    console as the process it stops at the end of the session)."""
+def console_argv(config: str | None, names: list[str], read_only: bool) -> list[str]:
+    """The console each browser session runs, as an argv (no shell: a deployment's name is one word, whatever it
+    holds)."""
     argv = [sys.executable, "-m", "tui"]
     if config:
         argv += ["--config", str(Path(config).resolve())]  # the same file whatever the session's directory
     if read_only:
         argv.append("--read-only")
-    argv += ["console", *names]
-    return "exec " + shlex.join(argv)
+    return [*argv, "console", *names]
 
 
 def _loopback_name(host_header: str) -> bool:
@@ -76,17 +86,37 @@ def _loopback_name(host_header: str) -> bool:
 
 
 class Gate:
-    """The token check and the origin checks, as one aiohttp middleware. `token` None: no token asked (loopback,
-    read-only, no --token)."""
+    """The token check, the session cookies and the origin checks, as one aiohttp middleware. `token` None: no token
+    asked (loopback, read-only, no --token). A right token is answered with a new session id, which stays valid for
+    `ttl_s` (by `clock`, a parameter so that a test can move time) and only in this process: a restart of serve asks
+    for the token again."""
 
-    def __init__(self, token: str | None, port: int, loopback: bool) -> None:
+    def __init__(self, token: str | None, port: int, loopback: bool, *, ttl_s: float = SESSION_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.token = token
         self.loopback = loopback
-        self.cookie = f"bringup-serve-{port}"  # cookies are per host, not per port: one per server
+        self.cookie = f"bringup-serve-{port}"  # cookies are per host, not per port: one name per server
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.sessions: dict[str, float] = {}  # session id -> when it expires, by `clock`
 
-    def _ok(self, given: str | None) -> bool:
-        return given is not None and self.token is not None and secrets.compare_digest(
-            given.encode(), self.token.encode())
+    def _token_ok(self, given: str) -> bool:
+        return self.token is not None and secrets.compare_digest(given.encode(), self.token.encode())
+
+    def _session_ok(self, sid: str | None) -> bool:
+        expiry = self.sessions.get(sid) if sid else None
+        if expiry is not None and self.clock() >= expiry:
+            del self.sessions[sid]  # type: ignore[arg-type]  # sid is a str whenever expiry is not None
+            expiry = None
+        return expiry is not None
+
+    def new_session(self) -> str:
+        now = self.clock()
+        for sid in [s for s, expiry in self.sessions.items() if now >= expiry]:
+            del self.sessions[sid]
+        sid = secrets.token_urlsafe(32)
+        self.sessions[sid] = now + self.ttl_s
+        return sid
 
     def _login(self, status: int, message: str) -> web.Response:
         from aiohttp import web
@@ -109,33 +139,40 @@ class Gate:
             # the login form: the token in the body, never in the address (history, logs, a Referer)
             form = await request.post()
             given = form.get("token")
-            if not isinstance(given, str) or not self._ok(given):
+            if not isinstance(given, str) or not self._token_ok(given):
                 return self._login(403, "wrong token")
-            # in the cookie from now on; the redirect makes the page a plain GET (a reload posts nothing)
-            resp = web.HTTPSeeOther(location="/")
-            resp.set_cookie(self.cookie, given, httponly=True, samesite="Strict", path="/")
+            # a session id in the cookie from now on, never the token; the redirect makes the page a plain GET
+            resp = web.HTTPSeeOther(location="/", headers={"Cache-Control": "no-store"})
+            resp.set_cookie(self.cookie, self.new_session(), httponly=True, samesite="Strict", path="/",
+                            max_age=int(self.ttl_s))
             raise resp
         cookie = request.cookies.get(self.cookie)
-        if self._ok(cookie):
+        if self._session_ok(cookie):
             return await handler(request)
         if request.path != "/":
-            raise web.HTTPForbidden(text="no access token (open / first)\n")
-        return self._login(403, "wrong token") if cookie else self._login(401, "")
+            raise web.HTTPForbidden(text="no session (open / and give the access token)\n")
+        return self._login(403, "unknown or expired session: the token again") if cookie else self._login(401, "")
 
 
-def make_server(command: str, title: str, gate: Gate) -> Any:
-    """textual-serve's Server, with the gate in front of every route, its page built for the address the browser
-    used (an SSH forward on another local port works: textual-serve would write its own listen address into the
-    page), and open sessions ended when the server stops."""
+def _refusal(limit: int) -> bytes:
+    return (f"\r\nbringup serve: {limit} console session{'s' if limit != 1 else ''} open already, the most it runs "
+            "at once (serve_max_sessions in the config).\r\nClose another tab, then reload this one.\r\n").encode()
+
+
+def make_server(argv: list[str], title: str, gate: Gate, max_sessions: int) -> Any:
+    """textual-serve's Server for the page and its static files, with the gate in front of every route, its page
+    built for the address the browser used (an SSH forward on another local port works: textual-serve would write its
+    own listen address into the page), and the websocket ours: a console per session (`serve_session.Console`), at
+    most `max_sessions` at once, every one of them stopped (and reaped) before the server has stopped."""
     import aiohttp_jinja2
     import jinja2
-    from aiohttp import web
+    from aiohttp import WSCloseCode, WSMsgType, web
     from textual_serve.server import Server, to_int
 
     class GatedServer(Server):
         def __init__(self) -> None:
-            super().__init__(command, host="127.0.0.1", port=0, title=title)
-            self.sessions: set[asyncio.Task[Any]] = set()
+            super().__init__(shlex.join(argv), host="127.0.0.1", port=0, title=title)
+            self.consoles: set[Console] = set()
 
         async def _make_app(self) -> web.Application:
             app = await super()._make_app()
@@ -152,12 +189,8 @@ def make_server(command: str, title: str, gate: Gate) -> Any:
             """textual-serve prints its logo and address here; `cmd_serve` prints ours."""
 
         async def on_shutdown(self, app: web.Application) -> None:
-            # a cancelled session closes its websocket and sends its console textual-serve's quit: no console
-            # outlives the server
-            for task in list(self.sessions):
-                task.cancel()
-            if self.sessions:
-                await asyncio.wait(list(self.sessions), timeout=10)
+            # every console stopped (quit, SIGTERM, SIGKILL to its group) and reaped: none outlives the server
+            await asyncio.gather(*(c.stop() for c in list(self.consoles)))
 
         @aiohttp_jinja2.template("app_index.html")
         async def handle_index(self, request: web.Request) -> dict[str, Any]:
@@ -171,13 +204,31 @@ def make_server(command: str, title: str, gate: Gate) -> Any:
             }
 
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-            task = asyncio.current_task()
-            assert task is not None
-            self.sessions.add(task)
+            ws = web.WebSocketResponse(heartbeat=15)
+            await ws.prepare(request)
+            if len(self.consoles) >= max_sessions:  # counted and added with no await between: no race
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await ws.send_bytes(_refusal(max_sessions))
+                    await ws.close(code=WSCloseCode.TRY_AGAIN_LATER, message=b"too many sessions")
+                return ws
+            size = clamp_size(request.query.get("width", "80"), request.query.get("height", "24")) or DEFAULT_SIZE
+            console = Console(argv, *size)
+            self.consoles.add(console)
             try:
-                return await super().handle_websocket(request)
+                await console.start()
+                relay = asyncio.create_task(console.relay(ws.send_bytes, ws.close))
+                try:
+                    async for message in ws:
+                        if message.type == WSMsgType.TEXT:
+                            await console.on_message(message.data, ws.send_json)
+                finally:
+                    await console.stop()
+                    relay.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await relay
             finally:
-                self.sessions.discard(task)
+                self.consoles.discard(console)
+            return ws
 
     return GatedServer()
 
@@ -200,8 +251,9 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     read_only = settings.read_only or not args.allow_actions  # read_only = true in the config wins
     # a console that can restart servers asks for a token even on loopback: every user of the host reaches it
     token = secrets.token_urlsafe(24) if args.token or not loopback or not read_only else None
-    command = console_command(getattr(args, "config", None), names, read_only)
-    server = make_server(command, "bringup " + (" ".join(names) or "console"), Gate(token, port, loopback))
+    argv = console_argv(getattr(args, "config", None), names, read_only)
+    server = make_server(argv, "bringup " + (" ".join(names) or "console"), Gate(token, port, loopback),
+                         settings.serve_max_sessions)
     runner = web.AppRunner(await server._make_app(), handle_signals=False, access_log=None, shutdown_timeout=10)
     await runner.setup()
     loop = asyncio.get_running_loop()
