@@ -203,6 +203,8 @@ class DeploymentConfig(Strict):
     #: memory (MiB per GPU) above the pre-start baseline still counted as released
     release_tolerance_mib: float = Field(default=1024.0, ge=0, allow_inf_nan=False)
     stop_timeout_s: Seconds = 120.0
+    #: process: the cap of one run's log on disk, MiB (its head kept, one previous part, the live file)
+    log_max_mib: int = Field(default=256, ge=3)
     ready_timeout_s: Seconds = 1800.0
     #: roll back to the last flags that reached ready when a restart fails
     auto_rollback: bool = False

@@ -34,7 +34,8 @@ def make_manager(settings: Settings, name: str, dep: DeploymentConfig, host: Hos
     if dep.manager == "process":
         root = host.state_dir or str(settings.state_path())
         run_dir = str(Path(root).expanduser() / "deployments" / name)
-        return ProcessManager(transport, run_dir, dep.command, dep.env, stop_timeout=dep.stop_timeout_s)
+        return ProcessManager(transport, run_dir, dep.command, dep.env, stop_timeout=dep.stop_timeout_s,
+                              log_max_bytes=dep.log_max_mib << 20)
     if dep.manager == "none":
         return NoManager()
     if dep.manager in ("docker", "compose"):

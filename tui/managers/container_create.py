@@ -217,6 +217,50 @@ def _host_options(host: dict[str, Any]) -> list[str]:
     return o
 
 
+#: the options that set one environment variable, as `docker run`/`create` and podman take them
+_ENV_OPTIONS = ("-e", "--env")
+
+
+def _env_file_line(entry: str) -> str | None:
+    """`KEY=VALUE` as a line of an env file both CLIs read back to exactly that entry, or None when it cannot be one
+    (a line break in it, no name, whitespace or a leading `#` in the name, a leading quote that a newer podman would
+    strip, a line longer than docker's reader takes): such an entry stays a `-e` option."""
+    name, eq, value = entry.partition("=")
+    if (not eq or not name or name[0] == "#" or any(c.isspace() for c in name) or "\n" in entry or "\r" in entry
+            or value[:1] in ("'", '"') or len(entry.encode()) > 60000):
+        return None
+    return entry
+
+
+def env_to_file(options: Sequence[str]) -> tuple[list[str], str]:
+    """(`options` without their `-e KEY=VALUE`s, those entries as an env file's text): the caller passes the text
+    as `--env-file /dev/stdin` on the CLI's stdin, so a token is never in `docker create`'s argv, where every user of
+    the host reads it (`ps`) while the CLI runs. `-e NAME` alone (taken from the CLI's own environment) carries no
+    value and stays."""
+    out: list[str] = []
+    lines: list[str] = []
+    i = 0
+    while i < len(options):
+        opt = options[i]
+        entry: str | None = None
+        if opt in _ENV_OPTIONS and i + 1 < len(options):
+            entry, i = options[i + 1], i + 2
+            kept = [opt, entry]
+        elif opt.startswith("--env="):
+            entry, i = opt.removeprefix("--env="), i + 1
+            kept = [opt]
+        else:
+            out.append(opt)
+            i += 1
+            continue
+        line = _env_file_line(entry)
+        if line is None:
+            out += kept
+        else:
+            lines.append(line)
+    return out, "".join(f"{ln}\n" for ln in lines)
+
+
 def split_command(argv: Sequence[str], image_entrypoint: Sequence[str]) -> tuple[list[str], list[str]]:
     """(entrypoint option, command) for a server command line: the image's entrypoint is left to the image when the
     line begins with it; otherwise the line's first word becomes the entrypoint and the rest its command."""

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from tui.managers import AsyncLock, ManagerError, PermanentError
-from tui.managers.container_create import create_options, split_command, unsupported
+from tui.managers.container_create import create_options, env_to_file, split_command, unsupported
 from tui.managers.container_state import (
     command_of,
     engine_error,
@@ -40,6 +40,7 @@ from tui.managers.container_state import (
 )
 from tui.managers.file_lock import FileLock
 from tui.managers.remote_lock import RemoteLock
+from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
 
@@ -95,8 +96,9 @@ class DockerManager:
         if self.progress is not None:
             self.progress(step, detail)
 
-    async def _cli(self, args: Sequence[str], timeout: float = 30.0, *, what: str = "") -> str:
-        res = await self.transport.run([self.engine, *args], timeout=timeout)
+    async def _cli(self, args: Sequence[str], timeout: float = 30.0, *, what: str = "", input: bytes | None = None
+                   ) -> str:
+        res = await self.transport.run([self.engine, *args], timeout=timeout, input=input)
         if res.rc != 0:
             raise engine_error(self.engine, self.transport.name, what or args[0], res.error_text or res.text,
                                res.rc, name=self.container, image=self.image)
@@ -132,10 +134,13 @@ class DockerManager:
         return f"{self.state_dir}/{name}"
 
     async def _ensure_dir(self) -> None:
+        """The state directory, 0700 (made so; one of ours that others could enter is tightened): its records and lock
+        are the operator's."""
         if not self._dir_made:
-            res = await self.transport.run(["mkdir", "-p", self.state_dir], timeout=10)
+            res = await self.transport.run(["mkdir", "-p", "-m", "700", self.state_dir], timeout=10)
             if res.rc != 0:
                 raise PermanentError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
+            await self.transport.run(["chmod", "go-rwx", self.state_dir], timeout=10)  # not ours: left as it is
             self._dir_made = True
 
     async def _read_json(self, name: str) -> Any:
@@ -147,6 +152,12 @@ class DockerManager:
 
     async def _write_json(self, name: str, value: Any) -> None:
         await self._ensure_dir()
+        if self.transport.name == "local":  # created 0600 (the transport's write takes the umask's 0644)
+            try:
+                await asyncio.to_thread(write_private, self._p(name), json.dumps(value).encode())
+            except OSError as e:
+                raise ManagerError(f"cannot write {self._p(name)}: {e.strerror or e}") from None
+            return
         await self.transport.write_file(self._p(name), json.dumps(value).encode())
 
     # ------------------------------------------------------------------ state
@@ -215,7 +226,17 @@ class DockerManager:
             await self._container()
         entry = ((await self._image_config(self.image, pull=True)).get("Config") or {}).get("Entrypoint") or []
         ep, cmd = split_command(argv, entry)
-        await self._cli(["create", "--name", self.container, *self.run_args, *ep, self.image, *cmd], timeout=120)
+        await self._create(["--name", self.container, *self.run_args, *ep, self.image, *cmd],
+                           len(self.run_args) + 2)
+
+    async def _create(self, args: Sequence[str], n_options: int) -> None:
+        """`create` with the first `n_options` of `args` (the options, before the image) rid of their `-e KEY=VALUE`s,
+        which go in on stdin as `--env-file /dev/stdin` (container_create.env_to_file: never in argv)."""
+        options, env = env_to_file(args[:n_options])
+        if env:
+            options += ["--env-file", "/dev/stdin"]
+        await self._cli(["create", *options, *args[n_options:]], timeout=120, what="create",
+                        input=env.encode() if env else None)
 
     async def _image_of(self, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The image to make the container again from, and its `image inspect`: its tag while the tag still names
@@ -246,7 +267,7 @@ class DockerManager:
         aside = f"{self.container}-bringup-old-{str(info.get('Id', ''))[:8]}"
         await self._cli(["rename", self.container, aside])
         try:
-            await self._cli(["create", *opts, *ep, image, *cmd], timeout=120)
+            await self._create([*opts, *ep, image, *cmd], len(opts) + len(ep))
             for net in more_networks:
                 await self._cli(["network", "connect", net, self.container])
         except BaseException:

@@ -37,7 +37,7 @@ class FileLock:
 
     async def __aenter__(self) -> LockInfo:
         with contextlib.suppress(OSError):
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the run's records are private
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         except OSError as e:  # not someone else's lock: ours cannot be had at all

@@ -7,7 +7,20 @@ clock timestamp (like journald gives a systemd unit) so that a console attached 
 durations. It double-forks away from the caller, runs the server in its own process group, prefixes each line of
 its output with the time it was read, and writes `current.json` when the server starts and when it exits.
 
-argv: RUN_DIR INVOCATION ARGV_JSON ENV_JSON STOP_TIMEOUT
+argv: RUN_DIR INVOCATION ARGV_JSON STOP_TIMEOUT LOG_MAX_BYTES
+
+The server's environment (`env`: an HF_TOKEN) is never in argv, where every user of the host reads it through
+`ps` for the server's whole life: the manager prepends `PASSED_ENV_JSON = '...'` to this source, which goes in on
+stdin (`python3 -`), so it lives only in the supervisor's memory and the server's own environment (readable by its
+user and root only, /proc/PID/environ).
+
+Private by construction: the run directory and its `logs/` are made 0700 (an existing one of ours is tightened),
+every file is created 0600 (os.open's mode, never a chmod after: no moment where another user can open it).
+
+Bounded: the log is cut into segments of LOG_MAX_BYTES / 3. The first segment is kept whole as `<inv>.log.head`
+(the server's start-up lines, which the lifecycle needs); later ones rotate through `<inv>.log.1` (one previous
+file kept); the live file is always `<inv>.log`, and each new one begins with a line saying how much was dropped.
+So the run's files never pass LOG_MAX_BYTES on disk, whatever the server prints (0: no cap).
 """
 
 import contextlib
@@ -20,24 +33,86 @@ import sys
 import time
 
 MAX_LINE = 65536
+#: the smallest segment: a read of 64 KiB of one-byte lines stamped is ~1.3 MiB, and a rotation per read is no log
+MIN_SEGMENT = 1 << 20
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _write_json(path: str, obj: dict) -> None:
+    write_private(path, json.dumps(obj).encode())
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Atomically, as a file created 0600 in a 0700 directory (bringup's own records: argv, the stop request)."""
+    private_dir(os.path.dirname(path) or ".")
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, _CREATE | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 
-def _supervise(run_dir: str, invocation: str, argv: list, env: dict, stop_timeout: float) -> None:
+def private_dir(path: str) -> None:
+    """`path` and any missing parent made 0700; an existing one of ours that others can enter is tightened."""
+    if not os.path.isdir(path):
+        parent = os.path.dirname(path.rstrip("/"))
+        if parent and parent != path:
+            private_dir(parent)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+    st = os.stat(path)
+    if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        os.chmod(path, st.st_mode & 0o700)
+
+
+class SegmentedLog:
+    """The run's log, capped on disk: the head segment kept, one previous segment, the live file (see above)."""
+
+    def __init__(self, path: str, max_bytes: int) -> None:
+        self.path = path
+        self.segment = max(MIN_SEGMENT, max_bytes // 3) if max_bytes > 0 else 0
+        self.fd = os.open(path, _CREATE | os.O_APPEND, 0o600)
+        self.size = os.fstat(self.fd).st_size
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        if self.segment and self.size and self.size + len(data) > self.segment:
+            self._rotate()
+        os.write(self.fd, data)
+        self.size += len(data)
+
+    def _rotate(self) -> None:
+        head, prev = self.path + ".head", self.path + ".1"
+        if not os.path.exists(head):
+            os.rename(self.path, head)
+            note = (f"bringup: log continues here; the run's first lines are in {os.path.basename(head)} "
+                    f"(log cap {self.segment * 3} bytes)")
+        else:
+            with contextlib.suppress(OSError):
+                self.dropped += os.stat(prev).st_size
+            os.replace(self.path, prev)
+            note = (f"bringup: log continues here after {os.path.basename(prev)} (the previous part); "
+                    f"{self.dropped} bytes of output before that were dropped by the log cap "
+                    f"({self.segment * 3} bytes on disk)")
+        os.close(self.fd)
+        self.fd = os.open(self.path, _CREATE | os.O_APPEND | os.O_EXCL, 0o600)
+        self.size = 0
+        os.write(self.fd, f"{time.time():.6f} {note}\n".encode())
+
+
+def _supervise(run_dir: str, invocation: str, argv: list, env: dict, stop_timeout: float, log_max: int) -> None:
     log_dir = os.path.join(run_dir, "logs")
-    os.makedirs(log_dir, exist_ok=True)
+    private_dir(log_dir)
     log_path = os.path.join(log_dir, invocation + ".log")
     record_path = os.path.join(run_dir, "current.json")
     started = time.time()
     record = {"invocation": invocation, "argv": argv, "log": log_path, "started_at": started,
               "supervisor_pid": os.getpid(), "pid": 0, "exited_at": None, "exit_status": None}
-    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the supervisor
+    log = SegmentedLog(log_path, log_max)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env})
@@ -101,8 +176,9 @@ def _kill_group(pgid: int) -> None:
 
 
 def main() -> None:
-    run_dir, invocation, argv_json, env_json, stop_timeout = sys.argv[1:6]
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir, invocation, argv_json, stop_timeout, log_max = sys.argv[1:6]
+    env = json.loads(globals().get("PASSED_ENV_JSON") or "{}")
+    private_dir(run_dir)
     pid = os.fork()
     if pid:
         # the caller's child: report the supervisor pid once it has detached, then return at once
@@ -118,7 +194,7 @@ def main() -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     try:
-        _supervise(run_dir, invocation, json.loads(argv_json), json.loads(env_json), float(stop_timeout))
+        _supervise(run_dir, invocation, json.loads(argv_json), env, float(stop_timeout), int(log_max))
     finally:
         os._exit(0)
 
