@@ -42,6 +42,7 @@ from tui.engine.fleet import Fleet
 from tui.engine.updates import GpusSampled, HolderChanged, Update
 from tui.lifecycle.nodes import describe_gpus, host_names
 from tui.lifecycle.release import attribute
+from tui.lifecycle.secrets import redact_argv
 from tui.model import FailureKind, GpuSnapshot, LockInfo, Phase, UnitState
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
@@ -354,10 +355,11 @@ def _failing(engine: Engine, source: str) -> bool:
 
 def flags_label(unit: UnitState | None) -> str:
     """The run's flags as one shell-quoted command line: its argv from the first option on (the program and the
-    interpreter before it are the preset's, not flags), cut at FLAGS_MAX characters (ending in `...`)."""
+    interpreter before it are the preset's, not flags), secrets' values as `***` (tui/lifecycle/secrets.py), cut at
+    FLAGS_MAX characters (ending in `...`)."""
     argv = unit.argv if unit is not None else ()
     first = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
-    text = shlex.join(argv[first:])
+    text = shlex.join(redact_argv(argv[first:]))  # a scrape is read by whoever reaches the port: no secret in it
     return text if len(text) <= FLAGS_MAX else text[:FLAGS_MAX - 3] + "..."
 
 

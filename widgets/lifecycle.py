@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from tui.lifecycle.presets.facts import ReleaseMatch, releases, version_key
+from tui.lifecycle.secrets import redact_argv
 from tui.model import Phase, Snapshot, Step
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
@@ -68,12 +69,13 @@ def release_text(release: ReleaseMatch | None, server: str) -> str:
 
 def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 400) -> str:
     """The options part of a server command line: what the operator toggles, less the deployment's `hide_flags`
-    (options that are noise to an operator, such as the demo simulator's own) and their values."""
+    (options that are noise to an operator, such as the demo simulator's own) and their values; secrets' values as
+    `***` (a console is shared on screens and in `bringup serve`'s browser tabs)."""
     start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
     shown: list[str] = []
     skip = False
     prefixes = tuple(hide)
-    for a in argv[start:]:
+    for a in redact_argv(argv[start:]):
         if prefixes and a.startswith(prefixes):
             skip = "=" not in a
             continue

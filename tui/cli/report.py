@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from tui.config import Settings
 from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
+from tui.lifecycle.secrets import redact_argv, redact_flags
 from tui.model import Failure, GpuSnapshot, Snapshot
 
 #: lines of a failure's excerpt a command prints: the end of a traceback, where its cause is
@@ -99,7 +100,8 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float,
                                                "running": tp.running, "queued": tp.queued,
                                                "accept_len": tp.accept_len, "accept_rate": tp.accept_rate,
                                                "ttft_s": tp.ttft_s},
-        "flags": flags, "argv": list(s.flags), "notes": list(s.notes),
+        # secrets' values as `***`: a status is pasted into tickets and read by monitoring (tui/lifecycle/secrets.py)
+        "flags": redact_flags(flags), "argv": redact_argv(s.flags), "notes": list(s.notes),
         "attribution": None if s.attribution is None else {
             "current_mib": s.attribution.current_mib, "previous_mib": s.attribution.previous_mib,
             "other_mib": s.attribution.other_mib, "previous_gpus": list(s.attribution.previous_gpus),

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from tui.lifecycle.secrets import redact_text
 from tui.model import LockInfo
 
 if TYPE_CHECKING:
@@ -27,9 +28,11 @@ def this_user_at_host() -> str:
 
 
 def new_record(purpose: str, change: str = "") -> LockInfo:
-    """The record of one taking of the lock by this process: a fresh token tells this taking from any later one."""
-    return LockInfo(who=this_user_at_host(), pid=os.getpid(), since=time.time(), purpose=purpose, change=change,
-                    token=uuid.uuid4().hex)
+    """The record of one taking of the lock by this process: a fresh token tells this taking from any later one.
+    The change is recorded with secrets' values as `***`: the record is a file every user of the host may read,
+    and other operators' consoles show it."""
+    return LockInfo(who=this_user_at_host(), pid=os.getpid(), since=time.time(), purpose=purpose,
+                    change=redact_text(change), token=uuid.uuid4().hex)
 
 
 def lock_info_from(data: bytes | str | None) -> LockInfo | None:
@@ -39,7 +42,7 @@ def lock_info_from(data: bytes | str | None) -> LockInfo | None:
         if not isinstance(raw, dict) or not raw.get("who"):
             return None
         return LockInfo(who=str(raw["who"]), pid=int(raw.get("pid") or 0), since=float(raw.get("since") or 0),
-                        purpose=str(raw.get("purpose") or "?"), change=str(raw.get("change") or ""),
+                        purpose=str(raw.get("purpose") or "?"), change=redact_text(str(raw.get("change") or "")),
                         token=str(raw.get("token") or ""), step=str(raw.get("step") or ""))
     except (ValueError, TypeError):
         return None

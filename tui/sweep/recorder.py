@@ -4,6 +4,10 @@ line, sweep.json replaced atomically, the pointer that lets a console find a run
 A console reads the directory while this writes it, and a sweep may be killed at any moment: a reader must never
 see a half-written sweep.json (tmp + rename), and every record written before the kill must be on disk (one
 flushed line each).
+
+No secret is written: the command lines of sweep.json and of the configurations' records, their flags and the
+failed configurations' logs go out with secrets' values as `***` (tui/lifecycle/secrets.py). A results directory
+is shared and pasted; a resumed sweep takes the secrets back from the server's own command line.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tui.lifecycle.secrets import redact_argv, redact_flags, redact_text
 from tui.sweep.results import (
     LOGS_DIR,
     PLAN_FILE,
@@ -52,9 +58,11 @@ class Recorder:
 
     def write_meta(self, meta: SweepMeta) -> None:
         self.meta = meta
-        write_atomic(self.dir / SWEEP_FILE, json.dumps(meta.to_json(), indent=1) + "\n")
+        shown = replace(meta, original_argv=tuple(redact_argv(meta.original_argv)))
+        write_atomic(self.dir / SWEEP_FILE, json.dumps(shown.to_json(), indent=1) + "\n")
 
     def append(self, record: dict[str, Any]) -> None:
+        record = _redacted(record)
         self._records.write(json.dumps(record, default=str) + "\n")
         self._records.flush()
         if self.echo is not None:
@@ -63,11 +71,21 @@ class Recorder:
     def write_log(self, config: str, lines: list[str]) -> Path:
         path = config_log_path(self.dir, config)
         with open(path, "a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write("\n".join(redact_text(ln) for ln in lines) + "\n")
         return path
 
     def close(self) -> None:
         self._records.close()
+
+
+def _redacted(record: dict[str, Any]) -> dict[str, Any]:
+    """A record with its command line and flags' secrets as `***` (a configuration's record has both)."""
+    out = dict(record)
+    if isinstance(out.get("argv"), list | tuple):
+        out["argv"] = redact_argv([str(a) for a in out["argv"]])
+    if isinstance(out.get("flags"), dict):
+        out["flags"] = redact_flags(out["flags"])
+    return out
 
 
 def write_pointer(state_dir: Path, deployment: str, results_dir: Path) -> Path:

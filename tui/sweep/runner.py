@@ -27,6 +27,7 @@ from typing import Protocol
 import httpx
 
 from tui.bench import BenchError, discover_model, one_request
+from tui.lifecycle.secrets import REDACTED, unredact_argv
 from tui.managers import LockHeld, ManagerError
 from tui.model import Failure, FailureKind, Outcome, Phase, Step
 from tui.ops import restart as protocol
@@ -137,8 +138,9 @@ class SweepRunner:
             async with lock as info:
                 self.held = protocol.HeldLock(lock, info)
                 prev = self.opt.resume.meta if self.opt.resume else None
-                # resumed: the deployment's flags before the first run, not those the interrupt left it on
-                self.original_argv = list(prev.original_argv) if prev and prev.original_argv \
+                # resumed: the deployment's flags before the first run, not those the interrupt left it on; their
+                # secrets (recorded as `***`) from the flags it has now
+                self.original_argv = await self._original(prev.original_argv) if prev and prev.original_argv \
                     else await mgr.read_argv()
                 self._meta(RUNNING, started=prev.started_at if prev else time.time())
                 if self.opt.state_dir is not None:
@@ -162,6 +164,16 @@ class SweepRunner:
         verdict = best_overall(res)
         return SweepResult(status, self.rec.dir, message, best_config(res), len(valid), self.invalid, self.failed,
                            resumed, verdict is not None and verdict.clear)
+
+    async def _original(self, recorded: Sequence[str]) -> list[str]:
+        """The recorded original flags, each secret's value (`***` in sweep.json) taken from the flags the server has
+        now; a secret it no longer has aborts the resume (`***` would be started as the key)."""
+        if not any(a.endswith(REDACTED) for a in recorded):
+            return list(recorded)
+        try:
+            return unredact_argv(recorded, await self.engine.manager.read_argv())
+        except ValueError as e:
+            raise SweepAborted(f"cannot resume: {e}") from None
 
     def _finish(self, status: str) -> None:
         if self.rec.meta is not None and self.rec.meta.finished_at is None:
