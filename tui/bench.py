@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
+from tui.collectors.bounded import BODY_MAX, capped_lines, fetch, read_capped
 from tui.words import plural
 
 #: the most streams at once that bringup's benchmark client drives, for `bringup bench --concurrency` and a sweep's
@@ -72,7 +73,7 @@ def _pct(values: list[float], q: float) -> float | None:
 
 async def discover_model(client: httpx.AsyncClient) -> str:
     try:
-        r = await client.get("/v1/models")
+        r = await fetch(client, "GET", "/v1/models")  # within BODY_MAX: whatever listens there is read
     except httpx.ConnectError:
         raise BenchError(f"cannot connect to {client.base_url} (is the server up? `bringup status`)") from None
     except httpx.HTTPError as e:
@@ -98,9 +99,9 @@ async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_to
     try:
         async with asyncio.timeout(timeout), client.stream("POST", "/v1/chat/completions", json=payload) as r:
             if r.status_code != 200:
-                body = (await r.aread()).decode("utf-8", "replace")[:200]
+                body = (await read_capped(r, BODY_MAX)).decode("utf-8", "replace")[:200]
                 return RequestResult(False, error=f"HTTP {r.status_code}: {body}")
-            async for line in r.aiter_lines():
+            async for line in capped_lines(r):  # a line without end is not held whole
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()

@@ -2,8 +2,10 @@
 run, the release it names (vLLM `/version`, SGLang `/server_info`), on the same client (the same port forward).
 
 A `/v1/models` answer is recorded but never taken as readiness (after a restart the old process can still give
-it); only a generation counts. The client ignores proxy variables: a proxy answering 502 for 127.0.0.1 is a
-classic way to fail a warmup (sglang #2468), and a probe must not fall into it.
+it); only a generation counts. Every answer is read within a limit (tui/collectors/bounded.py): whatever listens on
+the port while the server is down is read too, and must not stream gigabytes into bringup. The client ignores proxy
+variables: a proxy answering 502 for 127.0.0.1 is a classic way to fail a warmup (sglang #2468), and a probe must
+not fall into it.
 
 Every generation is a real one, counted by the server like any other: the prober keeps a ledger of them
 (`ProbeTokens`: when each ran and how many tokens it got back), carried by its HTTP client, so that whatever reads
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tui.collectors.bounded import fetch
 from tui.model import ProbeResult, ReleaseReported
 
 _SSL: ssl.SSLContext | None = None
@@ -183,7 +186,7 @@ class Prober:
         t0 = time.monotonic()
         try:
             async with asyncio.timeout(self.timeout):
-                r = await self.client.get(path)
+                r = await fetch(self.client, "GET", path)
         except (httpx.HTTPError, TimeoutError) as e:
             return self._result(kind, t0, False, detail=error_words(e, self.timeout)), None
         body: Any = None
@@ -237,7 +240,7 @@ class Prober:
         gen = self.generated.began(time.time(), self.tokens)
         try:
             async with asyncio.timeout(self.timeout * 4):
-                r = await self.client.post("/v1/completions", json=payload)
+                r = await fetch(self.client, "POST", "/v1/completions", json=payload)
         except (httpx.HTTPError, TimeoutError) as e:
             self.generated.ended(gen, time.time(), None)
             return self._result("generate", t0, False, detail=error_words(e, self.timeout * 4))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from tui.collectors.bounded import METRICS_MAX, fetch
 from tui.collectors.metrics import MetricsRates, from_log_line
 from tui.collectors.probes import ProbeTokens, probe_tokens_of
 from tui.lifecycle.presets import Preset
@@ -71,7 +72,7 @@ class ThroughputTracker:
         self.probes = probe_tokens_of(client) or self.probes
         asked_at = time.time()
         async with asyncio.timeout(timeout):
-            r = await client.get("/metrics")
+            r = await fetch(client, "GET", "/metrics", limit=METRICS_MAX)  # a page past it raises BodyTooLarge
         if r.status_code != 200:
             self.metrics = MetricsState.OFF
             return None

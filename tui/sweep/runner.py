@@ -27,6 +27,7 @@ from typing import Protocol
 import httpx
 
 from tui.bench import BenchError, discover_model, one_request
+from tui.collectors.bounded import METRICS_MAX, fetch
 from tui.lifecycle.secrets import REDACTED, unredact_argv
 from tui.managers import LockHeld, ManagerError
 from tui.model import Failure, FailureKind, Outcome, Phase, Step
@@ -370,7 +371,7 @@ class SweepRunner:
     async def _counters(self) -> SpecCounters | None:
         try:
             async with httpx.AsyncClient(base_url=self.endpoint, trust_env=False, timeout=5.0) as c:
-                r = await c.get("/metrics")
+                r = await fetch(c, "GET", "/metrics", limit=METRICS_MAX)  # BodyTooLarge is an httpx.HTTPError
         except httpx.HTTPError:
             return None
         if r.status_code != 200:
