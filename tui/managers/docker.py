@@ -409,11 +409,9 @@ class DockerManager:
             return []
         st = info.get("State") or {}
         argv = [self.engine, "logs", "--timestamps"]
-        # podman: no --until, since conmon stamps the last lines when it reads them, after the FinishedAt of the
-        # exit (the fatal line would be cut); a stopped container's run is the last in its log anyway
-        if parse_time(str(st.get("FinishedAt") or "")) is not None and not st.get("Running") \
-                and self.engine != "podman":
-            argv += ["--until", str(st["FinishedAt"])]
+        # no --until FinishedAt: both engines stamp a line when they read it from the pipe, so the last lines of a
+        # run killed right after writing them (SGLang's fatal line, then its SIGKILL of the tree) can be stamped
+        # after the exit; a stopped container's run is the last in its log anyway
         # podman: each stream on its own, where a line's stamped pieces are consecutive (follow says why)
         streams = list(_ONE_STREAM.values()) if self.engine == "podman" else [_BOTH_STREAMS]
         lines: list[str] = []
