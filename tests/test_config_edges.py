@@ -322,3 +322,16 @@ def test_exporter_on_an_address_in_use_is_a_usage_error(isolated: Path) -> None:
     line = one_line(r)
     assert line.startswith(f"bringup: --listen 127.0.0.1:{port}: cannot listen there: "), line
     assert "in use" in line, line
+
+
+def test_an_out_of_range_flag_value_is_echoed_as_given() -> None:
+    """`--set tp-size=99999999999999999999` said `got 1e+20`: the value is said as it was typed."""
+    from tui.lifecycle.flags import FlagValueError, parse_changes
+    from tui.lifecycle.presets.registry import PRESETS
+
+    specs = [f for f in PRESETS["sglang"].flags if f.kind == "int" and f.maximum is not None]
+    assert specs, "no bounded integer flag in the SGLang preset"
+    big = "9" * 20
+    with pytest.raises(FlagValueError) as e:
+        parse_changes([f"{specs[0].name}={big}"], [], specs)
+    assert big in str(e.value) and "e+" not in str(e.value), e.value

@@ -73,7 +73,7 @@ class FlagSpec:
                 n = int(value, 10)
             except ValueError:
                 raise FlagValueError(f"--{self.name} takes an integer, not {value!r}") from None
-            self._check_range(n)
+            self._check_range(n, value)
             return str(n)
         if self.kind == "float":
             try:
@@ -82,7 +82,7 @@ class FlagSpec:
                 raise FlagValueError(f"--{self.name} takes a number, not {value!r}") from None
             if x != x or x in (float("inf"), float("-inf")):
                 raise FlagValueError(f"--{self.name} takes a finite number, not {value!r}")
-            self._check_range(x)
+            self._check_range(x, value)
             return value.strip()
         if self.kind == "choice":
             for c in self.choices:
@@ -97,11 +97,12 @@ class FlagSpec:
             raise FlagValueError(f"--{self.name}: a value may not start with '-' ({value!r})")
         return value
 
-    def _check_range(self, x: float) -> None:
+    def _check_range(self, x: float, given: str) -> None:
+        """Out of range says the value as it was given: `{x:g}` turned 99999999999999999999 into 1e+20."""
         if self.minimum is not None and x < self.minimum:
-            raise FlagValueError(f"--{self.name} must be >= {self.minimum:g}; got {x:g}")
+            raise FlagValueError(f"--{self.name} must be >= {self.minimum:g}; got {given.strip()}")
         if self.maximum is not None and x > self.maximum:
-            raise FlagValueError(f"--{self.name} must be <= {self.maximum:g}; got {x:g}")
+            raise FlagValueError(f"--{self.name} must be <= {self.maximum:g}; got {given.strip()}")
 
 
 @dataclass(frozen=True, slots=True)
