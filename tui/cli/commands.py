@@ -64,26 +64,6 @@ async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _recognised(lines: list[str], preset_name: str) -> bool:
-    """Whether any line is the server's output (a logger prefix, a phase marker, the ready line, a fatal line, or
-    systemd's word about the unit in a JSON journal): replaying the wrong file must say so, not "starting"."""
-    from tui.lifecycle.lines import clean
-    from tui.lifecycle.presets import get_preset
-    from tui.lifecycle.replay import events_from_lines
-    from tui.model import LogLine
-
-    p = get_preset(preset_name)
-    for ev in events_from_lines(lines):
-        if not isinstance(ev, LogLine):
-            return True
-        c = clean(ev.text)
-        t = c.text
-        if (c.prefixed or p.ready.search(t) or p.fatal.search(t) or (p.serving is not None and p.serving.search(t))
-                or any(m.pattern.search(t) for m in p.markers)):
-            return True
-    return False
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a recorded log. With --json, stdout is always one JSON object: the result, or `{"error": ...,
     "code": N}` (written by `main`, as for every command; the one-line message on stderr stays as without
@@ -91,20 +71,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tui.lifecycle.presets.registry import display_names
     from tui.lifecycle.replay import replay
 
-    name = "stdin" if args.file == "-" else args.file
+    from .replay_input import log_lines
+
+    name, lines = log_lines(args.file)  # read once, as it comes: bounded memory whatever the log's size
     try:
-        if args.file == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(args.file, "rb") as fh:
-                data = fh.read()
+        r = replay(lines, args.preset)
     except OSError as e:
-        raise UsageError(f"{args.file}: {e.strerror or e}") from None
-    if b"\0" in data[:8192]:
-        raise UsageError(f"{name}: a binary file, not a server log")
-    lines = data.decode("utf-8", "replace").splitlines()
-    r = replay(lines, args.preset)
-    if not _recognised(lines, r.preset):
+        raise UsageError(f"{name}: {e.strerror or e}") from None
+    if not r.recognised:  # replaying the wrong file must say so, not "starting"
         servers = " or ".join(display_names())
         raise UsageError(f"no {servers} log lines recognised in {name}: give it a server's output, "
                          "`journalctl -u UNIT` or `journalctl -u UNIT -o json`")

@@ -5,6 +5,11 @@ MESSAGE possibly a byte array; a record cut short is kept, saying so), mixed fre
 (`UNIT: Main process exited, ...`, `Started ...`, `Stopping ...`, `UNIT: Scheduled restart job, ...`), in a JSON
 journal or as text, become unit events, so a replay sees "the process exited" exactly as the live console would.
 Every line's text goes through `lines.clean`, which makes it safe for a terminal, before a replay shows it.
+
+A replay streams: the lines are read once, as they come (the first 2,000 held to tell the server and the first
+time), so a log of any size replays in bounded memory. A line that starts like a JSON record but is nested deeper
+than Python's parser goes is read as text, never an error. `binary_kind` tells a file that is no log (an
+executable, a compressed or journald file, binary data) from a log with a stray NUL in it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import chain, islice
 
 from tui.lifecycle.journal import parse_entry, parse_record
 from tui.lifecycle.lines import CleanLine, clean, split_output
@@ -127,7 +133,11 @@ def _journal_events(obj: dict[str, object], seq: float) -> Iterator[Event]:
 _STORED = re.compile(r"^(1[5-9]\d{8}(?:\.\d+)?) (.*)$")
 
 
-def _first_stamp(lines: list[str], within: int = 2000) -> float:
+#: the lines held at the start of a replay: the server is told, and the first time read, from these
+HEAD_LINES = 2000
+
+
+def _first_stamp(lines: list[str], within: int = HEAD_LINES) -> float:
     """The first time a line of the log states (its prefix), or 0.0 when none of the first lines has one."""
     for raw in lines[:within]:
         stored = _STORED.match(raw)
@@ -144,18 +154,19 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
     """Events from recorded lines. Timestamps come from the lines' own prefixes where they have one; lines
     without one inherit the previous line's time (a traceback happens at the time of its first line); lines
     before the first stamped one take its time (an NCCL banner, uvicorn's `INFO:` lines), not their line number,
-    which a later stamp would turn into a phase lasting 55 years."""
-    lines = list(lines)
-    last = _first_stamp(lines)
+    which a later stamp would turn into a phase lasting 55 years. The lines are read once, as they come."""
+    it = iter(lines)
+    head = list(islice(it, HEAD_LINES))
+    last = _first_stamp(head)
     runs = _Runs()
-    for i, raw in enumerate(lines):
+    for i, raw in enumerate(chain(head, it)):
         raw = raw.rstrip("\n")
         if not raw.strip() or raw.startswith("# source:") or raw.startswith("# server:"):
             continue
         if raw.lstrip().startswith("{"):
-            obj = parse_record(raw)  # a record cut short is still one (saying so), not text
-            if obj is not None:
-                for ev in _journal_events(obj, last):
+            record = _record_events(raw, last)
+            if record is not None:
+                for ev in record:
                     last = max(last, ev.at)
                     yield ev
                 continue
@@ -178,6 +189,17 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
             yield u if u is not None else LogLine(at=last, text=piece)
 
 
+def _record_events(raw: str, last: float) -> list[Event] | None:
+    """The events of a line of `journalctl -o json` (a record cut short is still one, saying so), or None when the
+    line is no record, or one nested deeper than Python's JSON parser goes (`{"a": {"a": ...}}` 100,000 deep):
+    that line is read as text."""
+    try:
+        obj = parse_record(raw)
+        return None if obj is None else list(_journal_events(obj, last))
+    except RecursionError:
+        return None
+
+
 def detect_preset(lines: Iterable[str]) -> str:
     """The name of the registered preset whose `detection` finds the most of the first 2,000 lines (the first
     registered on a tie, or when none finds any)."""
@@ -195,6 +217,8 @@ def detect_preset(lines: Iterable[str]) -> str:
 class ReplayResult:
     state: LifecycleState
     preset: str
+    #: whether any line was the server's output (`server_line`): replaying the wrong file must say so
+    recognised: bool = True
 
     def as_dict(self) -> dict[str, object]:
         s = self.state
@@ -221,10 +245,56 @@ def with_flags(events: Iterable[Event]) -> Iterator[Event]:
         yield ev
 
 
-def replay(lines: list[str], preset_name: str = "auto") -> ReplayResult:
-    name = detect_preset(lines) if preset_name == "auto" else preset_name
+def server_line(ev: Event, p: Preset) -> bool:
+    """Whether an event of a recorded log is the server's output: a logger prefix, a phase marker, the ready line,
+    a fatal line, or systemd's word about the unit (any event but a line)."""
+    if isinstance(ev, FlagsKnown):
+        return False
+    if not isinstance(ev, LogLine):
+        return True
+    c = clean(ev.text)
+    t = c.text
+    return bool(c.prefixed or p.ready.search(t) or p.fatal.search(t) or (p.serving is not None and p.serving.search(t))
+                or any(m.pattern.search(t) for m in p.markers))
+
+
+def replay(lines: Iterable[str], preset_name: str = "auto") -> ReplayResult:
+    """The reducer's state at the end of a recorded log, read once and line by line (bounded memory)."""
+    it = iter(lines)
+    head = list(islice(it, HEAD_LINES))
+    name = detect_preset(head) if preset_name == "auto" else preset_name
     preset: Preset = get_preset(name)
     state = initial(require_probe=False)
-    for ev in with_flags(events_from_lines(lines)):
+    recognised = False
+    for ev in with_flags(events_from_lines(chain(head, it))):
         state = reduce(state, ev, preset)
-    return ReplayResult(log_ended(state), name)
+        recognised = recognised or server_line(ev, preset)
+    return ReplayResult(log_ended(state), name, recognised)
+
+
+#: the starts of files that are no log, and what to say of each
+_MAGIC = {
+    b"\x7fELF": "a binary file (an executable), not a server log",
+    b"\x1f\x8b": "a binary file (gzip-compressed): `zcat FILE | bringup replay -`",
+    b"\x28\xb5\x2f\xfd": "a binary file (zstd-compressed): `zstdcat FILE | bringup replay -`",
+    b"\xfd7zXZ\x00": "a binary file (xz-compressed): `xzcat FILE | bringup replay -`",
+    b"PK\x03\x04": "a binary file (a zip archive), not a server log",
+    b"LPKSHHRH": "a binary file (journald's own): `journalctl --file FILE -o json | bringup replay -`",
+}
+#: the bytes no text log has (C0 controls other than tab, newlines, form feed, backspace and ESC: a log's colours)
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x0c\x08\x1b")
+#: the share of such bytes at the start of a file above which it is binary: one stray NUL (a crashed writer's
+#: padding, a partial write) in a real log is far below it
+BINARY_SHARE = 0.10
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file that is no text log is, from its first bytes (8 KiB is plenty): a known magic number, or more than
+    BINARY_SHARE of control bytes; None for a text log, stray NULs and undecodable bytes included."""
+    for magic, what in _MAGIC.items():
+        if head.startswith(magic):
+            return what
+    if not head:
+        return None
+    controls = len(head) - len(head.translate(None, _CONTROL))
+    return "a binary file, not a server log" if controls / len(head) > BINARY_SHARE else None
