@@ -34,6 +34,7 @@ from tui.transport.local import LIVE_GROUPS, kill_all_children
 from .actions import cmd_restart, cmd_start, cmd_stop
 from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, ArgumentsError, UsageError, build_parser
 from .commands import cmd_bench, cmd_flags, cmd_replay, cmd_status
+from .config_trust import config_trust_warning
 from .exporter import cmd_exporter
 from .follow import cmd_demo, cmd_wait
 from .report import error, fmt_s, gpus_dict, out, render_status, snapshot_dict
@@ -135,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       or getattr(args, "console_read_only", False)) else None
         settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
                         time_scale=getattr(args, "time_scale", 1.0))
+        warning = config_trust_warning(settings.config_file)  # a file another user can write names our commands
+        if warning:
+            print(f"bringup: {warning}", file=sys.stderr, flush=True)
         if args.cmd in (None, "console", "demo", "serve"):
             from tui.console.run import check_keymap
 
