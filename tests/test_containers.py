@@ -254,8 +254,12 @@ def test_pids_are_host_pids(make: Callable[[str], Deployment]) -> None:
     m = d.manager()
     unit = asyncio.run(m.state())
     assert unit.running and unit.main_pid > 0
-    pids = asyncio.run(m.pids(unit))
-    assert pids is not None and unit.main_pid in pids and len(pids) >= 2, pids
+    # the container's python starts its `sleep` a moment after `run -d` returns: wait for both, not one reading
+    def both() -> set[int] | None:
+        p = asyncio.run(m.pids(unit))
+        return p if p is not None and unit.main_pid in p and len(p) >= 2 else None
+
+    pids = until("the container's two processes", both)
     for pid in pids:  # each a host PID of a process in another namespace, where it has a PID of its own
         nspid = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("NSpid:"))
         assert len(nspid.split()) == 3, nspid
