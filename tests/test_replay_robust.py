@@ -94,3 +94,15 @@ r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)
 sys.stdout.write(r.stdout.decode().rstrip("\\n") + "\\n" + str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
 sys.exit(r.returncode)
 """
+
+
+def test_random_bytes_are_binary_every_time() -> None:
+    """26 of 256 byte values are controls: random bytes sat at ~10 %, on the old 10 % line, and half of them replayed
+    as a log with no server lines (CI saw it). Any random 8 KiB is binary; a log with stray NULs is not."""
+    import os
+
+    from tui.lifecycle.replay import binary_kind
+
+    assert all(binary_kind(os.urandom(8192)) for _ in range(300))
+    log = b"[2026-06-02 08:00:20 TP0] Load weight begin. avail mem=78.12 GB\n" * 128
+    assert binary_kind(log[:4000] + b"\x00" * 16 + log[4000:8192]) is None

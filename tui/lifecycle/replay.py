@@ -284,8 +284,10 @@ _MAGIC = {
 #: the bytes no text log has (C0 controls other than tab, newlines, form feed, backspace and ESC: a log's colours)
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x0c\x08\x1b")
 #: the share of such bytes at the start of a file above which it is binary: one stray NUL (a crashed writer's
-#: padding, a partial write) in a real log is far below it
-BINARY_SHARE = 0.10
+#: padding, a partial write) in a real log is far below it, and random bytes (26 of 256 values: about 10 %) far above
+BINARY_SHARE = 0.05
+#: ... or of those and bytes that are no UTF-8 together (random bytes: most of them; a log in Latin-1: its accents)
+UNREADABLE_SHARE = 0.30
 
 
 def binary_kind(head: bytes) -> str | None:
@@ -297,4 +299,6 @@ def binary_kind(head: bytes) -> str | None:
     if not head:
         return None
     controls = len(head) - len(head.translate(None, _CONTROL))
-    return "a binary file, not a server log" if controls / len(head) > BINARY_SHARE else None
+    undecodable = head.decode("utf-8", errors="replace").count("\ufffd")
+    binary = controls / len(head) > BINARY_SHARE or (controls + undecodable) / len(head) > UNREADABLE_SHARE
+    return "a binary file, not a server log" if binary else None
