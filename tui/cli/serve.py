@@ -41,7 +41,7 @@ from tui.exit_codes import ExitCode
 
 from .args import UsageError
 from .report import error, out
-from .serve_session import DEFAULT_SIZE, Console, clamp_size
+from .serve_session import DEFAULT_SIZE, Console, all_stopped, clamp_size
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -280,3 +280,4 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signal.SIGTERM)
         await runner.cleanup()
+        await all_stopped()  # a tab closed just before: its console's stop is finished, not cancelled at exit

@@ -33,6 +33,15 @@ DEFAULT_SIZE = (80, 24)
 QUIT_GRACE_S = 3.0
 TERM_GRACE_S = 3.0
 _GANGLION = b"__GANGLION__\n"
+#: every console stop under way: serve waits for them all before its event loop closes, so that no console's stop
+#: is cancelled half-way (a console left unreaped, "Event loop is closed" at exit) when a tab closed just before
+_STOPS: set[asyncio.Future[None]] = set()
+
+
+async def all_stopped() -> None:
+    """Return once every console stop begun so far has finished (each has its own deadline: QUIT, TERM, KILL)."""
+    while _STOPS:
+        await asyncio.gather(*list(_STOPS), return_exceptions=True)
 
 
 def clamp_size(width: object, height: object) -> tuple[int, int] | None:
@@ -137,6 +146,8 @@ class Console:
             return
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self._stop(self.proc))
+            _STOPS.add(self._stopping)
+            self._stopping.add_done_callback(_STOPS.discard)
         await asyncio.shield(self._stopping)
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
