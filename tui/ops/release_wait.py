@@ -97,10 +97,11 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
             now = time.monotonic()
             if not seen_gpus:  # never a reading: no evidence of anything, least of all of a release
                 if grace is not None and gone_at is None and await _old_run_gone(engine):
-                    gone_at = now
                     on_step(Step("release", "running", f"no GPU readings ({why}); the old run's processes are "
                                  f"gone: {going_on} in {grace:g} s WITHOUT verifying the release (the "
                                  "unverified release grace), at the risk of a CUDA OOM"))
+                    # counted from after the answer and its step, not from before asking: never shorter than said
+                    gone_at = now = time.monotonic()
                     said.add(why)
                 if gone_at is not None and grace is not None:
                     if now - gone_at >= grace:
