@@ -53,6 +53,14 @@ def port() -> int:
 
 
 @pytest.fixture(autouse=True)
+def own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's default state dir is its own: bringup writes each run it watches into the deployment's history
+    there (tui/engine/history.py), and one test's past runs must not give another an ETA (nor the tester's own
+    ~/.local/state any)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
+@pytest.fixture(autouse=True)
 def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     """For every test with a tmp dir: fails the test if a simulated server (or a supervisor of one, or the
     `nvidia-smi` stand-in) started with that dir on its command line still runs once the test and its other fixtures

@@ -50,6 +50,7 @@ SERIES = {
     "bringup_restarts": ("counter", {"deployment", "outcome"}),
     "bringup_restart_duration_seconds": ("histogram", {"deployment"}),
     "bringup_generation_tokens_per_second": ("gauge", {"deployment"}),
+    "bringup_phase_eta_seconds": ("gauge", {"deployment", "until", "match"}),
 }
 #: the values each label may take beyond the configured names (deployment, host) and the run's own ids: no free text
 LABEL_VALUES = {
@@ -59,6 +60,8 @@ LABEL_VALUES = {
     "source": {"unit", "gpus", "metrics"},
     "outcome": {"ready", "failed", "other"},
     "manager": {"systemd", "process", "none", "docker", "compose"},
+    "until": {"phase", "ready"},
+    "match": {"same-flags", "one-flag-apart"},
 }
 #: the labels not from a fixed set: the config's names (deployment, host, preset), a GPU, the run's id and its flags
 #: (both change only with the run), its release (once a run, a plain release string), the histogram's buckets
@@ -140,7 +143,7 @@ async def test_exposition_names_labels_and_types(tmp_path: Path) -> None:
         await fleet.close()
     for name, (kind, labels) in SERIES.items():
         if name in ("bringup_gpu_memory_bytes", "bringup_probe_latency_seconds",
-                    "bringup_generation_tokens_per_second"):
+                    "bringup_generation_tokens_per_second", "bringup_phase_eta_seconds"):
             continue  # nothing sampled yet: no series rather than a made-up zero
         assert name in families, name
         assert families[name].type == kind, name

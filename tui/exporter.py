@@ -43,7 +43,7 @@ from tui.engine.updates import GpusSampled, HolderChanged, Update
 from tui.lifecycle.nodes import describe_gpus, host_names
 from tui.lifecycle.release import attribute
 from tui.lifecycle.secrets import redact_argv
-from tui.model import FailureKind, GpuSnapshot, LockInfo, Phase, UnitState
+from tui.model import FailureKind, GpuSnapshot, LockInfo, Phase, PhaseEta, UnitState
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 #: a failure whose cause is still arriving (the traceback after an exit) is counted once it is known, or this long
@@ -295,6 +295,11 @@ class FleetCollector(Collector):
         restart_s = HistogramMetricFamily("bringup_restart_duration_seconds", "How long each restart held the "
                                           "deployment's lock, from its first step to ready or failed",
                                           labels=["deployment"])
+        eta = GaugeMetricFamily("bringup_phase_eta_seconds", "Expected seconds left while a run starts, from the "
+                                "deployment's past runs (the history every bringup of this operator shares): until "
+                                "the current phase ends, and until ready; match: same-flags, or one-flag-apart when "
+                                "no past run had these flags; none without past runs to go by (no guess)",
+                                labels=["deployment", "until", "match"])
         for view in self.fleet.views(now):
             snap = view.snapshot
             name = snap.deployment
@@ -334,12 +339,15 @@ class FleetCollector(Collector):
             tp = engine.throughput
             if snap.phase == Phase.READY and tp is not None and tp.tokens_per_s is not None:
                 tokens.add_metric([name], tp.tokens_per_s)
+            if isinstance(snap.eta, PhaseEta):
+                eta.add_metric([name, "phase", str(snap.eta.basis.match)], snap.eta.phase_left_s)
+                eta.add_metric([name, "ready", str(snap.eta.basis.match)], snap.eta.ready_left_s)
             up.add_metric([name], 0.0 if view.host_down or snap.stale else 1.0)
             for outcome in OUTCOMES:
                 restarts.add_metric([name, outcome], float(seen.restarts[outcome]))
             restart_s.add_metric([name], seen.bucket_counts(), sum(seen.durations))
         return [phase, phase_s, ready, stalled, failures, gpu_mem, probe, age, source_up, info, up, restarts,
-                restart_s, tokens]
+                restart_s, tokens, eta]
 
 
 def _phase_outcome(engine: Engine) -> str:

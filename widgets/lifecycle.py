@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from tui.lifecycle.eta import eta_words
 from tui.lifecycle.presets.facts import ReleaseMatch, releases, version_key
 from tui.lifecycle.secrets import redact_argv
-from tui.model import Phase, Snapshot, Step
+from tui.model import Phase, PhaseEta, Snapshot, Step
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
 STEP_MARK = {"done": "✓", "running": "…", "failed": "✗", "skipped": "-"}
@@ -196,6 +197,9 @@ class LifecyclePanel(Vertical):
             detail.append("\n" + lead, style="bold" if stalled is not None else "dim")
             detail.append(_one_row(snap.latest_line, self._width() - len(lead)),
                           style="" if stalled is not None else "dim")
+        if snap.eta is not None and phase in PROGRESSING:  # how long is left, by this deployment's past runs
+            slow = isinstance(snap.eta, PhaseEta) and bool(snap.eta.slower)
+            detail.append("\n" + eta_words(snap.eta), style="yellow" if slow else "dim")
         detail.append("\n")
         detail.append_text(timeline_text(snap, now, self._width()))
         if note:

@@ -37,6 +37,7 @@ from .commands import cmd_bench, cmd_flags, cmd_replay, cmd_status
 from .config_trust import config_trust_warning
 from .exporter import cmd_exporter
 from .follow import cmd_demo, cmd_wait
+from .record import cmd_record
 from .report import error, fmt_s, gpus_dict, out, render_status, snapshot_dict
 from .serve import cmd_serve
 from .sweep import cmd_sweep
@@ -56,7 +57,7 @@ EXIT_SUPERSEDED = ExitCode.SUPERSEDED
 HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], Awaitable[int]]] = {
     "status": cmd_status, "wait": cmd_wait, "start": cmd_start, "restart": cmd_restart, "stop": cmd_stop,
     "flags": cmd_flags, "demo": cmd_demo, "bench": cmd_bench, "sweep": cmd_sweep, "exporter": cmd_exporter,
-    "serve": cmd_serve,
+    "serve": cmd_serve, "record": cmd_record,
 }
 
 

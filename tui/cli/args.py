@@ -185,6 +185,18 @@ def build_parser() -> argparse.ArgumentParser:
             f"(the console's keys). The {FLAG_NAMES}, as `restart --set` and `--unset` take them.")
     f.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
 
+    rec = add("record", "write one run's incident record (Markdown), from the run history",
+              "Write one run of a deployment as a Markdown incident record, to paste into a ticket: the deployment, "
+              "host, unit and release; the flags and their change from the last run that reached ready; the phase "
+              "timeline against past runs; the failure with its whole excerpt; the GPU memory at each step; the "
+              "bringup actions on it; and the commands to go back. Read from the run history bringup keeps under "
+              "its state dir (secrets redacted). RUN: an invocation or its first characters (default: the latest "
+              "run that did not reach ready, else the latest).")
+    rec.add_argument("deployment", nargs="?", help=DEPLOYMENT_HELP)
+    rec.add_argument("run", nargs="?", help="the run (default: the latest that did not reach ready)")
+    rec.add_argument("--out", metavar="FILE", default="",
+                     help="where to write it (default: STATE_DIR/deployments/NAME/records/RUN.md; - prints it)")
+
     rp = add("replay", "run the lifecycle reducer over a recorded log",
              "Replay a recorded log (plain text, journald short format, or `journalctl -o json` lines; - for "
              "stdin) through the same reducer as the console, and print the phase timeline, the final phase and "

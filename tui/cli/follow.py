@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 from tui.config import DEMO, Settings
 from tui.exit_codes import ExitCode
+from tui.lifecycle.eta import eta_words
+from tui.model import NoEta, Phase, PhaseEta
 from tui.ops.wait import (
     BecameReady,
     FailureFound,
@@ -35,7 +37,11 @@ from tui.ops.wait import (
     wait,
 )
 
+from .eta_report import eta_fields
 from .report import fmt_s, print_failure
+
+#: the ETA of a run as it stood when it entered a phase (the phase, and when it was entered)
+EtaOnEntry = Callable[[Phase, float], PhaseEta | NoEta | None]
 
 #: the headless demo's bring-up takes well under a minute at the default time scale
 DEMO_TIMEOUT_S = 600.0
@@ -64,8 +70,11 @@ class WaitLines:
     With a `chronicle` (a wait for several), its phase lines go there, to be printed in order with the others'."""
 
     def __init__(self, name: str, as_json: bool, *, one_of_several: bool = False,
-                 chronicle: Chronicle | None = None) -> None:
+                 chronicle: Chronicle | None = None, eta: EtaOnEntry | None = None) -> None:
         self.name = name
+        #: the ETA as it stood when a phase was entered (from the deployment's past runs), for its phase line
+        self.eta = eta
+        self._no_eta_said = False
         self.as_json = as_json
         #: `bringup wait a b c`: every line says whose it is (a phase line, the failure, the timeout)
         self.tagged = one_of_several
@@ -111,12 +120,21 @@ class WaitLines:
                 self._ended(ev)
 
     def _phase(self, ev: PhaseReached) -> None:
+        eta = self.eta(ev.phase, ev.at) if self.eta is not None else None
         if self.as_json:
-            self._json({"phase": str(ev.phase), "at": ev.at, "line": ev.line})
+            self._json({"phase": str(ev.phase), "at": ev.at, "line": ev.line,
+                        **(eta_fields(eta) if eta is not None else {})})
         else:
             # several runs, each with its own start: one clock for all (in order), else seconds since it
             when = time.strftime("%H:%M:%S", time.localtime(ev.at)) if self.tagged else fmt_s(ev.since_first)
-            print(f"[{when}] {self._tag()}{ev.phase!s:<14} {ev.line[:100]}", flush=True)
+            print(f"[{when}] {self._tag()}{ev.phase!s:<14} {ev.line[:100]}{self._eta_words(eta)}", flush=True)
+
+    def _eta_words(self, eta: PhaseEta | NoEta | None) -> str:
+        """The ETA after the phase's line; that there is none, once a wait."""
+        if eta is None or (isinstance(eta, NoEta) and self._no_eta_said):
+            return ""
+        self._no_eta_said = self._no_eta_said or isinstance(eta, NoEta)
+        return f"  [{eta_words(eta)}]"
 
     def _ended(self, ev: WaitOutcome) -> None:
         match ev:
@@ -171,7 +189,8 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
     w = Engine(settings, name, dep)
     await w.start()
     try:
-        return wait_exit_code(await wait(w, args.timeout, WaitLines(name, args.json), stale_after=STALE_AFTER_S))
+        lines = WaitLines(name, args.json, eta=lambda phase, at: w.history.on_entry(name, w.state, phase, at))
+        return wait_exit_code(await wait(w, args.timeout, lines, stale_after=STALE_AFTER_S))
     finally:
         await w.close()
 

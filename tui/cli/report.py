@@ -15,6 +15,8 @@ from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
 from tui.lifecycle.secrets import redact_argv, redact_flags
 from tui.model import Failure, GpuSnapshot, Snapshot
 
+from .eta_report import eta_fields
+
 #: lines of a failure's excerpt a command prints: the end of a traceback, where its cause is
 EXCERPT_LINES = 40
 #: `status` keeps room for the rest of the snapshot below the excerpt
@@ -107,6 +109,7 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float,
             "other_mib": s.attribution.other_mib, "previous_gpus": list(s.attribution.previous_gpus),
             "note": s.attribution.note or None},
         "release": release_dict(s),
+        **eta_fields(s.eta),  # how long the start-up has left, from this deployment's past runs (or why not)
     }
 
 
@@ -144,6 +147,8 @@ def render_status(d: dict[str, Any]) -> str:
     if rel:
         said = "its log" if rel["source"] == "log" else "its HTTP answer"
         lines.append(f"release: {rel['version']} (said by {said}" + (f"; {rel['note']})" if rel["note"] else ")"))
+    if d.get("eta"):
+        lines.append(f"  eta: {d['eta']}")
     if d["stalled_for"]:
         lines.append(f"  STALLED: no progress for {d['stalled_for']:.0f}s")
     f = d["failure"]

@@ -29,6 +29,7 @@ from textual.worker import Worker, WorkerState
 from tui.config import Settings
 from tui.console.fleet_keys import FleetKeys
 from tui.console.log_keys import LogKeys
+from tui.console.record_keys import RecordKeys
 from tui.console.sweep_keys import SweepKeys
 from tui.engine import Engine
 from tui.engine.fleet import Fleet
@@ -67,7 +68,7 @@ def empty_snapshot(name: str, host: str) -> Snapshot:
                     stale=f"connecting to {host}" if host else "connecting")
 
 
-class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
+class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
     """The read-only console: watching, filtering and help, no actions that change the deployment."""
 
     CSS_PATH = Path(__file__).resolve().parent.parent / "app.tcss"
@@ -268,6 +269,7 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
             self.steps = []  # a run this console did not start: the steps of its own last action are history
         if snap.phase != self.snap.phase:
             self._dirty.add("throughput")  # its figures are labelled by whether the server serves: no sample says so
+        self.offer_record(self.snap, snap)  # a run seen failing: its incident record, a key away
         self.snap = snap
         self._dirty.add("lifecycle")
         self._set_subtitle()

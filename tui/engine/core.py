@@ -39,6 +39,7 @@ from . import view
 from .build import NodeLink, forwarded_endpoint, gpu_keys, make_manager, make_multinode, make_prober, make_transport
 from .cadence import ProbeCadence
 from .gpus import GpuSampler, GpuTracker
+from .history import HistoryStore, RunRecorder, history_path
 from .host_gpus import HostGpuStream
 from .logs import LogFollower
 from .node_gpus import NodesGpuStream
@@ -84,6 +85,8 @@ class Engine(StreamReadouts):
         self.tput = ThroughputTracker(self.preset)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
         self.release_query = ReleaseQuery()
+        #: the deployment's run history (the operator's own file): each run's record, and the ETA read from it
+        self.history = RunRecorder(HistoryStore(history_path(settings.state_path(), name)))
         self.probe_poke = asyncio.Event()
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=dep.manager != "none",
@@ -186,6 +189,7 @@ class Engine(StreamReadouts):
         if (self.state.phase != before.phase or self.state.timeline != before.timeline
                 or self.state.failure != before.failure or self.state.invocation != before.invocation
                 or self.state.release != before.release):
+            self.history.changed(self)
             self.emit(PhaseChanged(self.snapshot()))
 
     def snapshot(self, now: float | None = None) -> Snapshot:
@@ -304,6 +308,7 @@ class Engine(StreamReadouts):
     # ------------------------------------------------------------------ actions
 
     def action(self, name: str) -> None:
+        self.history.acted(self, name)
         self.feed(ActionTaken(time.time(), name))
         self.cadence.woke(time.time())
         self.unit_follower.poke()

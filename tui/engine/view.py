@@ -136,5 +136,6 @@ def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
         timeline=s.timeline, failure=e.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=gpus,
         throughput=e.throughput, flags=unit.argv if unit else (), notes=notes(e),
         endpoint=describe_probe(e.current_probe()), attribution=e.attribution(),
-        latest_line=latest_progress(s.blocks.tail), release_seen=s.release,
+        latest_line=(latest := latest_progress(s.blocks.tail)), release_seen=s.release,
+        eta=e.history.eta(e.name, s, latest, clock),
         release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None)

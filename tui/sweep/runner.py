@@ -28,6 +28,7 @@ import httpx
 
 from tui.bench import BenchError, discover_model, one_request
 from tui.collectors.bounded import METRICS_MAX, fetch
+from tui.lifecycle.incident import record_command
 from tui.lifecycle.secrets import REDACTED, unredact_argv
 from tui.managers import LockHeld, ManagerError
 from tui.model import Failure, FailureKind, Outcome, Phase, Step
@@ -319,7 +320,9 @@ class SweepRunner:
             kind = "timeout" if out.timed_out else "failed"
             info = FailureInfo(str(out.phase), kind, (out.message,), "see the steps and `bringup status "
                                f"{self.engine.name}`")
-        self.rec.write_log(config.name, [f"# {config.name}: {out.message}", f"# argv: {' '.join(argv)}",
+        # the run's whole incident record (timeline against past runs, GPU steps, the way back): one command away
+        record = [f"# incident record: {record_command(self.engine.name, out.invocation)}"] if out.invocation else []
+        self.rec.write_log(config.name, [f"# {config.name}: {out.message}", f"# argv: {' '.join(argv)}", *record,
                                          *info.excerpt])
         self._record_config(config, argv, out.invocation, "failed", attempts, info, None)
         self.failed.append(config.name)

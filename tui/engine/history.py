@@ -1,0 +1,214 @@
+"""The run history's file, and the engine's hand in it: every bringup of the operator watching a deployment (the
+console, the exporter, `status`, `wait`) writes the runs it sees into one file under bringup's own state dir, and
+reads its ETA from it.
+
+The file is the operator's, on the machine bringup runs on (never the server's host, even over SSH):
+`STATE_DIR/deployments/NAME/history.json`. Writers take an exclusive `flock` on `history.lock` beside it, read the
+file, merge their record into the run of the same invocation (tui/lifecycle/history.py `upsert`: never a second
+record of one run, never one lost to another writer) and replace the file atomically (a temporary file, fsync,
+rename), so a reader never sees half a file and a crash never leaves one. Reads take no lock; they are cached by
+the file's mtime and size, since every snapshot reads the ETA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tui.lifecycle.eta import estimate
+from tui.lifecycle.history import (
+    ActionRecord,
+    GpuStep,
+    Observed,
+    RunRecord,
+    options,
+    previous_of,
+    readable,
+    record_of,
+    to_dict,
+    upsert,
+)
+from tui.lifecycle.reducer import LifecycleState
+from tui.lifecycle.state import STARTUP
+from tui.model import NoEta, Phase, PhaseEta
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+FILE = "history.json"
+LOCK = "history.lock"
+#: the file's form: a newer bringup's file with another form is read as far as it can be, and rewritten as this
+FORMAT = 1
+
+
+def history_path(state_dir: Path, deployment: str) -> Path:
+    return state_dir / "deployments" / deployment / FILE
+
+
+@dataclass
+class HistoryStore:
+    """One deployment's history file: `runs()` to read, `put()` to write a run's record."""
+
+    path: Path
+    _cache: tuple[tuple[int, int], list[RunRecord]] | None = field(default=None, repr=False)
+
+    def runs(self) -> list[RunRecord]:
+        """The runs on record, oldest first; none when there is no file yet (or it cannot be read)."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return []
+        key = (st.st_mtime_ns, st.st_size)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        runs = self._read()
+        self._cache = (key, runs)
+        return runs
+
+    def _read(self) -> list[RunRecord]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        items = data.get("runs", []) if isinstance(data, dict) else []
+        return readable(items if isinstance(items, list) else [])
+
+    def put(self, record_for: Callable[[Sequence[RunRecord]], RunRecord | None]) -> RunRecord | None:
+        """Under the lock: read the runs, make the record from them (its diff is against the run before it, as
+        now on record), merge it in and write the file. Returns the record as merged."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.parent / LOCK, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                runs = self._read()
+                record = record_for(runs)
+                if record is None:
+                    return None
+                runs = upsert(runs, record)
+                self._write(runs)
+                return next((r for r in runs if r.invocation == record.invocation), record)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _write(self, runs: Sequence[RunRecord]) -> None:
+        text = json.dumps({"format": FORMAT, "runs": [to_dict(r) for r in runs]}, indent=None)
+        fd, tmp = tempfile.mkstemp(prefix=".history.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def who() -> str:
+    """`user@host pid N`: the bringup that acted."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+
+
+class RunRecorder:
+    """The engine's hook: the current run's record written at each change of its phase picture, with the GPU
+    memory at each step (the actions that led to the run, then its phases) and the actions taken on it; and the
+    ETA read back. A file that cannot be written never stops the engine: the error is kept and said with the ETA."""
+
+    def __init__(self, store: HistoryStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+        self.error = ""
+        #: steps and actions taken before the run they lead to exists (a restart's stop, its release wait)
+        self._lead_in: list[tuple[GpuStep, ActionRecord | None]] = []
+        self._invocation = ""
+        self._steps: list[GpuStep] = []
+        self._actions: list[ActionRecord] = []
+
+    def _gpu_step(self, e: Engine, step: str) -> GpuStep:
+        snap = e.gpus
+        used = e.gpu.deployment_memory_mib(snap) if snap is not None else None
+        att = e.attribution()
+        return GpuStep(self.clock(), step, used, att.current_mib if att else None,
+                       att.previous_mib if att else None, att.other_mib if att else None)
+
+    def acted(self, e: Engine, action: str) -> None:
+        """The operator (or a restart) asked for `action`: its moment and the memory then, for the run it leads to
+        (a stop belongs to what follows it as much as to what it ends)."""
+        act = ActionRecord(self.clock(), who(), action)
+        self._lead_in = [*self._lead_in, (self._gpu_step(e, action), act)][-20:]
+        if e.state.invocation and e.state.phase not in (Phase.STOPPED, Phase.FAILED):
+            self._actions.append(act)  # a stop of the run under way is its own action too
+            self._changed(e)
+
+    def changed(self, e: Engine) -> None:
+        """The phase picture changed: write the run's record."""
+        self._changed(e)
+
+    def _changed(self, e: Engine) -> None:
+        s = e.state
+        if not s.invocation or not s.timeline or s.invocation_started is None:
+            return
+        if s.invocation != self._invocation:
+            self._invocation = s.invocation
+            self._steps = [st for st, _ in self._lead_in if st.at >= s.invocation_started - 600]
+            self._actions = [a for _, a in self._lead_in if a is not None and a.at >= s.invocation_started - 600]
+            self._lead_in = []
+        if not self._steps or self._steps[-1].step != str(s.phase):
+            self._steps.append(self._gpu_step(e, str(s.phase)))
+        if e.other_holder is not None:
+            h = e.other_holder
+            act = ActionRecord(h.since, f"{h.who} pid {h.pid}", h.purpose, h.change)
+            if act not in self._actions:
+                self._actions.append(act)
+        unit = e.state.unit
+        observed = Observed(
+            deployment=e.name, invocation=s.invocation, started_at=s.invocation_started,
+            argv=tuple(unit.argv) if unit is not None else (), timeline=s.timeline, phase=s.phase, now=self.clock(),
+            failure=e.named(s.failure), release=s.release.version if s.release is not None else "",
+            host=e.host_name, unit=e.dep.unit,
+            gpu_used_mib=self._steps[-1].used_mib if self._steps else None,
+            gpu_steps=tuple(self._steps), actions=tuple(self._actions))
+        try:
+            self.store.put(lambda runs: record_of(observed, previous_of(runs, observed.invocation,
+                                                                        observed.started_at)))
+            self.error = ""
+        except OSError as err:
+            self.error = f"history {self.store.path}: {err.strerror or err}"
+
+    def eta(self, deployment: str, s: LifecycleState, latest_line: str, now: float) -> PhaseEta | NoEta | None:
+        """The ETA of the run `s` is of at `now` (None when no run is starting)."""
+        if s.phase not in STARTUP:
+            return None
+        if self.error:
+            return NoEta(f"no ETA: {self.error}")
+        argv = s.unit.argv if s.unit is not None else ()
+        return estimate(self.store.runs(), deployment=deployment, invocation=s.invocation, flags=options(argv),
+                        phase=s.phase, timeline=s.timeline, now=now, latest_line=latest_line)
+
+    def on_entry(self, deployment: str, s: LifecycleState, phase: Phase, at: float) -> PhaseEta | NoEta | None:
+        """The ETA as it stood when the run entered `phase` at `at` (a wait's phase line, read back or live)."""
+        if phase not in STARTUP:
+            return None
+        timeline = tuple(t for t in s.timeline if t.at <= at)
+        if not timeline or timeline[-1].phase != phase:
+            return None
+        if self.error:
+            return NoEta(f"no ETA: {self.error}")
+        argv = s.unit.argv if s.unit is not None else ()
+        return estimate(self.store.runs(), deployment=deployment, invocation=s.invocation, flags=options(argv),
+                        phase=phase, timeline=timeline, now=at)

@@ -1,0 +1,137 @@
+"""How long a start-up has left, from the deployment's own past runs: pure, so every front end says the same.
+
+The past runs read are those that reached ready with this run's flags; when there are none, those one flag apart
+(said so, naming the flag). The current phase's expected length is the median of theirs; where the server prints
+its own progress through the phase (a shard bar, capture batches), the rate it shows is weighed in, the more the
+further along it is. Later phases add their medians. No past run to go by: no ETA, and the reason, never a guess.
+A run already slower in its phase than every past run by a margin says so, before a stall would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from statistics import median
+
+from tui.lifecycle.history import RunEnd, RunRecord, startup_phases
+from tui.lifecycle.secrets import redact_flags
+from tui.model import EtaBasis, EtaMatch, NoEta, Phase, PhaseEta, Transition
+
+#: the most recent past runs an ETA reads
+LAST_RUNS = 5
+#: a phase is "slower than usual" once it has lasted this much longer than the slowest past run's ...
+SLOWER_FACTOR = 1.25
+#: ... and at least this many seconds longer (a 2 s phase taking 3 s is no news)
+SLOWER_MIN_S = 5.0
+#: phases whose progress lines (a bar's percentage, `k/n`) measure the phase itself
+_MEASURED = (Phase.LOADING, Phase.GRAPH_CAPTURE)
+_PERCENT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d+)?)\s?%")
+_COUNT = re.compile(r"(?<![\d/])(\d+)/(\d+)(?![\d/])")
+
+
+def progress_fraction(line: str) -> float | None:
+    """The server's own progress in its latest line (`Loading safetensors checkpoint shards:  68% Completed |
+    44/64`, `Capturing batches (bs=8 ...):  40%|...| 8/20`): 0..1, None when the line gives none."""
+    m = _PERCENT.search(line)
+    if m is not None and 0.0 <= (pct := float(m[1])) <= 100.0:
+        return pct / 100.0
+    c = _COUNT.search(line)
+    if c is not None and int(c[2]) > 0 and int(c[1]) <= int(c[2]):
+        return int(c[1]) / int(c[2])
+    return None
+
+
+def _one_apart(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> str:
+    """The one flag two flag sets differ by (`--disable-cuda-graph`), "" when they differ by none or by more."""
+    names = [n for n in set(a) | set(b) if n not in a or n not in b or a[n] != b[n]]
+    return f"--{names[0]}" if len(names) == 1 else ""
+
+
+def comparable(runs: Sequence[RunRecord], flags: Mapping[str, str | None], invocation: str
+               ) -> tuple[list[RunRecord], EtaMatch, str]:
+    """The past ready runs to go by, newest last: same flags, else the largest group one flag apart."""
+    mine = redact_flags(flags)  # the history keeps flags redacted: compare like with like
+    ready = [r for r in runs if r.outcome == RunEnd.READY and r.invocation != invocation and r.timeline]
+    same = [r for r in ready if r.flag_dict() == mine]
+    if same:
+        return same[-LAST_RUNS:], EtaMatch.SAME_FLAGS, ""
+    groups: dict[str, list[RunRecord]] = {}
+    for r in ready:
+        flag = _one_apart(mine, r.flag_dict())
+        if flag:
+            groups.setdefault(flag, []).append(r)
+    if not groups:
+        return [], EtaMatch.SAME_FLAGS, ""
+    flag, group = max(groups.items(), key=lambda kv: (len(kv[1]), kv[1][-1].started_at))
+    return group[-LAST_RUNS:], EtaMatch.ONE_FLAG_APART, flag
+
+
+def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, flags: Mapping[str, str | None],
+             phase: Phase, timeline: Sequence[Transition], now: float, latest_line: str = ""
+             ) -> PhaseEta | NoEta | None:
+    """The ETA of the run starting now (None when no run is starting: ready, failed, stopped)."""
+    if phase not in startup_phases() or not timeline:
+        return None
+    past, match, differs = comparable(runs, flags, invocation)
+    if not past:
+        if not any(r.outcome == RunEnd.READY for r in runs if r.invocation != invocation):
+            return NoEta(f"no ETA: no past run of {deployment} has reached ready yet (this one will be the first "
+                         "on record)")
+        return NoEta(f"no ETA: no past run of {deployment} with these flags, or all but one, reached ready")
+    totals = [t for r in past if (t := r.ready_after_s) is not None]
+    basis = EtaBasis(len(past), match, min(totals), max(totals), differs)
+    medians = {p: median(r.seconds_in(p) for r in past) for p in startup_phases()}
+    entered = timeline[-1].at
+    elapsed = max(0.0, now - entered)
+    left = max(0.0, medians[phase] - elapsed)
+    progress = progress_fraction(latest_line) if phase in _MEASURED and latest_line else None
+    if progress is not None and 0.0 < progress < 1.0 and elapsed > 0:
+        by_rate = elapsed * (1.0 - progress) / progress  # the server's own pace through this phase
+        left = progress * by_rate + (1.0 - progress) * left
+    elif progress is not None and progress >= 1.0:
+        left = 0.0
+    later = startup_phases()[startup_phases().index(phase) + 1:]
+    ready_left = left + sum(medians[p] for p in later)
+    return PhaseEta(phase, round(left, 1), round(ready_left, 1), basis, progress,
+                    slower_note(past, phase, elapsed, medians[phase]))
+
+
+def slower_note(past: Sequence[RunRecord], phase: Phase, elapsed: float, usual: float) -> str:
+    """"loading 40 % slower than the last 3 runs" once the phase has outlasted every past run's by the margin."""
+    slowest = max(r.seconds_in(phase) for r in past)
+    if slowest <= 0 or elapsed < slowest * SLOWER_FACTOR or elapsed - slowest < SLOWER_MIN_S:
+        return ""
+    pct = round((elapsed / usual - 1.0) * 100) if usual > 0 else 0
+    runs = "the last run" if len(past) == 1 else f"the last {len(past)} runs"
+    return f"{phase} {pct} % slower than {runs}"
+
+
+def duration(s: float) -> str:
+    """`42s`, `2m10s`, `1h05m`: an estimate's figure, whole seconds (its spread is wider than a tenth)."""
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f}s" if s >= 10 else f"{s:.1f}s"
+    m, sec = divmod(round(s), 60)
+    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+def based_on_words(b: EtaBasis) -> str:
+    """`last 3 runs 6m40s-7m05s`, `last 2 runs with the same flags but --disable-cuda-graph 21s-22s`."""
+    runs = "last run" if b.runs == 1 else f"last {b.runs} runs"
+    like = f" with the same flags but {b.differs}" if b.match == EtaMatch.ONE_FLAG_APART else ""
+    spread = duration(b.fastest_s) if b.runs == 1 or b.fastest_s == b.slowest_s \
+        else f"{duration(b.fastest_s)}-{duration(b.slowest_s)}"
+    return f"{runs}{like} {spread}"
+
+
+def eta_words(e: PhaseEta | NoEta) -> str:
+    """One line, as the console, `status` and `wait` say it: `loading 68 %, ~2m10s left, ready in ~5m00s; last 3
+    runs 6m40s-7m05s`, or why there is no ETA."""
+    if isinstance(e, NoEta):
+        return e.reason
+    pct = f" {round(e.progress * 100)} %" if e.progress is not None else ""
+    text = f"{e.phase}{pct}, ~{duration(e.phase_left_s)} left"
+    if e.ready_left_s > e.phase_left_s:
+        text += f", ready in ~{duration(e.ready_left_s)}"
+    text += f"; {based_on_words(e.basis)}"
+    return f"{text}; {e.slower}" if e.slower else text

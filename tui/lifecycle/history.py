@@ -1,0 +1,346 @@
+"""A deployment's run history: one record per run (keyed by its invocation), pure data and pure rules.
+
+The record is what an ETA and an incident write-up need and nothing more: the flags (a hash of the whole command
+line, the options, the change from the run before), the phase timeline with durations, how the run ended and why,
+the GPU memory at ready and at each step that led to the run, the release, and the bringup actions on it. Secrets
+never reach it: the command line, the flags and the failure's excerpt are stored redacted (tui/lifecycle/secrets.py).
+The file it lives in is tui/engine/history.py's; this module neither reads nor writes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from tui.lifecycle.secrets import redact_argv, redact_flags, redact_text
+from tui.model import PROGRESS_ORDER, Failure, Phase, Transition
+
+#: runs kept per deployment: enough for an ETA and for the runs a write-up compares with, small enough to rewrite
+#: the whole file at every change (a record with a whole traceback is some 30 KB)
+MAX_RUNS = 50
+#: excerpt lines kept per failed run: a traceback's end is where its cause is
+MAX_EXCERPT_LINES = 200
+#: GPU steps and actions kept per run
+MAX_STEPS = 40
+
+
+class RunEnd(StrEnum):
+    """How a run ended, as far as anyone watching it saw."""
+
+    UNDER_WAY = "under-way"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One phase of a run: when it began and how long it lasted (to the next phase, or to the last look)."""
+
+    phase: Phase
+    at: float
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStep:
+    """The deployment's GPU memory at one step of the restart that led to a run, or of the run itself, and whose
+    it was (None where it could not be told)."""
+
+    at: float
+    step: str
+    used_mib: float | None
+    this_run_mib: float | None = None
+    previous_run_mib: float | None = None
+    other_mib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """A bringup action on the deployment: who (user@host, pid), what (start | stop | restart, or a lock holder's
+    purpose), and the change it made."""
+
+    at: float
+    who: str
+    action: str
+    change: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRecord:
+    phase: Phase
+    kind: str
+    hint: str
+    excerpt: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    invocation: str
+    deployment: str
+    started_at: float
+    argv_hash: str
+    #: the command line, secrets' values `***`
+    argv: tuple[str, ...] = ()
+    #: the options: name without dashes -> value (None for a switch), secrets' values `***`
+    flags: tuple[tuple[str, str | None], ...] = ()
+    #: the change from the run before (`+ --disable-cuda-graph`), empty for the first run or the same flags
+    flags_diff: tuple[str, ...] = ()
+    timeline: tuple[Span, ...] = ()
+    outcome: RunEnd = RunEnd.UNDER_WAY
+    failure: FailureRecord | None = None
+    gpu_mib_at_ready: float | None = None
+    release: str = ""
+    host: str = ""
+    unit: str = ""
+    gpu_steps: tuple[GpuStep, ...] = ()
+    actions: tuple[ActionRecord, ...] = ()
+    #: when this record was last written (the writer's clock)
+    recorded_at: float = 0.0
+
+    def flag_dict(self) -> dict[str, str | None]:
+        return dict(self.flags)
+
+    def seconds_in(self, phase: Phase) -> float:
+        """Seconds the run spent in `phase` (0 where it never entered it: graph capture with graphs off)."""
+        return sum(s.seconds for s in self.timeline if s.phase == phase)
+
+    @property
+    def ready_after_s(self) -> float | None:
+        """Seconds from the start to ready; None for a run that did not reach it."""
+        if self.outcome != RunEnd.READY:
+            return None
+        ready = next((s for s in self.timeline if s.phase == Phase.READY), None)
+        return None if ready is None or not self.timeline else ready.at - self.timeline[0].at
+
+    def merged(self, newer: RunRecord) -> RunRecord:
+        """This run as two writers saw it (a console and an exporter follow the same run): the fuller view of its
+        life wins, and no GPU step or action either saw is lost."""
+        base = newer if _fullness(newer) >= _fullness(self) else self
+        steps = {(s.at, s.step): s for s in (*self.gpu_steps, *newer.gpu_steps)}
+        actions = {(a.at, a.who, a.action): a for a in (*self.actions, *newer.actions)}
+        return replace(base, gpu_steps=tuple(sorted(steps.values(), key=lambda s: s.at))[-MAX_STEPS:],
+                       actions=tuple(sorted(actions.values(), key=lambda a: a.at))[-MAX_STEPS:],
+                       gpu_mib_at_ready=base.gpu_mib_at_ready if base.gpu_mib_at_ready is not None
+                       else (self.gpu_mib_at_ready if base is newer else newer.gpu_mib_at_ready),
+                       release=base.release or self.release or newer.release,
+                       flags_diff=base.flags_diff or self.flags_diff or newer.flags_diff,
+                       recorded_at=max(self.recorded_at, newer.recorded_at))
+
+
+def _fullness(r: RunRecord) -> tuple[int, int, float]:
+    """An ended run beats one under way; then the longer timeline; then the later look."""
+    ended = 0 if r.outcome == RunEnd.UNDER_WAY else 1
+    last = r.timeline[-1].at + r.timeline[-1].seconds if r.timeline else 0.0
+    return ended, len(r.timeline), last
+
+
+# ---------------------------------------------------------------- flags
+
+
+def options(argv: Sequence[str]) -> dict[str, str | None]:
+    """Every option of a command line, by name without dashes: what "the same flags" compares. Any option counts,
+    not only the ones bringup edits: a changed --model-path is another run."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--") and len(a) > 2:
+            name, eq, value = a[2:].partition("=")
+            if eq:
+                out[name] = value
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                out[name] = argv[i + 1]
+                i += 1
+            else:
+                out[name] = None
+        i += 1
+    return out
+
+
+def argv_hash(argv: Sequence[str]) -> str:
+    """The whole command line's fingerprint (secrets included, so a new key is another command line, yet the key
+    itself is never stored)."""
+    return hashlib.sha256("\0".join(argv).encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def flags_diff(old: Mapping[str, str | None], new: Mapping[str, str | None]) -> tuple[str, ...]:
+    """`+ --name value`, `- --name`, `~ --name a -> b`: the words restart prints for a change."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        if name not in new:
+            out.append(f"- --{name}" + ("" if old[name] is None else f" {old[name]}"))
+        elif name not in old:
+            out.append(f"+ --{name}" + ("" if new[name] is None else f" {new[name]}"))
+        elif old[name] != new[name]:
+            out.append(f"~ --{name} {old[name]} -> {new[name]}")
+    return tuple(out)
+
+
+def going_back(deployment: str, failed: Mapping[str, str | None], ready: Mapping[str, str | None]) -> str:
+    """The `bringup restart` that puts the flags of a ready run back, from a failed run's; "" when they are the
+    same. A secret's redacted value cannot be given back, so such a change is left to the operator (said)."""
+    words: list[str] = []
+    for name in sorted(set(failed) | set(ready)):
+        if name not in ready:
+            words += ["--unset", name]
+        elif name not in failed or failed[name] != ready[name]:
+            value = ready[name]
+            words += ["--set", name if value is None else f"{name}={value}"]
+    if not words:
+        return ""
+    return "bringup restart " + " ".join(shlex.quote(w) for w in [deployment, *words])
+
+
+# ---------------------------------------------------------------- a record from what the engine saw
+
+
+def spans(timeline: Sequence[Transition], now: float) -> tuple[Span, ...]:
+    out = []
+    for i, t in enumerate(timeline):
+        end = timeline[i + 1].at if i + 1 < len(timeline) else now
+        out.append(Span(t.phase, t.at, round(max(0.0, end - t.at), 3)))
+    return tuple(out)
+
+
+def outcome_of(phase: Phase, failure: Failure | None) -> RunEnd:
+    if failure is not None or phase == Phase.FAILED:
+        return RunEnd.FAILED
+    if phase == Phase.READY:
+        return RunEnd.READY
+    if phase in (Phase.STOPPED, Phase.STOPPING):
+        return RunEnd.STOPPED
+    return RunEnd.UNDER_WAY
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What a watcher knows of one run when it writes its record (the engine fills it from its state)."""
+
+    deployment: str
+    invocation: str
+    started_at: float
+    argv: tuple[str, ...]
+    timeline: tuple[Transition, ...]
+    phase: Phase
+    now: float
+    failure: Failure | None = None
+    release: str = ""
+    host: str = ""
+    unit: str = ""
+    gpu_used_mib: float | None = None
+    gpu_steps: tuple[GpuStep, ...] = ()
+    actions: tuple[ActionRecord, ...] = field(default_factory=tuple)
+
+
+def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
+    """The record of the run observed; `previous` is the deployment's run before it (its flags give the diff)."""
+    flags = options(o.argv)
+    red = redact_flags(flags)
+    outcome = outcome_of(o.phase, o.failure)
+    # a resting phase's clock stops where it began: ready "for 3 h" says nothing of how long the start-up took
+    tl = spans(o.timeline, o.now)
+    if tl and tl[-1].phase in (Phase.READY, Phase.FAILED, Phase.STOPPED):
+        tl = (*tl[:-1], replace(tl[-1], seconds=0.0))
+    failure = None
+    if o.failure is not None:
+        failure = FailureRecord(o.failure.phase, str(o.failure.kind), redact_text(o.failure.hint),
+                                tuple(redact_text(x) for x in o.failure.excerpt[-MAX_EXCERPT_LINES:]))
+    return RunRecord(
+        invocation=o.invocation, deployment=o.deployment, started_at=o.started_at, argv_hash=argv_hash(o.argv),
+        argv=tuple(redact_argv(o.argv)), flags=tuple((k, v if v is None else str(v)) for k, v in red.items()),
+        flags_diff=flags_diff(previous.flag_dict(), red) if previous is not None else (),
+        timeline=tl, outcome=outcome, failure=failure,
+        gpu_mib_at_ready=o.gpu_used_mib if outcome == RunEnd.READY else None, release=o.release, host=o.host,
+        unit=o.unit, gpu_steps=o.gpu_steps[-MAX_STEPS:], actions=o.actions[-MAX_STEPS:], recorded_at=o.now)
+
+
+def upsert(runs: Sequence[RunRecord], record: RunRecord, keep: int = MAX_RUNS) -> list[RunRecord]:
+    """The history with `record` in it: merged into the run of the same invocation (never a second record for one
+    run), else added; in order of start, the oldest dropped past `keep`."""
+    out = list(runs)
+    for i, r in enumerate(out):
+        if r.invocation == record.invocation:
+            out[i] = r.merged(record)
+            break
+    else:
+        out.append(record)
+    out.sort(key=lambda r: r.started_at)
+    return out[-keep:]
+
+
+def previous_of(runs: Sequence[RunRecord], invocation: str, started_at: float) -> RunRecord | None:
+    """The run before this one (by start), not itself."""
+    before = [r for r in runs if r.invocation != invocation and r.started_at < started_at]
+    return before[-1] if before else None
+
+
+def last_ready_before(runs: Sequence[RunRecord], run: RunRecord) -> RunRecord | None:
+    ready = [r for r in runs if r.outcome == RunEnd.READY and r.started_at < run.started_at]
+    return ready[-1] if ready else None
+
+
+def startup_phases() -> tuple[Phase, ...]:
+    return tuple(p for p in PROGRESS_ORDER if p != Phase.READY)
+
+
+# ---------------------------------------------------------------- the file's form: JSON objects, one per run
+
+
+def to_dict(r: RunRecord) -> dict[str, Any]:
+    return {
+        "invocation": r.invocation, "deployment": r.deployment, "started_at": r.started_at,
+        "argv_hash": r.argv_hash, "argv": list(r.argv), "flags": dict(r.flags), "flags_diff": list(r.flags_diff),
+        "timeline": [{"phase": str(s.phase), "at": s.at, "seconds": s.seconds} for s in r.timeline],
+        "outcome": str(r.outcome),
+        "failure": None if r.failure is None else {
+            "phase": str(r.failure.phase), "kind": r.failure.kind, "hint": r.failure.hint,
+            "excerpt": list(r.failure.excerpt)},
+        "gpu_mib_at_ready": r.gpu_mib_at_ready, "release": r.release, "host": r.host, "unit": r.unit,
+        "gpu_steps": [{"at": s.at, "step": s.step, "used_mib": s.used_mib, "this_run_mib": s.this_run_mib,
+                       "previous_run_mib": s.previous_run_mib, "other_mib": s.other_mib} for s in r.gpu_steps],
+        "actions": [{"at": a.at, "who": a.who, "action": a.action, "change": a.change} for a in r.actions],
+        "recorded_at": r.recorded_at,
+    }
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def from_dict(d: Mapping[str, Any]) -> RunRecord:
+    """A record as stored; raises KeyError/ValueError/TypeError on one that is not (the store skips it)."""
+    f = d.get("failure")
+    return RunRecord(
+        invocation=str(d["invocation"]), deployment=str(d["deployment"]), started_at=float(d["started_at"]),
+        argv_hash=str(d["argv_hash"]), argv=tuple(str(a) for a in d.get("argv", ())),
+        flags=tuple((str(k), None if v is None else str(v)) for k, v in dict(d.get("flags", {})).items()),
+        flags_diff=tuple(str(x) for x in d.get("flags_diff", ())),
+        timeline=tuple(Span(Phase(s["phase"]), float(s["at"]), float(s["seconds"])) for s in d.get("timeline", ())),
+        outcome=RunEnd(d.get("outcome", RunEnd.UNDER_WAY)),
+        failure=None if not f else FailureRecord(Phase(f["phase"]), str(f["kind"]), str(f.get("hint", "")),
+                                                 tuple(str(x) for x in f.get("excerpt", ()))),
+        gpu_mib_at_ready=_num(d.get("gpu_mib_at_ready")), release=str(d.get("release") or ""),
+        host=str(d.get("host") or ""), unit=str(d.get("unit") or ""),
+        gpu_steps=tuple(GpuStep(float(s["at"]), str(s["step"]), _num(s.get("used_mib")), _num(s.get("this_run_mib")),
+                                _num(s.get("previous_run_mib")), _num(s.get("other_mib")))
+                        for s in d.get("gpu_steps", ())),
+        actions=tuple(ActionRecord(float(a["at"]), str(a["who"]), str(a["action"]), str(a.get("change", "")))
+                      for a in d.get("actions", ())),
+        recorded_at=float(d.get("recorded_at", 0.0)),
+    )
+
+
+def readable(items: Iterable[Any]) -> list[RunRecord]:
+    """The records of a file's objects, skipping any that cannot be read (a newer bringup's, a hand edit)."""
+    out = []
+    for d in items:
+        try:
+            out.append(from_dict(d))
+        except (KeyError, ValueError, TypeError, AttributeError):
+            continue
+    return out

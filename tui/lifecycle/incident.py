@@ -1,0 +1,139 @@
+"""An incident record: one run of a deployment, from its history, as a person pastes it into a ticket (Markdown) or
+a script reads it (the same content as one JSON object). Pure: the run and its history in, text out.
+
+What it holds is what the write-ups of past incidents were assembled from by hand: the deployment, host, unit and
+release; the flags and their change from the last run that reached ready; the phase timeline against the history;
+the failure (phase, kind, hint) with its whole excerpt; the GPU memory at each step of the restart that led to the
+run; the bringup actions on it; and the commands that go back. Secrets were redacted when the run was recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from statistics import median
+from typing import Any
+
+from tui.lifecycle.eta import duration
+from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before
+
+#: past ready runs a timeline is compared with
+COMPARED_RUNS = 5
+
+
+class NoSuchRun(LookupError):
+    """The run asked for is not on record: the message says what is."""
+
+
+def pick(runs: Sequence[RunRecord], deployment: str, run: str = "") -> RunRecord:
+    """The run named (an invocation, or its first characters), else the latest that did not reach ready, else the
+    latest."""
+    if not runs:
+        raise NoSuchRun(f"no runs of {deployment} on record yet (bringup records each run it watches)")
+    if run:
+        found = [r for r in runs if r.invocation.startswith(run)]
+        if len(found) == 1:
+            return found[0]
+        known = ", ".join(r.invocation[:12] for r in runs[-5:])
+        what = "matches several runs" if found else "is not on record"
+        raise NoSuchRun(f"run {run!r} of {deployment} {what} (latest: {known})")
+    bad = [r for r in runs if r.outcome != RunEnd.READY]
+    return bad[-1] if bad else runs[-1]
+
+
+def when(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def incident(run: RunRecord, runs: Sequence[RunRecord]) -> dict[str, Any]:
+    """The record as one object (`bringup record --json`); `markdown` renders exactly this."""
+    ready = last_ready_before(runs, run)
+    alike = [r for r in runs if r.outcome == RunEnd.READY and r.invocation != run.invocation
+             and r.started_at < run.started_at and r.flags == run.flags][-COMPARED_RUNS:]
+    compared = alike or [r for r in runs if r.outcome == RunEnd.READY and r.invocation != run.invocation
+                         and r.started_at < run.started_at][-COMPARED_RUNS:]
+    timeline = []
+    for s in run.timeline:
+        past = [r.seconds_in(s.phase) for r in compared]
+        timeline.append({"phase": str(s.phase), "at": s.at, "seconds": s.seconds,
+                         "usual_s": round(median(past), 1) if past else None,
+                         "range_s": [round(min(past), 1), round(max(past), 1)] if past else None})
+    back = going_back(run.deployment, run.flag_dict(), ready.flag_dict()) if ready is not None else ""
+    commands = [back] if back else []
+    if ready is not None and not back:
+        commands.append(f"bringup restart {run.deployment}  # the flags are the last ready run's already")
+    f = run.failure
+    return {
+        "deployment": run.deployment, "host": run.host, "unit": run.unit or None, "release": run.release or None,
+        "invocation": run.invocation, "started_at": run.started_at, "outcome": str(run.outcome),
+        "argv": list(run.argv), "flags": run.flag_dict(),
+        "flags_diff_previous": list(run.flags_diff),
+        "last_ready": None if ready is None else {"invocation": ready.invocation, "started_at": ready.started_at},
+        "flags_diff_last_ready": list(flags_diff(ready.flag_dict(), run.flag_dict())) if ready is not None else None,
+        "timeline": timeline,
+        "compared_with": {"runs": len(compared), "same_flags": bool(alike)},
+        "failure": None if f is None else {"phase": str(f.phase), "kind": f.kind, "hint": f.hint,
+                                           "excerpt": "\n".join(f.excerpt)},
+        "gpu_steps": [{"at": s.at, "step": s.step, "used_mib": s.used_mib, "this_run_mib": s.this_run_mib,
+                       "previous_run_mib": s.previous_run_mib, "other_mib": s.other_mib} for s in run.gpu_steps],
+        "gpu_mib_at_ready": run.gpu_mib_at_ready,
+        "actions": [{"at": a.at, "who": a.who, "action": a.action, "change": a.change} for a in run.actions],
+        "go_back": commands,
+    }
+
+
+def _gib(mib: float | None) -> str:
+    return "-" if mib is None else f"{mib / 1024:.1f} GiB"
+
+
+def markdown(d: dict[str, Any]) -> str:
+    """The record as Markdown: headings, a table per list, the excerpt and the commands in code blocks."""
+    lines = [f"# {d['deployment']}: run {d['invocation'][:12]} {d['outcome']}", ""]
+    unit = f", unit {d['unit']}" if d["unit"] else ""
+    lines += [f"- **deployment**: {d['deployment']} on {d['host'] or '?'}{unit}",
+              f"- **release**: {d['release'] or 'not said by the server'}",
+              f"- **run**: {d['invocation']}, started {when(d['started_at'])}",
+              f"- **outcome**: {d['outcome']}", ""]
+    f = d["failure"]
+    if f is not None:
+        lines += ["## Failure", "", f"**{f['kind']}** in **{f['phase']}**", "", f"hint: {f['hint']}", "",
+                  "```", f["excerpt"], "```", ""]
+    lines += ["## Flags", "", "```", " ".join(d["argv"]) or "(no command line seen)", "```", ""]
+    if d["last_ready"] is None:
+        lines.append("No earlier run of this deployment reached ready on record.")
+    elif d["flags_diff_last_ready"]:
+        lines += [f"Changed since the last run that reached ready ({d['last_ready']['invocation'][:12]}, "
+                  f"{when(d['last_ready']['started_at'])}):", "", "```diff", *d["flags_diff_last_ready"], "```"]
+    else:
+        lines.append(f"The same flags as the last run that reached ready ({d['last_ready']['invocation'][:12]}).")
+    if d["flags_diff_previous"] and d["flags_diff_previous"] != d["flags_diff_last_ready"]:
+        lines += ["", "Changed since the run before:", "", "```diff", *d["flags_diff_previous"], "```"]
+    cmp = d["compared_with"]
+    usual = ("usual (past ready runs" + (" with these flags" if cmp["same_flags"] else "") + f", {cmp['runs']})")
+    lines += ["", "## Timeline", "", f"| phase | began | lasted | {usual} |", "|---|---|---|---|"]
+    for t in d["timeline"]:
+        rng = t["range_s"]
+        past = "-" if rng is None else f"{duration(t['usual_s'])} ({duration(rng[0])}-{duration(rng[1])})"
+        lines.append(f"| {t['phase']} | {when(t['at'])} | {duration(t['seconds'])} | {past} |")
+    if d["gpu_steps"]:
+        lines += ["", "## GPU memory at each step", "", "| when | step | used | this run | previous run | others |",
+                  "|---|---|---|---|---|---|"]
+        for s in d["gpu_steps"]:
+            lines.append(f"| {when(s['at'])} | {s['step']} | {_gib(s['used_mib'])} | {_gib(s['this_run_mib'])} | "
+                         f"{_gib(s['previous_run_mib'])} | {_gib(s['other_mib'])} |")
+    if d["actions"]:
+        lines += ["", "## bringup actions", "", "| when | who | action | change |", "|---|---|---|---|"]
+        for a in d["actions"]:
+            lines.append(f"| {when(a['at'])} | {a['who']} | {a['action']} | {a['change'] or '-'} |")
+    lines += ["", "## Going back", ""]
+    if d["go_back"]:
+        lines += ["```sh", *d["go_back"], "```"]
+    else:
+        lines.append("No run of this deployment reached ready on record: nothing known-good to go back to.")
+    return "\n".join(lines) + "\n"
+
+
+def record_command(deployment: str, invocation: str) -> str:
+    """The command that writes a run's record: what the console offers and a failed sweep configuration's log
+    names."""
+    return f"bringup record {deployment} {invocation[:12]}"
