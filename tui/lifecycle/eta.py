@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from statistics import median
 
-from tui.lifecycle.history import RunEnd, RunRecord, startup_phases
+from tui.lifecycle.history import RunRecord, startup_phases
 from tui.lifecycle.secrets import redact_flags
 from tui.model import EtaBasis, EtaMatch, NoEta, Phase, PhaseEta, Transition
 
@@ -51,7 +51,7 @@ def comparable(runs: Sequence[RunRecord], flags: Mapping[str, str | None], invoc
                ) -> tuple[list[RunRecord], EtaMatch, str]:
     """The past ready runs to go by, newest last: same flags, else the largest group one flag apart."""
     mine = redact_flags(flags)  # the history keeps flags redacted: compare like with like
-    ready = [r for r in runs if r.outcome == RunEnd.READY and r.invocation != invocation and r.timeline]
+    ready = [r for r in runs if r.reached_ready and r.invocation != invocation]
     same = [r for r in ready if r.flag_dict() == mine]
     if same:
         return same[-LAST_RUNS:], EtaMatch.SAME_FLAGS, ""
@@ -74,7 +74,7 @@ def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, fla
         return None
     past, match, differs = comparable(runs, flags, invocation)
     if not past:
-        if not any(r.outcome == RunEnd.READY for r in runs if r.invocation != invocation):
+        if not any(r.reached_ready for r in runs if r.invocation != invocation):
             return NoEta(f"no ETA: no past run of {deployment} has reached ready yet (this one will be the first "
                          "on record)")
         return NoEta(f"no ETA: no past run of {deployment} with these flags, or all but one, reached ready")

@@ -111,11 +111,14 @@ class RunRecord:
 
     @property
     def ready_after_s(self) -> float | None:
-        """Seconds from the start to ready; None for a run that did not reach it."""
-        if self.outcome != RunEnd.READY:
-            return None
+        """Seconds from the start to ready; None for a run that did not reach it (a run stopped or crashed once
+        ready did: its start-up is as good a measure as any)."""
         ready = next((s for s in self.timeline if s.phase == Phase.READY), None)
-        return None if ready is None or not self.timeline else ready.at - self.timeline[0].at
+        return None if ready is None else ready.at - self.timeline[0].at
+
+    @property
+    def reached_ready(self) -> bool:
+        return self.ready_after_s is not None
 
     def merged(self, newer: RunRecord) -> RunRecord:
         """This run as two writers saw it (a console and an exporter follow the same run): the fuller view of its
@@ -207,10 +210,12 @@ def spans(timeline: Sequence[Transition], now: float) -> tuple[Span, ...]:
     return tuple(out)
 
 
-def outcome_of(phase: Phase, failure: Failure | None) -> RunEnd:
+def outcome_of(phase: Phase, failure: Failure | None, timeline: Sequence[Transition] = ()) -> RunEnd:
+    """How the run ended: failed (whenever it did), else ready once it was (a ready run stopped later by a restart
+    reached ready all the same), else stopped, else still under way."""
     if failure is not None or phase == Phase.FAILED:
         return RunEnd.FAILED
-    if phase == Phase.READY:
+    if phase == Phase.READY or any(t.phase == Phase.READY for t in timeline):
         return RunEnd.READY
     if phase in (Phase.STOPPED, Phase.STOPPING):
         return RunEnd.STOPPED
@@ -241,11 +246,12 @@ def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
     """The record of the run observed; `previous` is the deployment's run before it (its flags give the diff)."""
     flags = options(o.argv)
     red = redact_flags(flags)
-    outcome = outcome_of(o.phase, o.failure)
+    outcome = outcome_of(o.phase, o.failure, o.timeline)
     # a resting phase's clock stops where it began: ready "for 3 h" says nothing of how long the start-up took
     tl = spans(o.timeline, o.now)
     if tl and tl[-1].phase in (Phase.READY, Phase.FAILED, Phase.STOPPED):
         tl = (*tl[:-1], replace(tl[-1], seconds=0.0))
+    diff = flags_diff(previous.flag_dict(), red) if previous is not None else ()
     failure = None
     if o.failure is not None:
         failure = FailureRecord(o.failure.phase, str(o.failure.kind), redact_text(o.failure.hint),
@@ -253,10 +259,18 @@ def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
     return RunRecord(
         invocation=o.invocation, deployment=o.deployment, started_at=o.started_at, argv_hash=argv_hash(o.argv),
         argv=tuple(redact_argv(o.argv)), flags=tuple((k, v if v is None else str(v)) for k, v in red.items()),
-        flags_diff=flags_diff(previous.flag_dict(), red) if previous is not None else (),
+        flags_diff=diff,
         timeline=tl, outcome=outcome, failure=failure,
-        gpu_mib_at_ready=o.gpu_used_mib if outcome == RunEnd.READY else None, release=o.release, host=o.host,
-        unit=o.unit, gpu_steps=o.gpu_steps[-MAX_STEPS:], actions=o.actions[-MAX_STEPS:], recorded_at=o.now)
+        gpu_mib_at_ready=o.gpu_used_mib if o.phase == Phase.READY else None, release=o.release, host=o.host,
+        unit=o.unit, gpu_steps=o.gpu_steps[-MAX_STEPS:], actions=_with_change(o.actions, diff)[-MAX_STEPS:],
+        recorded_at=o.now)
+
+
+def _with_change(actions: Sequence[ActionRecord], diff: Sequence[str]) -> tuple[ActionRecord, ...]:
+    """The start (or restart) that began the run made its change of flags: said with the action."""
+    change = ", ".join(diff)
+    return tuple(replace(a, change=change) if change and not a.change and a.action in ("start", "restart") else a
+                 for a in actions)
 
 
 def upsert(runs: Sequence[RunRecord], record: RunRecord, keep: int = MAX_RUNS) -> list[RunRecord]:
@@ -280,7 +294,7 @@ def previous_of(runs: Sequence[RunRecord], invocation: str, started_at: float) -
 
 
 def last_ready_before(runs: Sequence[RunRecord], run: RunRecord) -> RunRecord | None:
-    ready = [r for r in runs if r.outcome == RunEnd.READY and r.started_at < run.started_at]
+    ready = [r for r in runs if r.reached_ready and r.started_at < run.started_at]
     return ready[-1] if ready else None
 
 

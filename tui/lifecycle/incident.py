@@ -15,7 +15,7 @@ from statistics import median
 from typing import Any
 
 from tui.lifecycle.eta import duration
-from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before
+from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before, startup_phases
 
 #: past ready runs a timeline is compared with
 COMPARED_RUNS = 5
@@ -37,7 +37,7 @@ def pick(runs: Sequence[RunRecord], deployment: str, run: str = "") -> RunRecord
         known = ", ".join(r.invocation[:12] for r in runs[-5:])
         what = "matches several runs" if found else "is not on record"
         raise NoSuchRun(f"run {run!r} of {deployment} {what} (latest: {known})")
-    bad = [r for r in runs if r.outcome != RunEnd.READY]
+    bad = [r for r in runs if not r.reached_ready or r.outcome == RunEnd.FAILED]
     return bad[-1] if bad else runs[-1]
 
 
@@ -48,13 +48,13 @@ def when(at: float) -> str:
 def incident(run: RunRecord, runs: Sequence[RunRecord]) -> dict[str, Any]:
     """The record as one object (`bringup record --json`); `markdown` renders exactly this."""
     ready = last_ready_before(runs, run)
-    alike = [r for r in runs if r.outcome == RunEnd.READY and r.invocation != run.invocation
-             and r.started_at < run.started_at and r.flags == run.flags][-COMPARED_RUNS:]
-    compared = alike or [r for r in runs if r.outcome == RunEnd.READY and r.invocation != run.invocation
-                         and r.started_at < run.started_at][-COMPARED_RUNS:]
+    earlier = [r for r in runs if r.reached_ready and r.started_at < run.started_at and r.invocation != run.invocation]
+    alike = [r for r in earlier if r.flags == run.flags][-COMPARED_RUNS:]
+    compared = alike or earlier[-COMPARED_RUNS:]
     timeline = []
     for s in run.timeline:
-        past = [r.seconds_in(s.phase) for r in compared]
+        # only the start-up's phases compare: how long a run rested ready or failed says nothing of this one
+        past = [r.seconds_in(s.phase) for r in compared] if s.phase in startup_phases() else []
         timeline.append({"phase": str(s.phase), "at": s.at, "seconds": s.seconds,
                          "usual_s": round(median(past), 1) if past else None,
                          "range_s": [round(min(past), 1), round(max(past), 1)] if past else None})
