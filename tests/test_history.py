@@ -125,6 +125,17 @@ def test_upsert_keeps_one_record_per_run_in_order_and_bounded(writes: list[tuple
         assert [r.started_at for r in runs] == sorted(r.started_at for r in runs)
 
 
+def test_a_late_watchers_view_never_unmakes_the_ready_another_saw() -> None:
+    """A restart's engine reads the old run back and stops it before its first probe: it never sees it ready."""
+    ready = run("a", T0)
+    late = record_of(observed("a", T0, [(Phase.STARTING, 0), (Phase.LOADING, 5), (Phase.GRAPH_CAPTURE, 60),
+                                        (Phase.WARMUP, 80), (Phase.STOPPING, 300), (Phase.STOPPED, 302)]), None)
+    assert late.outcome == RunEnd.STOPPED
+    for first, second in ((ready, late), (late, ready)):
+        (merged,) = upsert(upsert([], first), second)
+        assert merged.outcome == RunEnd.READY and merged.ready_after_s == 90
+
+
 def test_the_fuller_view_of_a_run_wins_whichever_writer_came_last() -> None:
     under_way = run("a", T0, n_phases=3, ended=False)
     ready = run("a", T0)

@@ -135,11 +135,15 @@ class RunRecord:
                        recorded_at=max(self.recorded_at, newer.recorded_at))
 
 
+#: how far a view of a run saw it get: a watcher that came late may never see a ready run ready (a restart stops
+#: it before its first probe), and its view must not unmake the ready another watcher saw
+_REACHED = {RunEnd.UNDER_WAY: 0, RunEnd.STOPPED: 1, RunEnd.READY: 2, RunEnd.FAILED: 3}
+
+
 def _fullness(r: RunRecord) -> tuple[int, int, float]:
-    """An ended run beats one under way; then the longer timeline; then the later look."""
-    ended = 0 if r.outcome == RunEnd.UNDER_WAY else 1
+    """The view that saw the run get furthest; then the longer timeline; then the later look."""
     last = r.timeline[-1].at + r.timeline[-1].seconds if r.timeline else 0.0
-    return ended, len(r.timeline), last
+    return _REACHED[r.outcome], len(r.timeline), last
 
 
 # ---------------------------------------------------------------- flags
