@@ -94,10 +94,38 @@ async def dflash_crash(tmp: Path, size: tuple[int, int] = SIZE, name: str = "fai
         app.watch_ = None
 
 
+async def second_start(tmp: Path) -> None:
+    """The ETA: the first start records the deployment's history, the second is told how long it has left."""
+    app = ControlConsoleApp(settings_for(tmp, time_scale=0.5), "sim")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+        phase = lambda: app.watch_.state.phase  # noqa: E731
+        await pilot.press("s", "y")
+        await wait_for(pilot, lambda: phase() == Phase.READY)
+        await pilot.press("s", "y")  # stop
+        await wait_for(pilot, lambda: phase() == Phase.STOPPED)
+        await pilot.pause(1)
+        await pilot.press("s", "y")  # the second start
+        await wait_for(pilot, lambda: phase() == Phase.LOADING)
+        await pilot.pause(3)
+        save(app, "eta")
+        w = app.watch_
+        w.action("stop")
+        await w.manager.stop()
+        await w.close()
+        app.watch_ = None
+
+
 def main() -> None:
     os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+    only = sys.argv[1:]  # names of the moments to take again (`second_start`), else all of them
     with tempfile.TemporaryDirectory() as d:
+        if only:
+            for name in only:
+                asyncio.run(globals()[name](Path(d) / name))
+            return
         asyncio.run(bring_up(Path(d) / "up"))
+        asyncio.run(second_start(Path(d) / "eta"))
         asyncio.run(dflash_crash(Path(d) / "dflash"))
         asyncio.run(dflash_crash(Path(d) / "dflash-small", (80, 24), "failed-dflash-80x24"))  # the smallest terminal
 
