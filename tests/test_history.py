@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -134,6 +135,19 @@ def test_a_late_watchers_view_never_unmakes_the_ready_another_saw() -> None:
     for first, second in ((ready, late), (late, ready)):
         (merged,) = upsert(upsert([], first), second)
         assert merged.outcome == RunEnd.READY and merged.ready_after_s == 90
+
+
+def test_a_watcher_that_saw_only_the_end_keeps_the_command_line_and_the_whole_traceback() -> None:
+    """`bringup stop` after a failure reads the ended run back: no command line, maybe less of the excerpt."""
+    phases = [(Phase.STARTING, 0), (Phase.WARMUP, 30), (Phase.FAILED, 40)]
+    whole = Failure(Phase.WARMUP, FailureKind.CUDA_GRAPH, ("Traceback", "frame", "illegal memory access"), "h", T0)
+    live = record_of(observed("a", T0, phases, argv=(*ARGV, "--x"), failure=whole),
+                     run("before", T0 - 500))
+    late = record_of(observed("a", T0, phases, argv=(), failure=replace(whole, excerpt=("Traceback",))), None)
+    for first, second in ((live, late), (late, live)):
+        (merged, _) = sorted(upsert(upsert([run("before", T0 - 500)], first), second), key=lambda r: -r.started_at)
+        assert merged.argv == live.argv and merged.flags_diff == ("+ --x",)
+        assert merged.failure is not None and len(merged.failure.excerpt) == 3
 
 
 def test_the_fuller_view_of_a_run_wins_whichever_writer_came_last() -> None:

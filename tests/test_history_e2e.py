@@ -93,5 +93,9 @@ def test_the_record_of_the_dflash_failure_names_it_the_change_the_gpu_steps_and_
         assert expected in text, (expected, text)
     plain = bu.run("record", bu.name, d["invocation"][:8])
     assert plain.rc == 0 and plain.out.strip() == f"wrote {path}", plain.describe()
+    # a later bringup that reads the ended run back (here `stop`) keeps what the live watchers recorded of it
+    assert bu.run("stop", bu.name).rc == 0
+    again = bu.run("record", bu.name, "--json", "--out", "-").json()
+    assert again["flags_diff_last_ready"] == d["flags_diff_last_ready"] and again["argv"] == d["argv"], again
     missing = bu.run("record", bu.name, "nosuchrun", "--json")
     assert missing.rc == 2 and "is not on record" in missing.json()["error"], missing.describe()

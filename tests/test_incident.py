@@ -67,7 +67,8 @@ def test_the_record_of_a_failed_run_names_the_failure_the_change_and_the_way_bac
     for expected in ("# k26: run failed012345 failed", "**cuda-graph** in **warmup**",
                      "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
                      "+ --speculative-algorithm DFLASH", "| loading |", "## GPU memory at each step",
-                     "| stop | 976.6 GiB | 0.0 GiB | 976.6 GiB | 0.0 GiB |", "ops@laptop pid 7",
+                     "| stop | 976.6 GiB | 0.0 GiB | 976.6 GiB | 0.0 GiB |", "| run under way | run before it |",
+                     "ops@laptop pid 7",
                      "bringup restart k26 --unset speculative-algorithm --unset speculative-dflash-block-size",
                      "k26.service"):
         assert expected in md, (expected, md)

@@ -270,6 +270,7 @@ class Engine(StreamReadouts):
             return
         self.collector_errors.pop("gpus", None)
         used = self.gpu.deployment_memory_mib(snap)
+        self.history.gpus_seen(self)
         if used is not None:
             self.feed(MemoryObserved(snap.at, used))
         self.emit(GpusSampled(snap, self.gpu.mem_history()))

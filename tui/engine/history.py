@@ -21,7 +21,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,6 +155,14 @@ class RunRecorder:
             self._actions.append(act)  # a stop of the run under way is its own action too
             self._changed(e)
 
+    def gpus_seen(self, e: Engine) -> None:
+        """A GPU sample: an action taken before the first one (a restart's stop, right after its engine started)
+        gets the memory of the first one after it, who held what as near the step as was seen."""
+        if self._lead_in and self._lead_in[-1][0].used_mib is None:
+            step, act = self._lead_in[-1]
+            seen = self._gpu_step(e, step.step)
+            self._lead_in[-1] = (replace(seen, at=step.at), act)
+
     def changed(self, e: Engine) -> None:
         """The phase picture changed: write the run's record."""
         self._changed(e)
@@ -169,7 +177,9 @@ class RunRecorder:
             self._actions = [a for _, a in self._lead_in if a is not None and a.at >= s.invocation_started - 600]
             self._lead_in = []
         if not self._steps or self._steps[-1].step != str(s.phase):
-            self._steps.append(self._gpu_step(e, str(s.phase)))
+            step = self._gpu_step(e, str(s.phase))
+            if step.used_mib is not None:  # a phase read back before any GPU sample has no memory to tell
+                self._steps.append(step)
         if e.other_holder is not None:
             h = e.other_holder
             act = ActionRecord(h.since, f"{h.who} pid {h.pid}", h.purpose, h.change)

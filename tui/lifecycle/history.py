@@ -123,15 +123,21 @@ class RunRecord:
     def merged(self, newer: RunRecord) -> RunRecord:
         """This run as two writers saw it (a console and an exporter follow the same run): the fuller view of its
         life wins, and no GPU step or action either saw is lost."""
-        base = newer if _fullness(newer) >= _fullness(self) else self
+        base, other = (newer, self) if _fullness(newer) >= _fullness(self) else (self, newer)
+        if not base.argv and other.argv:  # a watcher that saw the run only once it had ended saw no command line
+            base = replace(base, argv=other.argv, flags=other.flags, argv_hash=other.argv_hash,
+                           flags_diff=other.flags_diff)
+        failures = [f for f in (base.failure, other.failure) if f is not None]
+        if failures:  # the whole traceback, as the watcher that read the most of it has it
+            base = replace(base, failure=max(failures, key=lambda f: len(f.excerpt)))
         steps = {(s.at, s.step): s for s in (*self.gpu_steps, *newer.gpu_steps)}
         actions = {(a.at, a.who, a.action): a for a in (*self.actions, *newer.actions)}
         return replace(base, gpu_steps=tuple(sorted(steps.values(), key=lambda s: s.at))[-MAX_STEPS:],
                        actions=tuple(sorted(actions.values(), key=lambda a: a.at))[-MAX_STEPS:],
                        gpu_mib_at_ready=base.gpu_mib_at_ready if base.gpu_mib_at_ready is not None
-                       else (self.gpu_mib_at_ready if base is newer else newer.gpu_mib_at_ready),
-                       release=base.release or self.release or newer.release,
-                       flags_diff=base.flags_diff or self.flags_diff or newer.flags_diff,
+                       else other.gpu_mib_at_ready,
+                       release=base.release or other.release, host=base.host or other.host,
+                       unit=base.unit or other.unit, flags_diff=base.flags_diff or other.flags_diff,
                        recorded_at=max(self.recorded_at, newer.recorded_at))
 
 

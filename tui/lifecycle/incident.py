@@ -116,8 +116,10 @@ def markdown(d: dict[str, Any]) -> str:
         past = "-" if rng is None else f"{duration(t['usual_s'])} ({duration(rng[0])}-{duration(rng[1])})"
         lines.append(f"| {t['phase']} | {when(t['at'])} | {duration(t['seconds'])} | {past} |")
     if d["gpu_steps"]:
-        lines += ["", "## GPU memory at each step", "", "| when | step | used | this run | previous run | others |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "## GPU memory at each step", "",
+                  "Whose: the run under way at that step, the run before it (still releasing: at a restart's stop, "
+                  "the run being stopped, once asked to), or other processes.", "",
+                  "| when | step | used | run under way | run before it | others |", "|---|---|---|---|---|---|"]
         for s in d["gpu_steps"]:
             lines.append(f"| {when(s['at'])} | {s['step']} | {_gib(s['used_mib'])} | {_gib(s['this_run_mib'])} | "
                          f"{_gib(s['previous_run_mib'])} | {_gib(s['other_mib'])} |")
