@@ -96,11 +96,13 @@ async def stop_demo(w: Engine) -> None:
 
 
 async def run_demo(settings: Settings, on_event: Callable[[WaitEvent], None], *, keep: bool,
-                   timeout: float) -> WaitOutcome:
+                   timeout: float, watching: Callable[[Engine], None] | None = None) -> WaitOutcome:
     """The demo without the console: start it as configured, follow it to ready (or failed) with `on_event` told
     every step, and stop the server this call started unless `keep`. `kill <pid>` ends it as Ctrl-C does: the
     task is cancelled, the server it started stopped, and the cancellation goes on to the caller."""
     w = Engine(settings, DEMO, settings.deployments[DEMO])
+    if watching is not None:  # the caller reads what the engine knows beside the wait's events (its ETA)
+        watching(w)
     started = False
     loop = asyncio.get_running_loop()
     me = asyncio.current_task()

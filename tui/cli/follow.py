@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tui.config import DEMO, Settings
 from tui.exit_codes import ExitCode
@@ -38,6 +39,9 @@ from tui.ops.wait import (
 )
 
 from .eta_report import eta_fields
+
+if TYPE_CHECKING:
+    from tui.engine import Engine
 from .report import fmt_s, print_failure
 
 #: the ETA of a run as it stood when it entered a phase (the phase, and when it was entered)
@@ -200,8 +204,12 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     `--keep` (Ctrl-C or `kill <pid>` too)."""
     from tui.demo import run_demo
 
+    lines = WaitLines(DEMO, args.json)
+
+    def watching(w: Engine) -> None:  # its second start on has an ETA from the first
+        lines.eta = lambda phase, at: w.history.on_entry(DEMO, w.state, phase, at)
     try:
-        outcome = await run_demo(settings, WaitLines(DEMO, args.json), keep=args.keep, timeout=DEMO_TIMEOUT_S)
+        outcome = await run_demo(settings, lines, keep=args.keep, timeout=DEMO_TIMEOUT_S, watching=watching)
     except asyncio.CancelledError:
         return ExitCode.TERMINATED
     return wait_exit_code(outcome)
