@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -249,7 +249,7 @@ class Observed:
     unit: str = ""
     gpu_used_mib: float | None = None
     gpu_steps: tuple[GpuStep, ...] = ()
-    actions: tuple[ActionRecord, ...] = field(default_factory=tuple)
+    actions: tuple[ActionRecord, ...] = ()
 
 
 def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
