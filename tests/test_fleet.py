@@ -161,7 +161,7 @@ async def test_enter_opens_the_deployment_and_escape_comes_back(tmp_path: Path,
         assert fleet_table(app).cursor == "charlie"
         await pilot.press("enter")
         assert await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
-        assert app.deployment == "charlie" and app.watch_ is app.fleet.engines["charlie"]  # type: ignore[union-attr]
+        assert app.deployment == "charlie" and app.engine is app.fleet.engines["charlie"]  # type: ignore[union-attr]
         # the one shown reads at the full pace; the rest only feed their rows, at the background pace
         assert [n for n, e in app.fleet.engines.items() if not e.background] == ["charlie"]  # type: ignore[union-attr]
         assert "charlie @ box-c" in app.sub_title and "esc" in app.sub_title

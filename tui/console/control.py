@@ -49,7 +49,7 @@ class ControlConsoleApp(ConsoleApp):
         """An answer acts on the deployment the console shows; if it shows another one by the time the dialog is
         answered (Enter on another row of the overview while its flags were being read), nothing is done, and
         the notice says what to do (`todo`, once `w` is open again)."""
-        if w is self.watch_:
+        if w is self.engine:
             return True
         self.notify(f"nothing was done to {w.name}: the console shows {self.deployment} now; open {w.name} and "
                     f"{todo}", title=f"{w.name}: not acted on", severity="warning", timeout=10, markup=False)
@@ -59,7 +59,7 @@ class ControlConsoleApp(ConsoleApp):
         """An action could not read or reach the deployment. Shown as an error in the console, never fatal (an
         operator whose host is down needs the console most): the cause, what was `done` about it (nothing, as a
         rule), and what to do: fix the cause, then `retry` (the key that tries again)."""
-        w = self.watch_
+        w = self.engine
         if isinstance(e, TransportError):
             where = w.transport.name if w is not None else "local"
             when = f"once `ssh {where}` works from here" if where != "local" else "once that is fixed"
@@ -94,7 +94,7 @@ class ControlConsoleApp(ConsoleApp):
     @work(exclusive=True, group="dialog", exit_on_error=False)
     async def confirm_restart(self, changes: list[FlagChange], key: str = "r") -> None:
         """Read the flags (over SSH: off the message loop, so the console keeps answering meanwhile) and ask."""
-        w = self.watch_
+        w = self.engine
         if w is None:
             self.notify("not connected yet", severity="warning")
             return
@@ -125,14 +125,14 @@ class ControlConsoleApp(ConsoleApp):
         self.confirm_restart([])
 
     def action_flags(self) -> None:
-        if self.watch_ is None:
+        if self.engine is None:
             self.notify("not connected yet", severity="warning")
             return
         self.open_flags()
 
     @work(exclusive=True, group="dialog", exit_on_error=False)
     async def open_flags(self) -> None:
-        w = self.watch_
+        w = self.engine
         if w is None:
             return
         try:
@@ -149,7 +149,7 @@ class ControlConsoleApp(ConsoleApp):
         self.push_screen(FlagsScreen(w.editable_flags(values), values, dep.flags, target=self._where(w)), applied)
 
     def action_start_stop(self) -> None:
-        w = self.watch_
+        w = self.engine
         if w is None or self._busy():
             return
         unit = w.state.unit
@@ -180,7 +180,7 @@ class ControlConsoleApp(ConsoleApp):
 
     @work(group="ops", exit_on_error=False)
     async def run_stop(self) -> None:
-        w = self.watch_
+        w = self.engine
         if w is None or self._busy():
             return
         self.restarting = True
@@ -203,7 +203,7 @@ class ControlConsoleApp(ConsoleApp):
                            key: str = "r") -> None:
         """The restart protocol (or a start). `shown`: the flags the confirmation was computed from; if they
         changed since, nothing is done."""
-        w = self.watch_
+        w = self.engine
         if w is None or self._busy():
             return
         self.restarting = True
@@ -258,8 +258,8 @@ class ControlConsoleApp(ConsoleApp):
         else:
             todo = f"press {key} to try again once that is fixed"
         self.notify(f"{o.message}\n{todo}", title=f"{title} failed", severity="error", timeout=20, markup=False)
-        if ours and self.watch_ is not None:
-            self.offer_rollback(self.watch_)
+        if ours and self.engine is not None:
+            self.offer_rollback(self.engine)
 
     @work(exclusive=True, group="rollback", exit_on_error=False)
     async def offer_rollback(self, w: Engine) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from rich.console import Console
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -92,12 +93,15 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         """`fleet`: the deployments of the overview (tui/console/fleet_keys.py), which opens first; `deployment`
         is then the one the console shows under it."""
         super().__init__()
+        #: Textual prints an uncaught exception's traceback here after restoring the terminal; recorded, so that the
+        #: exit status's line can name the error (tui/console/run.py) from what was printed
+        self.error_console = Console(markup=False, highlight=False, stderr=True, record=True)
         self.fleet: Fleet | None = Fleet(settings, fleet) if fleet else None
         self.settings = settings
         self.deployment = deployment
         self.live = live
         self.demo = demo
-        self.watch_: Engine | None = None
+        self.engine: Engine | None = None
         self.snap = empty_snapshot(deployment, "")
         self.gpu_snap: GpuSnapshot | None = None
         self.gpu_history: dict[int, Sequence[float]] = {}
@@ -166,10 +170,10 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
     def _set_subtitle(self) -> None:
         dep = self.settings.deployments.get(self.deployment)
         host = self.snap.host or (dep.host if dep else "")
-        target = self.watch_.manager.target if self.watch_ else ""
+        target = self.engine.manager.target if self.engine else ""
         ro = ("  [read-only]" if self.read_only else "") + ("  esc: all deployments" if self.fleet else "")
         # the server's release once it has said it (the header draws this text as plain text, never markup)
-        preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
+        preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
         release = release_text(self.snap.release, preset.display_name or preset.name if preset else "")
         after = ("  " if target else "") + release if release else ""
         self.sub_title = f"{self.deployment} @ {host}  {target}{after}{ro}"
@@ -185,11 +189,11 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
     def adopt(self, w: Engine) -> None:
         """Show one of the fleet's engines, running already: what it has read so far at once (its recent log
         lines, its GPUs, its throughput), then its updates; the engine shown before keeps running, unheard."""
-        if w is self.watch_:
+        if w is self.engine:
             return
-        if self.watch_ is not None:
-            self.watch_.unsubscribe(self._engine_updated)
-            self.watch_.background = True
+        if self.engine is not None:
+            self.engine.unsubscribe(self._engine_updated)
+            self.engine.background = True
         w.background = False
         self._watching(w)
         self.snap = w.snapshot(self.clock())
@@ -202,7 +206,7 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     def _watching(self, w: Engine) -> None:
         """The console's panels start over on `w`, and hear its updates."""
-        self.watch_ = w
+        self.engine = w
         self.deployment = w.name
         self.snap = empty_snapshot(w.name, w.host_name)
         self.gpu_snap, self.tp, self.steps = None, None, []
@@ -215,8 +219,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def start_watch(self, name: str) -> None:
-        if self.watch_ is not None:
-            await self.watch_.close()
+        if self.engine is not None:
+            await self.engine.close()
         dep = self.settings.deployments[name]
         w = Engine(self.settings, name, dep)
         self._watching(w)
@@ -239,7 +243,7 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     def _engine_updated(self, u: Update) -> None:
         """Listener on the engine: its updates become messages (the engine never touches widgets)."""
-        if self.watch_ is not None:
+        if self.engine is not None:
             self.post_message(EngineUpdated(u))
 
     def on_engine_updated(self, m: EngineUpdated) -> None:
@@ -341,8 +345,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
             self._render_changed()
 
     def _render_changed(self) -> None:
-        if self.watch_ is not None:
-            self.snap = self.watch_.snapshot(self.clock())
+        if self.engine is not None:
+            self.snap = self.engine.snapshot(self.clock())
         now = self.clock()
         if "lifecycle" in self._dirty or int(now) != int(self._last_lifecycle):
             self._last_lifecycle = now
@@ -374,14 +378,14 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     def render_gpus(self) -> None:
         unit = self.snap.unit
-        gpus = self.watch_.deployment_gpus() if self.watch_ else list(range(len(self.gpu_snap.gpus)
+        gpus = self.engine.deployment_gpus() if self.engine else list(range(len(self.gpu_snap.gpus)
                                                                              if self.gpu_snap else 0))
         # the memory the server is told to take (its flags, as the unit runs it): a GPU at it is normal, not warned
         dep = self.settings.deployments.get(self.deployment)
-        preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
+        preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
         budget = memory_budget(self.snap.flags, preset.memory_budget if preset is not None else None)
         # the memory other deployments of the host hold, named after them (a fleet's engines know each other's)
-        holders = self.watch_.gpu.named_holders(unit is not None and unit.running) if self.watch_ else ()
+        holders = self.engine.gpu.named_holders(unit is not None and unit.running) if self.engine else ()
         with contextlib.suppress(NoMatches):
             self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
                                           self.releasing, self.snap.attribution, budget, holders)
@@ -408,8 +412,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        if self.watch_ is not None:
-            self.watch_.paused = self.paused
+        if self.engine is not None:
+            self.engine.paused = self.paused
         self.render_lifecycle()
         if not self.paused:
             self._flush_logs()
@@ -417,8 +421,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
 
     def action_probe_now(self) -> None:
         """Once ready and serving, the console probes every 30 s only: this asks for a generation now."""
-        if self.watch_ is not None:
-            self.watch_.probe_now()
+        if self.engine is not None:
+            self.engine.probe_now()
             self.notify("probing the endpoint with a real generation", timeout=2)
 
     def _maximized(self, was: Widget | None, now: Widget | None) -> None:
@@ -430,9 +434,9 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
                 widget.border_subtitle = RESTORE_HINT if on else ""
 
     async def action_quit(self) -> None:
-        if self.watch_ is not None:
-            await self.watch_.close()
-            self.watch_ = None
+        if self.engine is not None:
+            await self.engine.close()
+            self.engine = None
         if self.fleet is not None:
             await self.fleet.close()
         self.exit(ExitCode.OK)
