@@ -124,7 +124,8 @@ async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
     app = ConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         actions = {b.binding.action for b in app.active_bindings.values()}
-        assert {"restart", "flags", "start_stop"}.isdisjoint(actions)
+        # the acting keys are the console screen's, bound to the app's actions: none of them here
+        assert {"app.restart", "app.flags", "app.start_stop"}.isdisjoint(actions)
         assert "toggle_errors" in actions
         await pilot.press("r", "f", "s")
         await pilot.pause(0.1)
@@ -132,7 +133,7 @@ async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
     full = ControlConsoleApp(settings_for(tmp_path / "b"), "sim", live=False)
     async with full.run_test(size=(100, 30)):
         actions = {b.binding.action for b in full.active_bindings.values()}
-        assert {"restart", "flags", "start_stop"} <= actions
+        assert {"app.restart", "app.flags", "app.start_stop"} <= actions
 
 
 async def test_filter_searches_the_whole_buffer_and_markup_is_literal(tmp_path: Path) -> None:
@@ -242,8 +243,8 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert log.filter_text == "" and len(log.matching()) == 5
-        keys = dict((d, k) for k, d in app.help_rows())
-        listed = [k for k, _ in app.help_rows()]
+        keys = dict((d, k) for k, d in app.console_screen.help_rows())
+        listed = [k for k, _ in app.console_screen.help_rows()]
         assert len(listed) == len(set(listed)) and "end" in listed and "esc" in listed, listed  # each key once
         assert keys["Restart"] == "r" and keys["Filter"] == "/"
         assert not any("Scroll" in d for d in keys)

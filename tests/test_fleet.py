@@ -19,7 +19,7 @@ from tests.ports import free_port
 from tests.simdeploy import process_deployment, sim_command, sim_host
 from tui.app import ConsoleApp, ControlConsoleApp
 from tui.config import DeploymentConfig, HostConfig, ProbeConfig, Settings, load
-from tui.console.fleet_keys import FLEET_SCREEN
+from tui.console.overview import FLEET_SCREEN
 from tui.model import (
     Failure,
     FailureKind,

@@ -5,12 +5,14 @@ workers, and report through messages (`RestartStepped`, `RestartFinished`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from textual import work
-from textual.binding import Binding
+from textual.screen import Screen
 
-from tui.config import Settings
+from tui.console.overview import CONSOLE_MODE
+from tui.console.screen import ConsoleScreen, ControlConsoleScreen
 from tui.console.viewer import ConsoleApp
 from tui.engine import Engine
 from tui.lifecycle.flags import FlagChange, apply_changes, diff
@@ -26,16 +28,8 @@ from tui.transport import TransportError
 class ControlConsoleApp(ConsoleApp):
     """The full console: adds restart, flags and start/stop, each behind a confirmation."""
 
-    BINDINGS = [
-        Binding("r", "restart", "Restart", id="restart"),
-        Binding("f", "flags", "Flags", id="flags"),
-        Binding("s", "start_stop", "Start/stop", id="start_stop"),
-    ]
-
-    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
-                 fleet: Sequence[str] = ()) -> None:
-        super().__init__(settings, deployment, live=live, demo=demo, fleet=fleet)
-        self.read_only = False
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {CONSOLE_MODE: ControlConsoleScreen}
+    SCREEN: ClassVar[type[ConsoleScreen]] = ControlConsoleScreen
 
     def _where(self, w: Engine) -> str:
         """`sim-d on gpu-b`: every dialog that can lead to an action names the deployment and its host in its title,

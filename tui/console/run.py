@@ -51,12 +51,13 @@ def check_keymap(settings: Settings) -> None:
         return
     from tui.config import ConfigError
     from tui.console.keys import keymap_problem
+    from tui.console.screen import ControlConsoleScreen
     from tui.screens.confirm import ConfirmScreen
     from tui.screens.flags import FlagsScreen
     from tui.screens.fleet import FleetScreen
     from tui.screens.sweep import SweepScreen
 
-    problem = keymap_problem((ControlConsoleApp, FleetScreen, FlagsScreen, ConfirmScreen, SweepScreen),
+    problem = keymap_problem((ControlConsoleScreen, FleetScreen, FlagsScreen, ConfirmScreen, SweepScreen),
                              settings.ui.keys)
     if problem:
         raise ConfigError(problem)
