@@ -78,6 +78,9 @@ class ConsoleApp(App[int]):
 
     CSS_PATH = Path(__file__).resolve().parent.parent / "app.tcss"
     TITLE = "bringup"
+    #: a screen names what it focuses first (the console's screen: the log); one that names nothing, a dialog,
+    #: focuses nothing: its keys answer it, and a Yes button focused by default would take an Enter meant otherwise
+    AUTO_FOCUS = None
     #: the console is a mode of its own; the overview, with several deployments, another (`start_fleet`)
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {CONSOLE_MODE: ConsoleScreen}
     DEFAULT_MODE = CONSOLE_MODE
