@@ -114,7 +114,7 @@ def fleet_table(app: ConsoleApp) -> FleetTable:
 
 
 def shown(app: ConsoleApp) -> list[str]:
-    return list(fleet_table(app).shown) if FLEET_SCREEN in app._installed_screens else []
+    return list(fleet_table(app).shown) if app.is_screen_installed(FLEET_SCREEN) else []
 
 
 def line_of(table: FleetTable, name: str) -> str:
