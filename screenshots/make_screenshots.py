@@ -48,9 +48,9 @@ async def wait_for(pilot, cond, timeout: float = 60) -> None:  # type: ignore[no
 async def bring_up(tmp: Path) -> None:
     app = ControlConsoleApp(settings_for(tmp, time_scale=0.5), "sim")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+        await wait_for(pilot, lambda: app.engine is not None and app.engine.state.unit is not None)
         await pilot.press("s", "y")
-        phase = lambda: app.watch_.state.phase  # noqa: E731
+        phase = lambda: app.engine.state.phase  # noqa: E731
         await wait_for(pilot, lambda: phase() == Phase.LOADING)
         await pilot.pause(4)
         save(app, "loading")
@@ -61,7 +61,7 @@ async def bring_up(tmp: Path) -> None:
         await pilot.pause(12)
         await pilot.press("e")
         save(app, "ready")
-        inv = app.watch_.state.invocation
+        inv = app.engine.state.invocation
         await pilot.press("f")
         await pilot.pause(0.5)
         await pilot.press("space")
@@ -73,33 +73,33 @@ async def bring_up(tmp: Path) -> None:
         await wait_for(pilot, lambda: any(s.name == "release" and s.status == "running" for s in app.steps))
         await pilot.pause(0.3)
         save(app, "mid-restart")
-        await wait_for(pilot, lambda: app.watch_.state.invocation != inv and phase() == Phase.READY)
-        w = app.watch_
+        await wait_for(pilot, lambda: app.engine.state.invocation != inv and phase() == Phase.READY)
+        w = app.engine
         w.action("stop")
         await w.manager.stop()
         await w.close()
-        app.watch_ = None
+        app.engine = None
 
 
 async def dflash_crash(tmp: Path, size: tuple[int, int] = SIZE, name: str = "failed-dflash") -> None:
     app = ControlConsoleApp(settings_for(tmp, time_scale=0.3, scenario="dflash-graph-crash"), "sim")
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+        await wait_for(pilot, lambda: app.engine is not None and app.engine.state.unit is not None)
         await pilot.press("s", "y")
-        await wait_for(pilot, lambda: app.watch_.state.phase == Phase.FAILED)
+        await wait_for(pilot, lambda: app.engine.state.phase == Phase.FAILED)
         await pilot.pause(2)
         save(app, name)
-        w = app.watch_
+        w = app.engine
         await w.close()
-        app.watch_ = None
+        app.engine = None
 
 
 async def second_start(tmp: Path) -> None:
     """The ETA: the first start records the deployment's history, the second is told how long it has left."""
     app = ControlConsoleApp(settings_for(tmp, time_scale=0.5), "sim")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
-        phase = lambda: app.watch_.state.phase  # noqa: E731
+        await wait_for(pilot, lambda: app.engine is not None and app.engine.state.unit is not None)
+        phase = lambda: app.engine.state.phase  # noqa: E731
         await pilot.press("s", "y")
         await wait_for(pilot, lambda: phase() == Phase.READY)
         await pilot.press("s", "y")  # stop
@@ -109,11 +109,11 @@ async def second_start(tmp: Path) -> None:
         await wait_for(pilot, lambda: phase() == Phase.LOADING)
         await pilot.pause(3)
         save(app, "eta")
-        w = app.watch_
+        w = app.engine
         w.action("stop")
         await w.manager.stop()
         await w.close()
-        app.watch_ = None
+        app.engine = None
 
 
 def main() -> None:

@@ -36,16 +36,16 @@ async def until(pilot, cond, timeout: float = 30.0) -> bool:  # type: ignore[no-
 
 
 async def stop_quietly(app: ControlConsoleApp) -> None:
-    w = app.watch_
+    w = app.engine
     if w is not None:
         w.action("stop")
         await w.manager.stop()
         await w.close()
-        app.watch_ = None
+        app.engine = None
 
 
 async def start_from_console(app: ControlConsoleApp, pilot) -> None:  # type: ignore[no-untyped-def]
-    assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+    assert await until(pilot, lambda: app.engine is not None and app.engine.state.unit is not None)
     await pilot.press("s")
     await pilot.pause(0.2)
     assert isinstance(app.screen, ConfirmScreen)
@@ -54,7 +54,7 @@ async def start_from_console(app: ControlConsoleApp, pilot) -> None:  # type: ig
 
 async def open_flags(app: ControlConsoleApp, pilot) -> FlagsScreen:  # type: ignore[no-untyped-def]
     """The live console, connected, with its flags dialog open."""
-    assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
+    assert await until(pilot, lambda: app.engine is not None and app.engine.state.unit is not None)
     await pilot.press("f")
     await pilot.pause(0.3)
     assert isinstance(app.screen, FlagsScreen)
@@ -71,8 +71,8 @@ async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp
     async with app.run_test(size=(120, 36)) as pilot:
         try:
             await start_from_console(app, pilot)
-            assert await until(pilot, lambda: app.watch_.state.phase == Phase.READY)
-            first = app.watch_.state
+            assert await until(pilot, lambda: app.engine.state.phase == Phase.READY)
+            first = app.engine.state
             assert Phase.GRAPH_CAPTURE in [t.phase for t in first.timeline]
 
             await pilot.press("f")
@@ -89,9 +89,9 @@ async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp
             assert "sim" in body and "simhost" in body and "+ --disable-cuda-graph" in body
             await pilot.press("y")
 
-            assert await until(pilot, lambda: app.watch_.state.invocation != first.invocation
-                               and app.watch_.state.phase in (Phase.READY, Phase.FAILED), 40)
-            state = app.watch_.state
+            assert await until(pilot, lambda: app.engine.state.invocation != first.invocation
+                               and app.engine.state.phase in (Phase.READY, Phase.FAILED), 40)
+            state = app.engine.state
             assert state.phase == Phase.READY
             assert Phase.GRAPH_CAPTURE not in [t.phase for t in state.timeline]
             assert await until(pilot, lambda: ("follow", "done") in [(s.name, s.status) for s in app.steps], 5)
@@ -109,9 +109,9 @@ async def test_dflash_scenario_shows_failed_with_hint(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         try:
             await start_from_console(app, pilot)
-            assert await until(pilot, lambda: app.watch_.state.phase == Phase.FAILED, 40)
+            assert await until(pilot, lambda: app.engine.state.phase == Phase.FAILED, 40)
             await pilot.pause(1.0)
-            f = app.watch_.state.failure
+            f = app.engine.state.failure
             assert f is not None and f.kind == "cuda-graph"
             assert "disable-cuda-graph" in f.hint
             shown = str(app.query_one("#failure").render())
@@ -124,7 +124,8 @@ async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
     app = ConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         actions = {b.binding.action for b in app.active_bindings.values()}
-        assert {"restart", "flags", "start_stop"}.isdisjoint(actions)
+        # the acting keys are the console screen's, bound to the app's actions: none of them here
+        assert {"app.restart", "app.flags", "app.start_stop"}.isdisjoint(actions)
         assert "toggle_errors" in actions
         await pilot.press("r", "f", "s")
         await pilot.pause(0.1)
@@ -132,7 +133,7 @@ async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
     full = ControlConsoleApp(settings_for(tmp_path / "b"), "sim", live=False)
     async with full.run_test(size=(100, 30)):
         actions = {b.binding.action for b in full.active_bindings.values()}
-        assert {"restart", "flags", "start_stop"} <= actions
+        assert {"app.restart", "app.flags", "app.start_stop"} <= actions
 
 
 async def test_filter_searches_the_whole_buffer_and_markup_is_literal(tmp_path: Path) -> None:
@@ -189,8 +190,8 @@ async def test_pause_freezes_and_resume_catches_up(tmp_path: Path) -> None:
 async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
     app = ControlConsoleApp(settings_for(tmp_path), "sim")
     async with app.run_test(size=(100, 30)) as pilot:
-        assert await until(pilot, lambda: app.watch_ is not None)
-        w = app.watch_
+        assert await until(pilot, lambda: app.engine is not None)
+        w = app.engine
 
         async def boom() -> None:
             raise RuntimeError("collector exploded")
@@ -200,7 +201,7 @@ async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
         assert app.is_running
         assert "unit" in w.collector_errors
         await w.close()
-        app.watch_ = None
+        app.engine = None
 
 
 async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path) -> None:
@@ -242,8 +243,8 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert log.filter_text == "" and len(log.matching()) == 5
-        keys = dict((d, k) for k, d in app.help_rows())
-        listed = [k for k, _ in app.help_rows()]
+        keys = dict((d, k) for k, d in app.console_screen.help_rows())
+        listed = [k for k, _ in app.console_screen.help_rows()]
         assert len(listed) == len(set(listed)) and "end" in listed and "esc" in listed, listed  # each key once
         assert keys["Restart"] == "r" and keys["Filter"] == "/"
         assert not any("Scroll" in d for d in keys)

@@ -69,7 +69,7 @@ def console(tmp_path: Path) -> tuple[ControlConsoleApp, Engine]:
     settings = settings_for(tmp_path)
     app = ControlConsoleApp(settings, "sim", live=False)
     w = Engine(settings, "sim", settings.deployments["sim"])
-    app.watch_ = w
+    app.engine = w
     return app, w
 
 

@@ -351,10 +351,10 @@ def test_a_keymap_with_an_unknown_action_or_a_clash_is_one_line_before_the_conso
     import sys
 
     from tui.console.keys import keymap_problem
-    from tui.console.run import ControlConsoleApp
+    from tui.console.screen import ControlConsoleScreen
     from tui.screens.fleet import FleetScreen
 
-    scopes = (ControlConsoleApp, FleetScreen)
+    scopes = (ControlConsoleScreen, FleetScreen)
     assert keymap_problem(scopes, {"restart": "R", "fleet.sort_name": "n"}) == ""
     typo = keymap_problem(scopes, {"restrat": "R"})
     assert typo.startswith("[ui] keys: no action 'restrat' (did you mean 'restart'?)"), typo

@@ -28,13 +28,13 @@ async def test_a_failed_run_offers_its_record_and_the_key_writes_it(tmp_path: Pa
     app.notify = notify  # type: ignore[method-assign]
     async with app.run_test(size=(120, 36)) as pilot:
         try:
-            assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None, 30)
+            assert await until(pilot, lambda: app.engine is not None and app.engine.state.unit is not None, 30)
             await pilot.press("s")
             assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("y")
-            assert app.watch_ is not None
-            assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.phase == Phase.FAILED, 40)
-            inv = app.watch_.state.invocation
+            assert app.engine is not None
+            assert await until(pilot, lambda: app.engine is not None and app.engine.state.phase == Phase.FAILED, 40)
+            inv = app.engine.state.invocation
             offer = f"sim failed: i writes its incident record (bringup record sim {inv[:12]})"
             assert await until(pilot, lambda: offer in said), said
             await pilot.press("i")
@@ -45,9 +45,9 @@ async def test_a_failed_run_offers_its_record_and_the_key_writes_it(tmp_path: Pa
             assert "**cuda-graph** in **" in text and "## Timeline" in text
             assert said.count(offer) == 1  # offered once a failure
         finally:
-            w = app.watch_
+            w = app.engine
             if w is not None:
                 w.action("stop")
                 await w.manager.stop()
                 await w.close()
-                app.watch_ = None
+                app.engine = None

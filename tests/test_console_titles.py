@@ -17,7 +17,7 @@ from tests.pilot_wait import until
 from tests.ports import free_port
 from tui.app import ControlConsoleApp
 from tui.config import DeploymentConfig, HostConfig, Settings, load
-from tui.console.fleet_keys import FLEET_SCREEN
+from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
 from tui.messages import RestartFinished
 from tui.model import Outcome, Phase, Step, UnitObserved, UnitState

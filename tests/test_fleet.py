@@ -19,7 +19,7 @@ from tests.ports import free_port
 from tests.simdeploy import process_deployment, sim_command, sim_host
 from tui.app import ConsoleApp, ControlConsoleApp
 from tui.config import DeploymentConfig, HostConfig, ProbeConfig, Settings, load
-from tui.console.fleet_keys import FLEET_SCREEN
+from tui.console.overview import FLEET_SCREEN
 from tui.model import (
     Failure,
     FailureKind,
@@ -114,7 +114,7 @@ def fleet_table(app: ConsoleApp) -> FleetTable:
 
 
 def shown(app: ConsoleApp) -> list[str]:
-    return list(fleet_table(app).shown) if FLEET_SCREEN in app._installed_screens else []
+    return list(fleet_table(app).shown) if app.is_screen_installed(FLEET_SCREEN) else []
 
 
 def line_of(table: FleetTable, name: str) -> str:
@@ -161,7 +161,7 @@ async def test_enter_opens_the_deployment_and_escape_comes_back(tmp_path: Path,
         assert fleet_table(app).cursor == "charlie"
         await pilot.press("enter")
         assert await until(pilot, lambda: not isinstance(app.screen, FleetScreen))
-        assert app.deployment == "charlie" and app.watch_ is app.fleet.engines["charlie"]  # type: ignore[union-attr]
+        assert app.deployment == "charlie" and app.engine is app.fleet.engines["charlie"]  # type: ignore[union-attr]
         # the one shown reads at the full pace; the rest only feed their rows, at the background pace
         assert [n for n, e in app.fleet.engines.items() if not e.background] == ["charlie"]  # type: ignore[union-attr]
         assert "charlie @ box-c" in app.sub_title and "esc" in app.sub_title

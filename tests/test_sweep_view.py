@@ -346,4 +346,4 @@ async def test_the_console_opens_a_running_sweep_of_its_deployment_and_s_opens_i
         assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
         app.look_for_sweep()  # closed by the operator: not opened again by itself
         await pilot.pause()
-        assert not isinstance(app.screen, SweepScreen), (app.screen_stack, app.sweeps_opened)
+        assert not isinstance(app.screen, SweepScreen), (app.screen_stack, app.sweeps.opened)

@@ -60,13 +60,9 @@ class LogClassifier:
 
 
 class BurstLog(Log):
-    """Textual's `Log`, measuring the width of new lines in the event loop, cheaply. `Log` measures every new line
-    with Rich's cell_len in a thread worker started per write: during a 20,000 lines/s burst that was a sixth of the
-    console's CPU. A line that is ASCII without tabs (nearly all server output) is as wide as it is long.
-
-    Its End key follows the log again (`on_end`, the panel's), as `less +F` does. Textual's own End scrolled, with an
-    animation, to where the end was when it was pressed: lines arriving meanwhile moved the end away, the view
-    stopped short of it and never followed again."""
+    """Textual's `Log`, whose End key follows the log again (`on_end`, the panel's), as `less +F` does. Textual's
+    own End scrolled, with an animation, to where the end was when it was pressed: lines arriving meanwhile moved
+    the end away, the view stopped short of it and never followed again."""
 
     def __init__(self, *, on_end: Callable[[], None], id: str | None = None, max_lines: int | None = None) -> None:
         super().__init__(id=id, max_lines=max_lines, auto_scroll=False)
@@ -74,11 +70,6 @@ class BurstLog(Log):
 
     def action_scroll_end(self) -> None:
         self._on_end()
-
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
-        if lines:
-            width = max(len(t) if t.isascii() and "\t" not in t else cell_len(self._process_line(t)) for t in lines)
-            self._update_maximum_width(updates, width)
 
 
 def _count(n: int) -> str:

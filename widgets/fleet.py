@@ -235,8 +235,9 @@ def _pieces(cols: Columns, cells: dict[str, Piece]) -> Line:
     """The present columns' cells, in order, each padded to its width; then the note's piece."""
     right = {"age", "mem", "util", "tps"}
     out: list[Piece] = []
-    for key in ("name", "host", "phase", "age", "failure", "mem", "util", "tps"):
-        width = getattr(cols, key)
+    widths = (("name", cols.name), ("host", cols.host), ("phase", cols.phase), ("age", cols.age),
+              ("failure", cols.failure), ("mem", cols.mem), ("util", cols.util), ("tps", cols.tps))
+    for key, width in widths:
         if width:
             text, role = cells[key]
             out.append((_cell(text, width, key in right, cols.gap), role))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from weakref import WeakKeyDictionary
 
-from rich.text import Text
+from rich.text import Span, Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -89,17 +90,21 @@ def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 40
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: what each Static was last given through `set_text`: its text, the text's styles and its number of lines
+_SHOWN: WeakKeyDictionary[Static, tuple[str, list[Span], int]] = WeakKeyDictionary()
+
+
 def set_text(widget: Static, text: Text | str) -> None:
     """Update a Static only when its text changed, and re-layout only when its number of lines did: a full
     layout per refresh tick is most of an idle console's CPU."""
     plain = text.plain if isinstance(text, Text) else text
-    old = getattr(widget, "_shown", None)
+    old = _SHOWN.get(widget)
     if old is not None and old[0] == plain and (not isinstance(text, Text) or old[1] == text.spans):
         return
     width = widget.content_region.width if widget.is_mounted else 0
     rich = text if isinstance(text, Text) else Text(text)
     rows = len(rich.wrap(widget.app.console, width)) if width > 0 else plain.count("\n") + 1  # as displayed
-    widget._shown = (plain, rich.spans, rows)  # type: ignore[attr-defined]
+    _SHOWN[widget] = (plain, rich.spans, rows)
     widget.update(text, layout=old is None or old[2] != rows)
 
 

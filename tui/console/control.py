@@ -5,12 +5,14 @@ workers, and report through messages (`RestartStepped`, `RestartFinished`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from textual import work
-from textual.binding import Binding
+from textual.screen import Screen
 
-from tui.config import Settings
+from tui.console.overview import CONSOLE_MODE
+from tui.console.screen import ConsoleScreen, ControlConsoleScreen
 from tui.console.viewer import ConsoleApp
 from tui.engine import Engine
 from tui.lifecycle.flags import FlagChange, apply_changes, diff
@@ -26,16 +28,8 @@ from tui.transport import TransportError
 class ControlConsoleApp(ConsoleApp):
     """The full console: adds restart, flags and start/stop, each behind a confirmation."""
 
-    BINDINGS = [
-        Binding("r", "restart", "Restart", id="restart"),
-        Binding("f", "flags", "Flags", id="flags"),
-        Binding("s", "start_stop", "Start/stop", id="start_stop"),
-    ]
-
-    def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
-                 fleet: Sequence[str] = ()) -> None:
-        super().__init__(settings, deployment, live=live, demo=demo, fleet=fleet)
-        self.read_only = False
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {CONSOLE_MODE: ControlConsoleScreen}
+    SCREEN: ClassVar[type[ConsoleScreen]] = ControlConsoleScreen
 
     def _where(self, w: Engine) -> str:
         """`sim-d on gpu-b`: every dialog that can lead to an action names the deployment and its host in its title,
@@ -49,7 +43,7 @@ class ControlConsoleApp(ConsoleApp):
         """An answer acts on the deployment the console shows; if it shows another one by the time the dialog is
         answered (Enter on another row of the overview while its flags were being read), nothing is done, and
         the notice says what to do (`todo`, once `w` is open again)."""
-        if w is self.watch_:
+        if w is self.engine:
             return True
         self.notify(f"nothing was done to {w.name}: the console shows {self.deployment} now; open {w.name} and "
                     f"{todo}", title=f"{w.name}: not acted on", severity="warning", timeout=10, markup=False)
@@ -59,7 +53,7 @@ class ControlConsoleApp(ConsoleApp):
         """An action could not read or reach the deployment. Shown as an error in the console, never fatal (an
         operator whose host is down needs the console most): the cause, what was `done` about it (nothing, as a
         rule), and what to do: fix the cause, then `retry` (the key that tries again)."""
-        w = self.watch_
+        w = self.engine
         if isinstance(e, TransportError):
             where = w.transport.name if w is not None else "local"
             when = f"once `ssh {where}` works from here" if where != "local" else "once that is fixed"
@@ -94,7 +88,7 @@ class ControlConsoleApp(ConsoleApp):
     @work(exclusive=True, group="dialog", exit_on_error=False)
     async def confirm_restart(self, changes: list[FlagChange], key: str = "r") -> None:
         """Read the flags (over SSH: off the message loop, so the console keeps answering meanwhile) and ask."""
-        w = self.watch_
+        w = self.engine
         if w is None:
             self.notify("not connected yet", severity="warning")
             return
@@ -125,14 +119,14 @@ class ControlConsoleApp(ConsoleApp):
         self.confirm_restart([])
 
     def action_flags(self) -> None:
-        if self.watch_ is None:
+        if self.engine is None:
             self.notify("not connected yet", severity="warning")
             return
         self.open_flags()
 
     @work(exclusive=True, group="dialog", exit_on_error=False)
     async def open_flags(self) -> None:
-        w = self.watch_
+        w = self.engine
         if w is None:
             return
         try:
@@ -149,7 +143,7 @@ class ControlConsoleApp(ConsoleApp):
         self.push_screen(FlagsScreen(w.editable_flags(values), values, dep.flags, target=self._where(w)), applied)
 
     def action_start_stop(self) -> None:
-        w = self.watch_
+        w = self.engine
         if w is None or self._busy():
             return
         unit = w.state.unit
@@ -180,7 +174,7 @@ class ControlConsoleApp(ConsoleApp):
 
     @work(group="ops", exit_on_error=False)
     async def run_stop(self) -> None:
-        w = self.watch_
+        w = self.engine
         if w is None or self._busy():
             return
         self.restarting = True
@@ -203,7 +197,7 @@ class ControlConsoleApp(ConsoleApp):
                            key: str = "r") -> None:
         """The restart protocol (or a start). `shown`: the flags the confirmation was computed from; if they
         changed since, nothing is done."""
-        w = self.watch_
+        w = self.engine
         if w is None or self._busy():
             return
         self.restarting = True
@@ -258,8 +252,8 @@ class ControlConsoleApp(ConsoleApp):
         else:
             todo = f"press {key} to try again once that is fixed"
         self.notify(f"{o.message}\n{todo}", title=f"{title} failed", severity="error", timeout=20, markup=False)
-        if ours and self.watch_ is not None:
-            self.offer_rollback(self.watch_)
+        if ours and self.engine is not None:
+            self.offer_rollback(self.engine)
 
     @work(exclusive=True, group="rollback", exit_on_error=False)
     async def offer_rollback(self, w: Engine) -> None:

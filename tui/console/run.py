@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import signal
 import sys
 import threading
-
-from textual.app import App
 
 from tui.config import DEMO, Settings
 from tui.console.control import ControlConsoleApp
@@ -52,12 +51,13 @@ def check_keymap(settings: Settings) -> None:
         return
     from tui.config import ConfigError
     from tui.console.keys import keymap_problem
+    from tui.console.screen import ControlConsoleScreen
     from tui.screens.confirm import ConfirmScreen
     from tui.screens.flags import FlagsScreen
     from tui.screens.fleet import FleetScreen
     from tui.screens.sweep import SweepScreen
 
-    problem = keymap_problem((ControlConsoleApp, FleetScreen, FlagsScreen, ConfirmScreen, SweepScreen),
+    problem = keymap_problem((ControlConsoleScreen, FleetScreen, FlagsScreen, ConfirmScreen, SweepScreen),
                              settings.ui.keys)
     if problem:
         raise ConfigError(problem)
@@ -89,15 +89,28 @@ def run_app(settings: Settings, deployment: str | None, *, read_only: bool = Fal
     return exit_status(app, code)
 
 
-def exit_status(app: App[int], result: int | None) -> int:
+def exit_status(app: ConsoleApp, result: int | None) -> int:
     """The console's exit status: its own (q: 0; SIGTERM or SIGINT: 128 + N), or, when it died of an uncaught
     exception, Textual's non-zero return code (1) and one line on stderr under the traceback Textual printed
     after restoring the terminal. `app.run()` returns None then, which must never read as a clean exit to a
     script or a unit that runs the console."""
     if app.return_code:
-        err = getattr(app, "_exception", None)  # Textual keeps the first uncaught exception here
-        why = f"{type(err).__name__}: {err}" if err is not None else "an uncaught error"
+        why = uncaught_error(app.error_console.export_text(clear=False)) or "an uncaught error"
         print(f"bringup: the console stopped on an unexpected error: {why} (a bug in bringup: please report it "
               "with the traceback above)", file=sys.stderr)
         return app.return_code
     return result or ExitCode.OK
+
+
+#: the last line of a traceback as Rich prints it: the exception's type, a colon, its message
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")
+
+
+def uncaught_error(printed: str) -> str:
+    """`Type: message` of the exception whose traceback Textual printed on its error console (the console's own,
+    recording: Textual keeps the exception itself to itself), the message's folded lines joined; "" if none."""
+    lines = printed.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if _EXC_LINE.match(lines[i]):
+            return " ".join(ln.strip() for ln in lines[i:] if ln.strip())
+    return ""

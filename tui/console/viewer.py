@@ -1,10 +1,12 @@
-"""The read-only console: four panels (lifecycle, GPUs, log, throughput) over one deployment's engine.
+"""The read-only console: one deployment's engine shown on the console screen (tui/console/screen.py), and, with
+several deployments, the overview of them all (tui/screens/fleet.py); the two are the app's modes.
 
-The app composes widgets, binds keys to actions and routes typed messages; it does no parsing and no I/O of its
-own. The engine (`tui.engine.Engine`) runs on the app's event loop and reports through a listener that posts its
-typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type. The full console, with
-the actions that change the deployment, is a subclass (tui/console/control.py), so in read-only mode those actions
-do not exist at all rather than being disabled; their keys only say so (tui/console/keys.py).
+The app holds the deployment: its engine, what the engine reported, the actions that need it; the screen holds the
+panels and the keys. It does no parsing and no I/O of its own. The engine (`tui.engine.Engine`) runs on the app's
+event loop and reports through a listener that posts its typed updates, all as one message type (`EngineUpdated`),
+dispatched on the update's type; bursts of a kind that carries the whole picture coalesce (tui/messages.py). The
+full console, with the actions that change the deployment, is a subclass (tui/console/control.py) with its own
+screen, so in read-only mode those actions do not exist at all rather than being disabled; their keys only say so.
 """
 
 from __future__ import annotations
@@ -13,24 +15,24 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import Any, ClassVar
 
+from rich.console import Console
 from textual import work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
-from textual.widget import Widget
-from textual.widgets import Header, Static
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui.config import Settings
-from tui.console.fleet_keys import FleetKeys
-from tui.console.log_keys import LogKeys
-from tui.console.record_keys import RecordKeys
-from tui.console.sweep_keys import SweepKeys
+from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN, choices, fleet_rows, picker_phases
+from tui.console.record import record_offer, write_incident_record
+from tui.console.screen import ConsoleScreen
+from tui.console.sweeps import SWEEP_LOOK_S, SweepFinder
 from tui.engine import Engine
 from tui.engine.fleet import Fleet
 from tui.engine.updates import (
@@ -48,7 +50,11 @@ from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
 from tui.model import GpuSnapshot, LockInfo, LogLine, NoteSource, Phase, Snapshot, Step, ThroughputSample
-from widgets.error_log import RESTORE_HINT, ErrorLog
+from tui.screens.fleet import FleetScreen
+from tui.screens.picker import PickerScreen
+from tui.screens.sweep import SweepScreen
+from widgets.error_log import ErrorLog
+from widgets.fleet import FleetRow
 from widgets.gpus import GpuPanel, memory_budget
 from widgets.lifecycle import LifecyclePanel, release_text
 from widgets.throughput import ThroughputPanel
@@ -68,37 +74,36 @@ def empty_snapshot(name: str, host: str) -> Snapshot:
                     stale=f"connecting to {host}" if host else "connecting")
 
 
-class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
+class ConsoleApp(App[int]):
     """The read-only console: watching, filtering and help, no actions that change the deployment."""
 
     CSS_PATH = Path(__file__).resolve().parent.parent / "app.tcss"
     TITLE = "bringup"
-    AUTO_FOCUS = "#log"
-    BINDINGS = [
-        Binding("slash", "filter", "Filter", id="filter"),
-        Binding("e", "toggle_errors", "Errors/all", id="errors"),
-        Binding("p", "pause", "Pause", id="pause"),
-        Binding("g", "probe_now", "Probe the endpoint now with a real generation", show=False, id="probe"),
-        Binding("w", "toggle_wrap", "Wrap long log lines, or not", show=False, id="wrap"),
-        Binding("end", "follow", "Follow the log again after scrolling up", show=False, id="follow"),
-        Binding("escape", "close_filter", "Clear the log filter", show=False, id="close_filter"),
-        Binding("d", "pick", "Deployments", id="pick"),
-        Binding("S", "sweep", "Sweep", show=False, id="sweep"),
-        Binding("question_mark", "help", "Help", id="help"),
-        Binding("q", "quit", "Quit", id="quit"),
-    ]
+    #: a screen names what it focuses first (the console's screen: the log); one that names nothing, a dialog,
+    #: focuses nothing: its keys answer it, and a Yes button focused by default would take an Enter meant otherwise
+    AUTO_FOCUS = None
+    #: the console is a mode of its own; the overview, with several deployments, another (`start_fleet`)
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {CONSOLE_MODE: ConsoleScreen}
+    DEFAULT_MODE = CONSOLE_MODE
+    #: the console screen's class: its keys are the console's (the palette lists them, the keymap is checked
+    #: against them)
+    SCREEN: ClassVar[type[ConsoleScreen]] = ConsoleScreen
 
     def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
                  fleet: Sequence[str] = ()) -> None:
-        """`fleet`: the deployments of the overview (tui/console/fleet_keys.py), which opens first; `deployment`
-        is then the one the console shows under it."""
+        """`fleet`: the deployments of the overview (the fleet mode), which opens first; `deployment` is then the
+        one the console shows when a row is opened."""
         super().__init__()
+        #: Textual prints an uncaught exception's traceback here after restoring the terminal; recorded, so that the
+        #: exit status's line can name the error (tui/console/run.py) from what was printed
+        self.error_console = Console(markup=False, highlight=False, stderr=True, record=True)
         self.fleet: Fleet | None = Fleet(settings, fleet) if fleet else None
         self.settings = settings
         self.deployment = deployment
         self.live = live
         self.demo = demo
-        self.watch_: Engine | None = None
+        self.engine: Engine | None = None
+        self.sweeps = SweepFinder(settings.state_path())
         self.snap = empty_snapshot(deployment, "")
         self.gpu_snap: GpuSnapshot | None = None
         self.gpu_history: dict[int, Sequence[float]] = {}
@@ -107,7 +112,7 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
         self.steps: list[Step] = []
         self.releasing = False
         self.paused = False
-        self.read_only = True
+        self.read_only = self.SCREEN.READ_ONLY
         self.status_note = ""
         self._dirty: set[str] = set()
         self._last_lifecycle = 0.0
@@ -125,32 +130,22 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
         #: (superseded by another run, out of time): the overview's row says it until the next action there
         self.action_notes: dict[str, str] = {}
 
-    # ------------------------------------------------------------------ layout
+    # ------------------------------------------------------------------ start
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        # two columns, each giving room by priority (app.tcss): the lifecycle panel takes what its phase, failure
-        # and hint need and the log the rest; the GPUs what their rows need and the throughput the rest
-        with Horizontal(id="panels"):
-            with Vertical(id="left"):
-                yield LifecyclePanel(id="lifecycle")
-                yield ErrorLog(id="errors")
-            with Vertical(id="right"):
-                yield GpuPanel(id="gpus")
-                yield ThroughputPanel(id="throughput")
-        yield Static(id="keys")
+    @property
+    def console_screen(self) -> ConsoleScreen:
+        """The console mode's screen: the first of its mode's stack, made at start, whichever mode is shown."""
+        screen = self.get_screen_stack(CONSOLE_MODE)[0]
+        assert isinstance(screen, ConsoleScreen)
+        return screen
 
     def on_mount(self) -> None:
         self.theme = self.settings.ui.theme
         keys = {k: v for k, v in self.settings.ui.keys.items()}
         if keys:
             self.set_keymap(keys)
-        self.query_one("#lifecycle").border_title = "Lifecycle"
-        self.query_one("#gpus").border_title = "GPUs"
-        self.query_one("#throughput").border_title = "Throughput"
         self._set_subtitle()
-        self._show_keys()
-        self.watch(self.screen, "maximized", self._maximized, init=False)
+        self.console_screen.show_keys()
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
         # `kill <pid>` (SIGTERM) or SIGINT from outside: leave as `q` does, restoring the terminal and stopping the
         # demo server, instead of dying with the server left running and the terminal in raw mode
@@ -160,17 +155,19 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
                 loop.add_signal_handler(sig, self.exit, signalled(sig))
         if self.live:
             self.open_watch(self.deployment)
-        self.start_fleet(self.live)  # several deployments: the overview first (tui/console/fleet_keys.py)
-        self.start_sweep_discovery()  # a running sweep of the deployment opens its view (tui/console/sweep_keys.py)
+        self.start_fleet(self.live)  # several deployments: the overview first
+        # a running sweep of the deployment opens its view
+        self.set_interval(SWEEP_LOOK_S, self.look_for_sweep, name="sweep-discovery")
+        self.look_for_sweep()
         self.render_all()
 
     def _set_subtitle(self) -> None:
         dep = self.settings.deployments.get(self.deployment)
         host = self.snap.host or (dep.host if dep else "")
-        target = self.watch_.manager.target if self.watch_ else ""
+        target = self.engine.manager.target if self.engine else ""
         ro = ("  [read-only]" if self.read_only else "") + ("  esc: all deployments" if self.fleet else "")
         # the server's release once it has said it (the header draws this text as plain text, never markup)
-        preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
+        preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
         release = release_text(self.snap.release, preset.display_name or preset.name if preset else "")
         after = ("  " if target else "") + release if release else ""
         self.sub_title = f"{self.deployment} @ {host}  {target}{after}{ro}"
@@ -186,11 +183,11 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
     def adopt(self, w: Engine) -> None:
         """Show one of the fleet's engines, running already: what it has read so far at once (its recent log
         lines, its GPUs, its throughput), then its updates; the engine shown before keeps running, unheard."""
-        if w is self.watch_:
+        if w is self.engine:
             return
-        if self.watch_ is not None:
-            self.watch_.unsubscribe(self._engine_updated)
-            self.watch_.background = True
+        if self.engine is not None:
+            self.engine.unsubscribe(self._engine_updated)
+            self.engine.background = True
         w.background = False
         self._watching(w)
         self.snap = w.snapshot(self.clock())
@@ -203,7 +200,7 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     def _watching(self, w: Engine) -> None:
         """The console's panels start over on `w`, and hear its updates."""
-        self.watch_ = w
+        self.engine = w
         self.deployment = w.name
         self.snap = empty_snapshot(w.name, w.host_name)
         self.gpu_snap, self.tp, self.steps = None, None, []
@@ -216,8 +213,8 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def start_watch(self, name: str) -> None:
-        if self.watch_ is not None:
-            await self.watch_.close()
+        if self.engine is not None:
+            await self.engine.close()
         dep = self.settings.deployments[name]
         w = Engine(self.settings, name, dep)
         self._watching(w)
@@ -240,7 +237,7 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     def _engine_updated(self, u: Update) -> None:
         """Listener on the engine: its updates become messages (the engine never touches widgets)."""
-        if self.watch_ is not None:
+        if self.engine is not None:
             self.post_message(EngineUpdated(u))
 
     def on_engine_updated(self, m: EngineUpdated) -> None:
@@ -318,9 +315,9 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     @property
     def covered(self) -> bool:
-        """A screen that fills the terminal (the fleet overview) is over the panels: nothing of them can be seen,
-        and drawing them would repaint that screen under them (Textual composites the screens below)."""
-        return any(getattr(s, "COVERS_CONSOLE", False) for s in self.screen_stack)
+        """The overview is shown: nothing of the panels can be seen, and drawing them would be work for nothing
+        (a dialog over the console leaves them in view: they are drawn under it)."""
+        return self.current_mode != CONSOLE_MODE
 
     def _flush_logs(self) -> None:
         if self.paused or self.covered:  # not behind a dialog: a restart is confirmed over the server's current state
@@ -343,8 +340,8 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
             self._render_changed()
 
     def _render_changed(self) -> None:
-        if self.watch_ is not None:
-            self.snap = self.watch_.snapshot(self.clock())
+        if self.engine is not None:
+            self.snap = self.engine.snapshot(self.clock())
         now = self.clock()
         if "lifecycle" in self._dirty or int(now) != int(self._last_lifecycle):
             self._last_lifecycle = now
@@ -376,14 +373,14 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     def render_gpus(self) -> None:
         unit = self.snap.unit
-        gpus = self.watch_.deployment_gpus() if self.watch_ else list(range(len(self.gpu_snap.gpus)
+        gpus = self.engine.deployment_gpus() if self.engine else list(range(len(self.gpu_snap.gpus)
                                                                              if self.gpu_snap else 0))
         # the memory the server is told to take (its flags, as the unit runs it): a GPU at it is normal, not warned
         dep = self.settings.deployments.get(self.deployment)
-        preset = self.watch_.preset if self.watch_ else PRESETS.get(dep.preset) if dep else None
+        preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
         budget = memory_budget(self.snap.flags, preset.memory_budget if preset is not None else None)
         # the memory other deployments of the host hold, named after them (a fleet's engines know each other's)
-        holders = self.watch_.gpu.named_holders(unit is not None and unit.running) if self.watch_ else ()
+        holders = self.engine.gpu.named_holders(unit is not None and unit.running) if self.engine else ()
         with contextlib.suppress(NoMatches):
             self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
                                           self.releasing, self.snap.attribution, budget, holders)
@@ -410,8 +407,8 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        if self.watch_ is not None:
-            self.watch_.paused = self.paused
+        if self.engine is not None:
+            self.engine.paused = self.paused
         self.render_lifecycle()
         if not self.paused:
             self._flush_logs()
@@ -419,22 +416,136 @@ class ConsoleApp(FleetKeys, SweepKeys, RecordKeys, LogKeys):
 
     def action_probe_now(self) -> None:
         """Once ready and serving, the console probes every 30 s only: this asks for a generation now."""
-        if self.watch_ is not None:
-            self.watch_.probe_now()
+        if self.engine is not None:
+            self.engine.probe_now()
             self.notify("probing the endpoint with a real generation", timeout=2)
 
-    def _maximized(self, was: Widget | None, now: Widget | None) -> None:
-        """A maximized panel (Textual's maximize, from the command palette) says how to come back: Esc."""
-        for widget, on in ((was, False), (now, True)):
-            if isinstance(widget, ErrorLog):
-                widget.set_maximized(on)  # its subtitle also counts the new lines
-            elif widget is not None and widget.has_class("panel"):
-                widget.border_subtitle = RESTORE_HINT if on else ""
+    # ------------------------------------------------------------------ the incident record (tui/console/record.py)
+
+    def offer_record(self, before: Snapshot, snap: Snapshot) -> None:
+        notice = record_offer(before, snap, live=self.live, key=self._key_for("record", "i"))
+        if notice is not None:
+            self.notify(notice.text, timeout=12, markup=False)
+
+    def _key_for(self, binding_id: str, default: str) -> str:
+        """The key the binding is on now (a keymap may have moved it)."""
+        for key, active in self.active_bindings.items():
+            if active.binding.id == binding_id:
+                return key
+        return default
+
+    def action_record(self) -> None:
+        notice = write_incident_record(self.settings.state_path(), self.deployment, self.snap)
+        self.notify(notice.text, severity=notice.severity, timeout=12 if notice.severity == "information" else 8,
+                    markup=False)
+
+    # ------------------------------------------------------------------ other deployments: picker and overview
+
+    def action_pick(self) -> None:
+        names = choices(self.settings)
+        if len(names) <= 1:
+            self.notify("only one deployment is configured")
+            return
+
+        def chosen(name: str | None) -> None:
+            if name and name != self.deployment and not self._busy_with_another(name):
+                self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
+                self.open_watch(name)
+
+        dep = self.settings.deployments.get(self.deployment)
+        where = f"{self.deployment} on {dep.host_label}" if dep is not None else self.deployment
+        phases = picker_phases([n for n, _ in names], shown=self.deployment, shown_phase=self.snap.phase,
+                               fleet=self.fleet, seen=self.seen_phases, now=self.clock())
+        self.push_screen(PickerScreen(names, self.deployment, phases, title=f"Deployments · showing {where}"),
+                         chosen)
+
+    def start_fleet(self, live: bool) -> None:
+        """Start every deployment's engine (when live) and show the overview, the fleet mode's screen."""
+        if self.fleet is None:
+            return
+        if live:
+            self.fleet.start()
+        self.install_screen(FleetScreen(self.fleet_rows, refresh_s=1 / self.settings.ui.refresh_hz,
+                                        read_only=self.read_only, clock=lambda: self.clock()), name=FLEET_SCREEN)
+        self.add_mode(FLEET_MODE, FLEET_SCREEN)
+        self.switch_mode(FLEET_MODE)
+
+    def fleet_rows(self) -> list[FleetRow]:
+        """Every deployment's row as of now: what the engines have read, no I/O."""
+        return fleet_rows(self.fleet, self.action_notes, self.clock())
+
+    def on_console_screen_overview_asked(self) -> None:
+        if self.fleet is not None:
+            self.switch_mode(FLEET_MODE)
+
+    def _busy_with_another(self, name: str) -> bool:
+        """A restart runs here on another deployment: its steps, result and rollback offer are drawn on the
+        deployment this console shows, so it goes on showing that one until the restart ends."""
+        if self.restarting and name != self.deployment:
+            self.notify(f"a restart of {self.deployment} is running: one deployment at a time from this console "
+                        "until it ends", title=name, severity="warning", markup=False)
+            return True
+        return False
+
+    def on_fleet_screen_open_asked(self, m: FleetScreen.OpenAsked) -> None:
+        if self._busy_with_another(m.name):
+            return
+        self.open_watch(m.name)
+        self.switch_mode(CONSOLE_MODE)
+
+    async def on_fleet_screen_action_asked(self, m: FleetScreen.ActionAsked) -> None:
+        """The console's own action, on the selected row's deployment: the console shows it from now on (its
+        restart's steps are drawn there), and the action's binding is the console screen's, so the read-only
+        console says "read-only" and the full one asks the same confirmation, naming deployment and host."""
+        if self._busy_with_another(m.name):
+            return
+        self.open_watch(m.name)
+        binding = next((b for b in self.SCREEN.own_bindings() if b.id == m.action), None)
+        if binding is not None:
+            await self.run_action(binding.action, self.console_screen)
+
+    # ------------------------------------------------------------------ sweeps
+
+    def look_for_sweep(self) -> None:
+        """A sweep of the deployment that started meanwhile opens its view, once. Never over a dialog nor over
+        the overview: an operator answering a restart question keeps the question; the view opens at the next
+        look."""
+        if self.current_mode != CONSOLE_MODE or len(self.screen_stack) > 1:
+            return
+        found = self.sweeps.newly_running(self.deployment)
+        if found is None:
+            return
+        self.push_screen(SweepScreen(found))
+        self.notify(f"a sweep of {self.deployment} is running: its view is open (Esc: back to the console, S: "
+                    "the sweep again)", title="sweep", timeout=8, markup=False)
+
+    def action_sweep(self) -> None:
+        """The running sweep of this deployment, else its latest one (S again, in the view, closes it)."""
+        found = self.sweeps.to_show(self.deployment)
+        if found is None:
+            self.notify(f"no sweep of {self.deployment} found under {self.settings.state_path()}: `bringup sweep "
+                        f"{self.deployment} PLAN` runs one, and its view opens here by itself", title="sweep",
+                        timeout=8, markup=False)
+            return
+        self.push_screen(SweepScreen(found))
+
+    # ------------------------------------------------------------------ the palette
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette offers every key of the console (the full console's screen adds its own to the read-only
+        one's: both lists, not just the subclass's), each with the key that does it."""
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        for b in self.SCREEN.own_bindings():
+            if b.description and b.id != "quit" and b.action not in seen:
+                seen.add(b.action)
+                yield SystemCommand(b.description, f"the {self.get_key_display(b)} key",
+                                    partial(self.run_action, b.action, self.console_screen))
 
     async def action_quit(self) -> None:
-        if self.watch_ is not None:
-            await self.watch_.close()
-            self.watch_ = None
+        if self.engine is not None:
+            await self.engine.close()
+            self.engine = None
         if self.fleet is not None:
             await self.fleet.close()
         self.exit(ExitCode.OK)

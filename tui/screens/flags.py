@@ -79,9 +79,8 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         self._about_width = 0
         self._value_width = 0
         self._natural_value = 0
-        for f in self.specs:  # the preset's one-letter keys (the "key" column) toggle their flag
-            if f.key:
-                self._bindings.bind(f.key, f"toggle_named({f.name!r})", f"Toggle {f.name}", show=False)
+        #: the preset's one-letter keys (the "key" column), each toggling its flag (`on_key`)
+        self.flag_keys = {f.key: f.name for f in self.specs if f.key}
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flags-dialog"):
@@ -198,6 +197,15 @@ class FlagsScreen(ModalScreen[list[FlagChange] | None]):
         if record:
             self.history.append(((f.name, before),))
         return (f.name, before)
+
+    def on_key(self, event: events.Key) -> None:
+        """The preset's one-letter keys toggle their flag. They are the preset's, not this class's, so they are no
+        BINDINGS: a key typed into the value box is the box's (it stops the event before it reaches the screen)."""
+        name = self.flag_keys.get(event.key)
+        if name is not None:
+            event.stop()
+            event.prevent_default()
+            self.action_toggle_named(name)
 
     def action_toggle_named(self, name: str) -> None:
         if self._editing is not None:

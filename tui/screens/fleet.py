@@ -1,6 +1,7 @@
 """The fleet overview, k9s-style: every deployment in one table; sort by name, host or phase, filter with `/`,
-Enter opens the selected deployment's console (Esc there comes back here), and the keys that act (restart,
-flags, start/stop) act on the selected row through the console's own actions and confirmations.
+Enter opens the selected deployment's console (Esc there comes back here: the two are the app's modes), and the
+keys that act (restart, flags, start/stop) act on the selected row through the console's own actions and
+confirmations.
 
 The screen reads rows from a function the console gives it (plain `FleetRow`s, no engine here), as often as the
 console redraws; the table redraws only the rows whose text changed. Acting and opening are messages to the
@@ -19,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
-from textual.screen import ModalScreen
+from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from tui.screens.help import HelpScreen
@@ -35,13 +36,11 @@ _SORTS = ("fleet.sort_name", "fleet.sort_host", "fleet.sort_phase")
 _BAR_DROP = ("fleet.sort", "fleet.filter", "fleet.open", "start_stop", "flags", "restart")
 
 
-class FleetScreen(ModalScreen[None]):
-    """Modal, though it fills the terminal: the console's own keys act on the deployment it shows, which is not
-    what this screen shows; here the same keys act on the selected row."""
+class FleetScreen(Screen[None]):
+    """The app's overview mode, beside the console's (tui/console/viewer.py): the console's own keys, which act on
+    the deployment it shows, are not active here; here the same keys act on the selected row."""
 
     AUTO_FOCUS = "#fleet-table"
-    #: it fills the terminal: the console does not draw its panels under it (tui/console/viewer.py)
-    COVERS_CONSOLE = True
     BINDINGS = [
         Binding("enter", "open", "Open the selected deployment's console (Esc there comes back)", id="fleet.open"),
         Binding("slash", "filter", "Filter by name, host or phase", id="fleet.filter"),

@@ -1,0 +1,41 @@
+"""The console's incident record: on a failed run it offers the record once (a notice naming the key), and the key
+writes it (tui/engine/incident_file.py: the same file as `bringup record`) and says where. Plain functions the app's
+action and update handler call, so the record's wording and its file live in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tui.engine.incident_file import write_record
+from tui.lifecycle.incident import NoSuchRun, record_command
+from tui.model import Phase, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What the console says, and how loudly."""
+
+    text: str
+    severity: Literal["information", "warning", "error"] = "information"
+
+
+def record_offer(before: Snapshot, snap: Snapshot, *, live: bool, key: str) -> Notice | None:
+    """A run seen failing (not one already failed when the console opened): the record is offered, once."""
+    if not live or snap.phase != Phase.FAILED or before.phase in (Phase.FAILED, Phase.UNKNOWN):
+        return None
+    return Notice(f"{snap.deployment} failed: {key} writes its incident record "
+                  f"({record_command(snap.deployment, snap.invocation)})")
+
+
+def write_incident_record(state_dir: Path, deployment: str, snap: Snapshot) -> Notice:
+    """The failed run's record (else the latest run's), written where `bringup record` writes it."""
+    run = snap.invocation if snap.phase == Phase.FAILED else ""
+    try:
+        path, _, _ = write_record(state_dir, deployment, run)
+    except NoSuchRun as e:
+        return Notice(str(e), "warning")
+    except OSError as e:
+        return Notice(f"record: {e.strerror or e}", "error")
+    return Notice(f"incident record written: {path}")

@@ -1,0 +1,241 @@
+"""The console's screen: its four panels (lifecycle, GPUs, log, throughput), its keys and its key bar.
+
+The screen owns what is drawn and which keys exist; the app (tui/console/viewer.py) owns the deployment: its engine,
+what the engine reported, the actions that need it. So the keys that act on the deployment are bound here to the
+app's actions (`app.pause`, `app.restart`), and the log panel's own keys (filter, errors/all, wrap, follow) are done
+here. The read-only console's screen binds the acting keys to a refusal that says so; the full console's screen
+(`ControlConsoleScreen`) binds them to the app's actions, so in read-only mode those actions are never reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Header, Input, Static
+
+from tui.screens.help import HelpScreen
+from widgets.error_log import FILTER_EDITING, FILTER_IDLE, RESTORE_HINT, ErrorLog
+from widgets.gpus import GpuPanel
+from widgets.lifecycle import LifecyclePanel
+from widgets.throughput import ThroughputPanel
+
+
+class ConsoleScreen(Screen[None]):
+    """The read-only console's screen: watching, filtering and help; the acting keys only say they are off."""
+
+    AUTO_FOCUS = "#log"
+    BINDINGS = [
+        # the full console's action keys, here: each says it is off rather than doing nothing. No description:
+        # neither the bar, the help nor the palette lists them (the help says read-only mode is on); the same ids
+        # as the full console's, so a remapped key moves with the action it stands for
+        Binding("r", "read_only('restart')", "", show=False, id="restart"),
+        Binding("f", "read_only('flag changes')", "", show=False, id="flags"),
+        Binding("s", "read_only('start/stop')", "", show=False, id="start_stop"),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("e", "toggle_errors", "Errors/all", id="errors"),
+        Binding("p", "app.pause", "Pause", id="pause"),
+        Binding("g", "app.probe_now", "Probe the endpoint now with a real generation", show=False, id="probe"),
+        Binding("w", "toggle_wrap", "Wrap long log lines, or not", show=False, id="wrap"),
+        Binding("end", "follow", "Follow the log again after scrolling up", show=False, id="follow"),
+        Binding("escape", "close_filter", "Clear the log filter", show=False, id="close_filter"),
+        Binding("d", "app.pick", "Deployments", id="pick"),
+        Binding("S", "app.sweep", "Sweep", show=False, id="sweep"),
+        Binding("i", "app.record", "Write the incident record of the failed (or latest) run", show=False,
+                id="record"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "app.quit", "Quit", id="quit"),
+    ]
+
+    #: the key bar's order: the actions that change the deployment first, then the viewing keys, help and quit
+    #: last (ids; keys not named keep their declared order, after these)
+    BAR_ORDER: ClassVar[tuple[str, ...]] = ("restart", "flags", "start_stop", "filter", "errors", "pause", "pick")
+    #: where even one-word labels do not fit (80 columns), these keys leave the bar first, in this order; help,
+    #: quit and the palette always stay (help and the palette list every key)
+    BAR_DROP: ClassVar[tuple[str, ...]] = ("pick", "pause", "errors", "filter", "start_stop", "flags", "restart")
+    #: one-word labels where the first word would mislead ("start" for a key that stops a running server)
+    BAR_SHORT: ClassVar[dict[str, str]] = {"start_stop": "start/stop"}
+    #: read-only mode: the help says so
+    READ_ONLY: ClassVar[bool] = True
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        # two columns, each giving room by priority (app.tcss): the lifecycle panel takes what its phase, failure
+        # and hint need and the log the rest; the GPUs what their rows need and the throughput the rest
+        with Horizontal(id="panels"):
+            with Vertical(id="left"):
+                yield LifecyclePanel(id="lifecycle")
+                yield ErrorLog(id="errors")
+            with Vertical(id="right"):
+                yield GpuPanel(id="gpus")
+                yield ThroughputPanel(id="throughput")
+        yield Static(id="keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#lifecycle").border_title = "Lifecycle"
+        self.query_one("#gpus").border_title = "GPUs"
+        self.query_one("#throughput").border_title = "Throughput"
+        self.watch(self, "maximized", self._maximized, init=False)
+
+    @property
+    def log_panel(self) -> ErrorLog:
+        return self.query_one(ErrorLog)
+
+    # ------------------------------------------------------------------ the key bar, help and palette
+
+    def action_read_only(self, what: str) -> None:
+        self.notify(f"read-only: no {what} from this console (started with --read-only, or read_only = true in the "
+                    "config); without it, the key does it", severity="warning", timeout=6, markup=False)
+
+    def _bar(self, rows: list[tuple[str, str, str]], short: bool, width: int) -> Text:
+        t = Text(" " if short else "")  # the full labels begin with a space of their own
+        for bid, key, desc in rows:
+            if short:
+                t.append(f"{key}", style="bold")
+                t.append(f" {self.BAR_SHORT.get(bid) or desc.split('/')[0].split()[0].lower()} ")
+            else:
+                t.append(f" {key} ", style="bold")
+                t.append(f"{desc} ")
+        t.append(" ^p palette" if not short or t.cell_len + 11 <= width else " ^p", style="dim")
+        return t
+
+    def show_keys(self, width: int | None = None) -> None:
+        """The key bar: the console's keys as mapped, drawn once and on a resize. (Textual's Footer recomposes
+        itself whenever the focus moves, which during a log burst made `/` take a third longer to show and the
+        log fall behind.) Where the full labels do not fit (90 columns), each label is one word, so that every key
+        still shows rather than the last ones being cut off; where those do not fit either (80 columns), the least
+        needed keys leave the bar (BAR_DROP), never help, quit or the palette."""
+        rows = self._bar_rows()
+        width = width or self.size.width or 200
+        t = self._bar(rows, False, width)
+        if t.cell_len > width:
+            t = self._bar(rows, True, width)
+        for bid in self.BAR_DROP:
+            if t.cell_len <= width:
+                break
+            rows = [r for r in rows if r[0] != bid]
+            t = self._bar(rows, True, width)
+        self.query_one("#keys", Static).update(t)
+
+    def _bar_rows(self) -> list[tuple[str, str, str]]:
+        """(id, key, label) of each key the bar shows, in its order (BAR_ORDER)."""
+        rows = [(b.id or "", self.app.get_key_display(b), b.description) for b in self._mapped(shown_only=True)]
+        rank = {bid: i for i, bid in enumerate(self.BAR_ORDER)}
+        return sorted(rows, key=lambda r: rank.get(r[0], len(rank)))
+
+    def on_resize(self, event: events.Resize) -> None:
+        with contextlib.suppress(NoMatches):
+            self.show_keys(event.size.width)
+
+    def on_screen_resume(self) -> None:
+        """Back from the overview, or from a dialog: the bar as the keys are mapped and the terminal is now."""
+        with contextlib.suppress(NoMatches):
+            self.show_keys()
+
+    def help_rows(self) -> list[tuple[str, str]]:
+        rows = self.key_rows()  # each key once: the bar's keys and those it leaves out (Esc, End)
+        if not any(k == "end" for k, _ in rows):  # the focused log's own End binding shadows ours: it does the same
+            rows.append(("end", "Follow the log again after scrolling up"))
+        return rows
+
+    @classmethod
+    def own_bindings(cls) -> list[Binding]:
+        """The bindings the console's screen classes declare, the most derived class's first (the full console
+        adds its own to the read-only one's), not Textual's."""
+        return [b for c in cls.__mro__ if issubclass(c, ConsoleScreen)
+                for b in c.__dict__.get("BINDINGS", ()) if isinstance(b, Binding)]
+
+    def _mapped(self, shown_only: bool = False) -> list[Binding]:
+        """The console's own bindings that have a description, as currently mapped (Textual's scrolling and copy
+        keys are not among them: they work as in any Textual app, and listing them first buried the keys that
+        matter)."""
+        ours = {b.id for b in self.own_bindings()}
+        return [b for b in (ab.binding for ab in self.active_bindings.values())
+                if b.description and b.id in ours and (b.show or not shown_only)]
+
+    def key_rows(self, shown_only: bool = False) -> list[tuple[str, str]]:
+        """The console's own keys, as currently mapped."""
+        return [(self.app.get_key_display(b), b.description) for b in self._mapped(shown_only)]
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.help_rows(), self.READ_ONLY))
+
+    # ------------------------------------------------------------------ the log panel's keys
+
+    def action_filter(self) -> None:
+        """The filter box is always on screen, one row: opening it changes no layout (a re-layout of the whole
+        screen was most of the time a key took to show during a log burst)."""
+        inp = self.query_one("#log-filter", Input)
+        inp.disabled = False
+        inp.placeholder = FILTER_EDITING
+        inp.value = self.log_panel.filter_text
+        inp.focus()
+
+    def _end_filter_edit(self, inp: Input) -> None:
+        inp.disabled = True
+        inp.placeholder = FILTER_IDLE
+        self.query_one("#log").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "log-filter":
+            self.log_panel.set_filter(event.value)
+            self._end_filter_edit(event.input)
+
+    @property
+    def filtering(self) -> bool:
+        """A filter is being typed or is applied: Esc clears it (else Esc goes back to the overview)."""
+        return not self.query_one("#log-filter").disabled or bool(self.log_panel.filter_text)
+
+    def action_close_filter(self) -> None:
+        """Esc clears the filter: while typing it, or after it was applied; with none, it asks the app to show
+        the overview (which it does where there is one)."""
+        if not self.filtering:
+            self.post_message(self.OverviewAsked())
+            return
+        inp = self.query_one("#log-filter", Input)
+        inp.value = ""
+        self.log_panel.set_filter("")
+        if not inp.disabled:
+            self._end_filter_edit(inp)
+
+    def action_toggle_errors(self) -> None:
+        log = self.log_panel
+        log.set_mode(not log.show_all)
+
+    def action_toggle_wrap(self) -> None:
+        log = self.log_panel
+        log.set_wrap(not log.wrap)
+
+    def action_follow(self) -> None:
+        self.log_panel.follow()
+
+    def _maximized(self, was: Widget | None, now: Widget | None) -> None:
+        """A maximized panel (Textual's maximize, from the command palette) says how to come back: Esc."""
+        for widget, on in ((was, False), (now, True)):
+            if isinstance(widget, ErrorLog):
+                widget.set_maximized(on)  # its subtitle also counts the new lines
+            elif widget is not None and widget.has_class("panel"):
+                widget.border_subtitle = RESTORE_HINT if on else ""
+
+    class OverviewAsked(Message):
+        """Esc with no log filter: back to the overview of every deployment, where the app has one."""
+
+
+class ControlConsoleScreen(ConsoleScreen):
+    """The full console's screen: the acting keys run the app's actions, each behind a confirmation."""
+
+    BINDINGS = [
+        Binding("r", "app.restart", "Restart", id="restart"),
+        Binding("f", "app.flags", "Flags", id="flags"),
+        Binding("s", "app.start_stop", "Start/stop", id="start_stop"),
+    ]
+    READ_ONLY = False
