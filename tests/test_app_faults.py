@@ -119,7 +119,7 @@ def error_with(notes: list[Note], cause: str, todo: str) -> Note | None:
 def failed_own_restart(steps: tuple[str, ...] = ("lock", "flags", "stop", "release", "start")) -> protocol.Outcome:
     """This console's restart: it took the lock, wrote the flags, started, and the new run failed."""
     done = tuple(protocol.Step(s, "done", s) for s in steps)
-    return protocol.Outcome(False, Phase.FAILED, "failed in warmup: cuda-graph", failure=cs.FAILURE,
+    return protocol.Outcome(protocol.Result.FAILED, Phase.FAILED, "failed in warmup: cuda-graph", failure=cs.FAILURE,
                             steps=(*done, protocol.Step("follow", "failed", "failed in warmup: cuda-graph")))
 
 
@@ -224,7 +224,7 @@ async def test_an_unexpected_error_in_a_worker_is_shown_not_swallowed(tmp_path: 
     def bug(*a: object, **k: object) -> Any:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(tui.console.control, "apply_changes", bug)
+    monkeypatch.setattr(tui.console.control, "ConfirmScreen", bug)  # past what the worker expects to fail
     app, w = console(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         notes = record_notes(app)
@@ -300,14 +300,13 @@ async def test_a_restart_refused_by_the_lock_says_who_holds_it_and_offers_no_rol
 
 
 @pytest.mark.parametrize("outcome", [
-    protocol.Outcome(False, Phase.STOPPED, "GPU memory was not released within 120 s; not starting",
-                     steps=tuple(protocol.Step(s, "done", s) for s in ("lock", "flags", "stop")), timed_out=True),
-    protocol.Outcome(False, Phase.LOADING, "not ready within 600 s (last phase: loading)",
-                     steps=tuple(protocol.Step(s, "done", s) for s in ("lock", "flags", "stop", "release", "start")),
-                     timed_out=True),
-    protocol.Outcome(False, Phase.READY, "another bringup is already restarting this deployment: x (pid 1)",
-                     steps=(protocol.Step("lock", "failed", "another bringup is already restarting"),), refused=True),
-    protocol.Outcome(False, Phase.FAILED, "RestartError: sim is observe-only"),
+    protocol.Outcome(protocol.Result.TIMED_OUT, Phase.STOPPED, "GPU memory was not released within 120 s; not "
+                     "starting", steps=tuple(protocol.Step(s, "done", s) for s in ("lock", "flags", "stop"))),
+    protocol.Outcome(protocol.Result.TIMED_OUT, Phase.LOADING, "not ready within 600 s (last phase: loading)",
+                     steps=tuple(protocol.Step(s, "done", s) for s in ("lock", "flags", "stop", "release", "start"))),
+    protocol.Outcome(protocol.Result.LOCK_HELD, Phase.READY, "another bringup is already restarting this deployment: "
+                     "x (pid 1)", steps=(protocol.Step("lock", "failed", "another bringup is already restarting"),)),
+    protocol.Outcome(protocol.Result.FAILED, Phase.FAILED, "RestartError: sim is observe-only"),
 ], ids=["release-timed-out", "ready-timed-out", "refused", "not-started"])
 async def test_no_rollback_is_offered_unless_this_consoles_own_restart_failed(
         tmp_path: Path, outcome: protocol.Outcome) -> None:
@@ -329,9 +328,10 @@ def protocol_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
     """The restarts the console asks for, recorded instead of run."""
     calls: list[list[str] | None] = []
 
-    async def run(watch: Engine, new_argv: list[str] | None, on_step: object, **kw: object) -> protocol.Outcome:
-        calls.append(None if new_argv is None else list(new_argv))
-        return protocol.Outcome(True, Phase.READY, "ready")
+    async def run(watch: Engine, target: protocol.ChangePlan | None, on_step: object,
+                  **kw: object) -> protocol.Outcome:
+        calls.append(None if target is None else list(target.new))
+        return protocol.Outcome(protocol.Result.DONE, Phase.READY, "ready")
 
     monkeypatch.setattr(protocol, "run", run)
     return calls

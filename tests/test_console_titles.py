@@ -20,7 +20,7 @@ from tui.config import DeploymentConfig, HostConfig, Settings, load
 from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
 from tui.messages import RestartFinished
-from tui.model import Outcome, Phase, Step, UnitObserved, UnitState
+from tui.model import Outcome, Phase, Result, Step, UnitObserved, UnitState
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.screens.fleet import FleetScreen
@@ -140,7 +140,7 @@ async def test_filter_then_escape_keeps_the_row_and_every_dialog_names_it_and_it
         await w.manager.save_argv("ready", base)
         await w.manager.write_argv([*base, "--disable-cuda-graph"])
         done = tuple(Step(s, "done", s) for s in ("lock", "flags", "stop", "release", "start"))
-        app.post_message(RestartFinished(Outcome(False, Phase.FAILED, "failed in warmup", steps=done)))
+        app.post_message(RestartFinished(Outcome(Result.FAILED, Phase.FAILED, "failed in warmup", steps=done)))
         assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Roll back sim-d on gpu-b?"
         assert "deployment: sim-d" in app.screen.lines and "host:       gpu-b" in app.screen.lines

@@ -238,13 +238,13 @@ async def test_a_superseded_restart_is_the_rows_note(tmp_path: Path, monkeypatch
     """How this console's restart of a row ended, when the phase does not tell it (another run replaced the one it
     started), stays on that row's note until the next action there."""
     from tui.messages import RestartFinished
-    from tui.model import Outcome
+    from tui.model import Outcome, Result
     app = fleet_app(tmp_path, monkeypatch, ROWS)
     async with app.run_test(size=(140, 30)) as pilot:
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
 
-        app.post_message(RestartFinished(Outcome(False, Phase.READY, "another run (a1b2c3) replaced the one it "
-                                                 "started", superseded=True), "restart", "r"))
+        app.post_message(RestartFinished(Outcome(Result.SUPERSEDED, Phase.READY, "another run (a1b2c3) replaced the "
+                                                 "one it started"), "restart", "r"))
         assert await until(pilot, lambda: "alpha" in app.action_notes)
         said = app.action_notes["alpha"]
         assert said.startswith("restart superseded at") and "another run (a1b2c3)" in said, said
@@ -254,7 +254,7 @@ async def test_a_superseded_restart_is_the_rows_note(tmp_path: Path, monkeypatch
         assert row_for(snap, [0], "", said).note == said
         assert row_for(snap, [0], "SSH connection refused", said).note.startswith("SSH connection refused")
         assert row_for(replace(snap, stale="no news from box-b for 12 s"), [0], "", said).note.startswith("no news")
-        app.post_message(RestartFinished(Outcome(True, Phase.READY, "ready"), "restart", "r"))
+        app.post_message(RestartFinished(Outcome(Result.DONE, Phase.READY, "ready"), "restart", "r"))
         assert await until(pilot, lambda: "alpha" not in app.action_notes)
 
 

@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import pytest
 
-from tui.cli.actions import exit_code
 from tui.cli.args import UsageError, build_parser
 from tui.config import DeploymentConfig, HostConfig
 from tui.exit_codes import ExitCode
-from tui.model import GpuSample, GpuSnapshot, Outcome, Phase, Step, UnitState
+from tui.model import GpuSample, GpuSnapshot, Outcome, Phase, Result, Step, UnitState
 from tui.ops.errors import ReleaseUnverified
+from tui.ops.outcome import exit_code
 from tui.ops.release_wait import wait_for_release
 
 
@@ -131,10 +131,10 @@ async def test_a_host_that_declares_no_gpu_telemetry_is_not_waited_on() -> None:
 
 
 def test_refused_after_the_wait_is_exit_3_a_refusal_at_once_stays_2() -> None:
-    assert exit_code(Outcome(False, Phase.STOPPED, "x", refused=True, timed_out=True)) == ExitCode.TIMEOUT == 3
-    assert exit_code(Outcome(False, Phase.STOPPED, "x", refused=True)) == ExitCode.USAGE
-    assert exit_code(Outcome(False, Phase.STOPPED, "x", timed_out=True)) == ExitCode.TIMEOUT
-    assert exit_code(Outcome(False, Phase.FAILED, "x")) == ExitCode.FAILED
+    assert exit_code(Outcome(Result.UNVERIFIED, Phase.STOPPED, "x")) == ExitCode.TIMEOUT == 3
+    assert exit_code(Outcome(Result.REFUSED, Phase.STOPPED, "x")) == ExitCode.USAGE
+    assert exit_code(Outcome(Result.TIMED_OUT, Phase.STOPPED, "x")) == ExitCode.TIMEOUT
+    assert exit_code(Outcome(Result.FAILED, Phase.FAILED, "x")) == ExitCode.FAILED
 
 
 @pytest.mark.parametrize("command", ["restart", "start", "stop"])

@@ -4,6 +4,7 @@ tui/lifecycle/presets/facts/)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,14 +12,14 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
+from tests.flag_view import Flags
 from tests.pilot_wait import until
-from tui.cli.actions import _check_flag_names
-from tui.cli.args import UsageError
 from tui.lifecycle.presets import FlagSpec
 from tui.lifecycle.presets.facts import releases, resolve
 from tui.lifecycle.presets.registry import get_preset
 from tui.lifecycle.replay import replay
 from tui.model import FailureKind, Phase
+from tui.ops.change import ChangePlan, ChangeRefused, Refusal, plan_change
 from tui.screens.flags import FlagsScreen
 
 SGLANG = get_preset("sglang")
@@ -101,12 +102,14 @@ async def test_g_on_0_5_23_sets_decode_and_prefill_graphs_off_as_one_undoable_ch
                                                           ("cuda-graph-backend-prefill", "disabled")]
 
 
-def test_setting_a_flag_the_release_removed_says_so() -> None:
+async def test_setting_a_flag_the_release_removed_says_so() -> None:
     facts = resolve("sglang", "0.5.23").facts
     offered = list(SGLANG.for_release(facts).flags)
-    with pytest.raises(UsageError, match=r"--cuda-graph-max-bs is not a flag of SGLang 0\.5\.23"):
-        _check_flag_names("k26", ["cuda-graph-max-bs=64"], offered, list(SGLANG.flags), "SGLang 0.5.23")
-    _check_flag_names("k26", ["cuda-graph-max-bs-decode=64"], offered, list(SGLANG.flags), "SGLang 0.5.23")
+    k26 = Flags("k26", ["python", "-m", "sglang.launch_server"], list(SGLANG.flags), offered, "SGLang 0.5.23")
+    refused = await plan_change(k26, ["cuda-graph-max-bs=64"])
+    assert isinstance(refused, ChangeRefused) and refused.reason is Refusal.OTHER_RELEASE
+    assert re.search(r"--cuda-graph-max-bs is not a flag of SGLang 0\.5\.23", refused.message), refused
+    assert isinstance(await plan_change(k26, ["cuda-graph-max-bs-decode=64"]), ChangePlan)
 
 
 # a vLLM start that says its release, then fails capturing CUDA graphs: the lines as the releases format them

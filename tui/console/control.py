@@ -5,7 +5,7 @@ workers, and report through messages (`RestartStepped`, `RestartFinished`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual import work
@@ -15,11 +15,12 @@ from tui.console.overview import CONSOLE_MODE
 from tui.console.screen import ConsoleScreen, ControlConsoleScreen
 from tui.console.viewer import ConsoleApp
 from tui.engine import Engine
-from tui.lifecycle.flags import FlagChange, apply_changes, diff
+from tui.lifecycle.flags import FlagChange
 from tui.managers import ManagerError
 from tui.messages import RestartFinished, RestartStepped
-from tui.model import Outcome, Step
+from tui.model import Outcome, Result, Step
 from tui.ops import restart as protocol
+from tui.ops.change import ChangePlan, ChangeRefused, last_ready, moved_since, plan_change
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.transport import TransportError
@@ -67,18 +68,18 @@ class ControlConsoleApp(ConsoleApp):
         self.notify(f"{cause}\n{todo}", title=f"{self.deployment}: {title}", severity="error", timeout=20,
                     markup=False)
 
-    async def _flags_unchanged(self, w: Engine, shown: Sequence[str], key: str) -> bool:
+    async def _flags_unchanged(self, w: Engine, plan: ChangePlan, key: str) -> bool:
         """Whether the flags are still those a dialog was computed from. A yes to a dialog over flags someone
         else has changed since would undo their change (a rollback computed before another operator's restart
-        reverted it): the console re-reads them first and, if they moved, does nothing and says so."""
+        reverted it): the console re-reads them first and, if they moved, does nothing and says so (the protocol
+        would refuse the plan under the lock all the same, but as an error after taking it)."""
         try:
-            now = await w.argv()
+            change = await moved_since(w, plan)
         except Exception as e:  # shown, never fatal to the console
             self._cannot("cannot re-read the flags", e, "nothing was done", f"press {key} to try again")
             return False
-        if list(now) == list(shown):
+        if not change:
             return True
-        change = diff(list(shown), now, w.flag_specs) or ["the command line changed"]
         self.notify("the flags changed after the dialog opened, so nothing was done (it would have undone "
                     f"that change): {'; '.join(change)}\npress {key} to decide again over the flags as they are "
                     "now", title=f"{self.deployment}: not restarted: flags changed meanwhile", severity="warning",
@@ -95,23 +96,22 @@ class ControlConsoleApp(ConsoleApp):
         if self._busy():
             return
         try:
-            old = await w.argv()
+            # the confirmation that shows the change is this console's force: a change to no effect is shown as
+            # "no flag change" and asked about, not refused
+            plan = await plan_change(w, edits=changes, force=True)
         except Exception as e:  # shown, never fatal to the console
             self._cannot("cannot read its flags", e, "nothing was changed", f"press {key} to try again")
             return
-        try:
-            new = apply_changes(old, changes, w.flag_specs)
-        except ValueError as e:
-            self.notify(str(e), severity="error", markup=False)
+        if isinstance(plan, ChangeRefused):
+            self.notify(plan.message, severity="error", markup=False)
             return
-        change_lines = diff(old, new, w.flag_specs) or ["no flag change"]
-        lines = [*self._target_lines(w), "", "flags:", *("  " + c for c in change_lines), "",
+        lines = [*self._target_lines(w), "", "flags:", *("  " + c for c in plan.changes or ["no flag change"]), "",
                  "stop, wait for GPU memory release, start, verify a real generation"]
 
         def answered(yes: bool | None) -> None:
             # a No drops the change: a later `r` restarts with the flags as they are
             if yes and self._still_shown(w, f"press {key} again"):
-                self.run_protocol(new, True, shown=old, key=key)
+                self.run_protocol(plan, True, key=key)
 
         self.push_screen(ConfirmScreen(f"Restart {self._where(w)}?", lines), answered)
 
@@ -187,33 +187,31 @@ class ControlConsoleApp(ConsoleApp):
 
             outcome = await protocol.stop(w, stepped)
         except Exception as e:  # shown, never fatal to the console
-            outcome = Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
+            outcome = Outcome(Result.FAILED, w.state.phase, f"{type(e).__name__}: {e}")
         finally:
             self.restarting = False
         self.post_message(RestartFinished(outcome, "stop", "s"))
 
     @work(group="ops", exit_on_error=False)
-    async def run_protocol(self, new_argv: list[str] | None, restart: bool, *, shown: Sequence[str] | None = None,
-                           key: str = "r") -> None:
-        """The restart protocol (or a start). `shown`: the flags the confirmation was computed from; if they
-        changed since, nothing is done."""
+    async def run_protocol(self, plan: ChangePlan | None, restart: bool, *, key: str = "r") -> None:
+        """The restart protocol with a confirmed plan (None: a start with the flags as they are). If the flags
+        changed since the plan was computed from them, nothing is done."""
         w = self.engine
         if w is None or self._busy():
             return
         self.restarting = True
         try:
-            if shown is not None and not await self._flags_unchanged(w, shown, key):
+            if plan is not None and not await self._flags_unchanged(w, plan, key):
                 return
             self.steps = []
 
             def stepped(s: Step) -> None:
                 self.post_message(RestartStepped(s))
 
-            outcome = await protocol.run(w, new_argv, stepped,
-                                         stop_first=restart, purpose="restart" if restart else "start",
-                                         rollback=False, expect_argv=shown)
+            outcome = await protocol.run(w, plan, stepped, stop_first=restart,
+                                         purpose="restart" if restart else "start", rollback=False)
         except Exception as e:  # shown, never fatal to the console
-            outcome = Outcome(False, w.state.phase, f"{type(e).__name__}: {e}")
+            outcome = Outcome(Result.FAILED, w.state.phase, f"{type(e).__name__}: {e}")
         finally:
             self.restarting = False
             self.releasing = False
@@ -226,28 +224,26 @@ class ControlConsoleApp(ConsoleApp):
         o, what, key = m.outcome, m.action, m.key
         title = f"{self.deployment}: {what}"
         self.action_notes.pop(self.deployment, None)
-        if o.superseded or o.timed_out:
+        if o.result in (Result.SUPERSEDED, Result.TIMED_OUT, Result.UNVERIFIED):
             when = time.strftime("%H:%M:%S", time.localtime(self.clock()))
-            self.action_notes[self.deployment] = (f"{what} {'superseded' if o.superseded else 'timed out'} at "
-                                                  f"{when}: {o.message}")
+            self.action_notes[self.deployment] = (f"{what} "
+                                                  f"{'superseded' if o.result is Result.SUPERSEDED else 'timed out'} "
+                                                  f"at {when}: {o.message}")
         if o.ok:
             self.notify(o.message, title=title, markup=False)
             return
-        lock_refused = o.refused and any(s.name == "lock" and s.status == "failed" for s in o.steps)
-        if lock_refused:
+        if o.result is Result.LOCK_HELD:
             self.notify(f"refused: {o.message}\nnothing was changed: the lifecycle panel follows its run; press "
                         f"{key} again after it, if still needed", title=f"{title} refused", severity="warning",
                         timeout=20, markup=False)
             return
-        ours = (what != "stop" and not o.refused and not o.timed_out and not o.superseded and not o.rolled_back
-                and any(s.name == "lock" and s.status == "done" for s in o.steps))
-        unverified = o.refused and o.timed_out  # no GPU readings within release_timeout_s: nothing was started
+        ours = what != "stop" and o.result is Result.FAILED and o.took_lock
         if o.failure is not None:
             todo = "the lifecycle panel has the hint, e the errors"
-        elif unverified:
+        elif o.result is Result.UNVERIFIED:  # no GPU readings within release_timeout_s: nothing was started
             todo = (f"nothing was started: fix the host's GPU readings (nvidia_smi, NVML), or set "
                     f"unverified_release_grace_s to accept the risk of an OOM; then press {key}")
-        elif o.timed_out or o.superseded:
+        elif o.result in (Result.TIMED_OUT, Result.SUPERSEDED):
             todo = "the lifecycle panel follows what runs now"
         else:
             todo = f"press {key} to try again once that is fixed"
@@ -260,20 +256,19 @@ class ControlConsoleApp(ConsoleApp):
         """Offer the last flags that reached ready to `w`, the engine whose restart failed (read before the console
         may show another deployment: the offer names it, and a yes acts on it only while it is shown)."""
         try:
-            good = await w.manager.read_saved_argv("ready")
-            current = await w.argv()
+            good = await last_ready(w)
         except Exception as e:  # shown, never fatal to the console
             self._cannot("cannot read its flags", e, "no rollback offered",
                          "press f to see the flags and set them back")
             return
-        if good is None or list(good) == list(current):
+        if good is None or good.same:
             return
-        change = diff(current, good, w.flag_specs) or ["the last flags that reached ready"]
+        back = good.back
 
         def answered(yes: bool | None) -> None:
             if yes and self._still_shown(w, "press f to set its flags back"):
-                self.run_protocol(list(good), True, shown=current)
+                self.run_protocol(back, True)
 
         self.push_screen(ConfirmScreen(f"Roll back {self._where(w)}?", [
-            *self._target_lines(w), "", "back to the last flags that reached ready:", *("  " + c for c in change)]),
-            answered)
+            *self._target_lines(w), "", "back to the last flags that reached ready:",
+            *("  " + c for c in back.changes or ["the last flags that reached ready"])]), answered)

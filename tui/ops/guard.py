@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
 from tui.managers.lock_record import is_other_taking
-from tui.model import Step, UnitState
+from tui.model import Step, StepStatus, UnitState
 from tui.ops.errors import LockLost
 from tui.transport import TransportError
 
@@ -135,10 +135,10 @@ class LockGuard:
                 if getattr(e, "permanent", False) and not isinstance(e, LockHeld):
                     raise  # an unknown host key, a unit gone: said as such (exit 2), not as a lost lock
                 if isinstance(e, LockHeld) or time.monotonic() > deadline:
-                    self.step(Step("lock", "failed", f"lost the lock and could not take it back: {e}"))
+                    self.step(Step("lock", StepStatus.FAILED, f"lost the lock and could not take it back: {e}"))
                     raise LockLost(f"lost the lock ({e}); left: {self.progress.left_in()}") from None
                 if not said:
-                    self.step(Step("lock", "running", f"cannot check the lock: {e}; retrying"))
+                    self.step(Step("lock", StepStatus.RUNNING, f"cannot check the lock: {e}; retrying"))
                     said = True
                 await asyncio.sleep(1.0)
 
@@ -158,12 +158,13 @@ class LockGuard:
             by = f" (by {holder.describe()})" if holder is not None else ""
             now_txt = (f"it now runs {unit.invocation[:12]} ({unit.active})" if unit.running
                        else f"it is now {unit.active}")
-            self.step(Step("lock", "failed", f"lock lost, and {what} changed meanwhile{by}"))
+            self.step(Step("lock", StepStatus.FAILED, f"lock lost, and {what} changed meanwhile{by}"))
             whose = "with other flags than this command wrote" if argv != self.argv else "not this command's run"
             raise LockLost(f"lost the lock and {what} changed meanwhile{by}: {now_txt}, {whose}; "
                            f"before that this command had: {self.progress.left_in()}")
         self.info = await self.lock.retake()
-        self.step(Step("lock", "done", "lock lost (connection dropped?) and taken back: nothing changed meanwhile"))
+        self.step(Step("lock", StepStatus.DONE,
+                       "lock lost (connection dropped?) and taken back: nothing changed meanwhile"))
 
     async def act(self, what: str, action: Callable[[], Awaitable[None]], *, also_runs: Sequence[tuple[str, bool]] = (),
                   also_argv: Sequence[list[str]] = (), also_new_run: bool = False) -> None:
@@ -177,7 +178,8 @@ class LockGuard:
             except TransportError as e:
                 if getattr(e, "permanent", False) or attempt == 2:
                     raise
-                self.step(Step(what, "running", f"connection lost during {what} ({e}); retrying once it is back"))
+                self.step(Step(what, StepStatus.RUNNING,
+                               f"connection lost during {what} ({e}); retrying once it is back"))
                 self.also_runs, self.also_argv, self.also_new_run = list(also_runs), list(also_argv), also_new_run
                 self._checked = 0.0
                 try:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from tui.config import ConfigError
 from tui.lifecycle.release import release_status
 from tui.managers import ManagerError
-from tui.model import GpuSnapshot, Step
+from tui.model import GpuSnapshot, Step, StepStatus
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import ReleaseUnverified, RestartError
 from tui.ops.guard import LockGuard
@@ -77,8 +77,8 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
     host = engine.dep.host_label
     without = declared_without_gpus(engine)
     if without:
-        on_step(Step("release", "skipped", f"GPU memory release not verified: {without} declares no GPU telemetry "
-                                           "(gpu_source = \"none\"), so there is nothing to wait for"))
+        on_step(Step("release", StepStatus.SKIPPED, f"GPU memory release not verified: {without} declares no GPU "
+                     "telemetry (gpu_source = \"none\"), so there is nothing to wait for"))
         return None
     seen_gpus = engine.gpus is not None and bool(engine.gpus.gpus)
     grace = engine.dep.unverified_release_grace_s
@@ -97,7 +97,7 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
             now = time.monotonic()
             if not seen_gpus:  # never a reading: no evidence of anything, least of all of a release
                 if grace is not None and gone_at is None and await _old_run_gone(engine):
-                    on_step(Step("release", "running", f"no GPU readings ({why}); the old run's processes are "
+                    on_step(Step("release", StepStatus.RUNNING, f"no GPU readings ({why}); the old run's processes are "
                                  f"gone: {going_on} in {grace:g} s WITHOUT verifying the release (the "
                                  "unverified release grace), at the risk of a CUDA OOM"))
                     # counted from after the answer and its step, not from before asking: never shorter than said
@@ -105,18 +105,19 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
                     said.add(why)
                 if gone_at is not None and grace is not None:
                     if now - gone_at >= grace:
-                        on_step(Step("release", "skipped", f"GPU memory release NOT verified (no GPU readings: "
+                        on_step(Step("release", StepStatus.SKIPPED, "GPU memory release NOT verified (no GPU readings: "
                                      f"{why}); {going_on} after the unverified_release_grace_s grace ({grace:g} s "
                                      "since the old run's processes were gone), at the risk of a CUDA OOM"))
                         return None
                     await asyncio.sleep(max(0.05, min(0.5, grace - (now - gone_at))))
                     continue
                 if now > deadline:
-                    on_step(Step("release", "failed", f"GPU memory release NOT verified: no GPU readings in "
+                    on_step(Step("release", StepStatus.FAILED, f"GPU memory release NOT verified: no GPU readings in "
                                                       f"{timeout:g} s ({why})"))
                     raise ReleaseUnverified(_unverified(timeout, why, purpose, host, gone=grace is None))
                 if why not in said:  # once per distinct reason
-                    on_step(Step("release", "running", f"no GPU readings ({why}): waiting up to {timeout:g} s for "
+                    on_step(Step("release", StepStatus.RUNNING,
+                                 f"no GPU readings ({why}): waiting up to {timeout:g} s for "
                                  "them (no readings is no proof of release)" if grace is None else
                                  f"no GPU readings ({why}): waiting up to {timeout:g} s for them, or for the old "
                                  f"run's processes to go (then {grace:g} s of unverified release grace)"))
@@ -125,11 +126,11 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
                 continue
             # telemetry that worked and is gone for a moment (a dropped link) is no proof of release: wait on
             if time.monotonic() > deadline:
-                on_step(Step("release", "failed", f"GPU memory release not verified in {timeout:g} s: {why}"))
+                on_step(Step("release", StepStatus.FAILED, f"GPU memory release not verified in {timeout:g} s: {why}"))
                 raise RestartError(f"GPU memory release could not be verified within {timeout:g} s ({why}); "
                                    "not starting, to avoid a CUDA OOM")
             if shown != why:
-                on_step(Step("release", "running", f"GPU readings lost ({why}); waiting for them"))
+                on_step(Step("release", StepStatus.RUNNING, f"GPU readings lost ({why}); waiting for them"))
                 shown = why
             await asyncio.sleep(0.5)
             continue
@@ -142,14 +143,14 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
         # the panels show the very sample the step is about: a step and a panel never give two figures
         engine.observe_gpus(snap)
         if st.released:
-            on_step(Step("release", "done", f"GPU memory released after {time.monotonic() - t0:.1f} s"))
+            on_step(Step("release", StepStatus.DONE, f"GPU memory released after {time.monotonic() - t0:.1f} s"))
             return snap
         desc = f"waiting for GPU memory: {st.describe()}"
         if desc != shown:
-            on_step(Step("release", "running", desc))
+            on_step(Step("release", StepStatus.RUNNING, desc))
             shown = desc
         if time.monotonic() > deadline:
-            on_step(Step("release", "failed", f"not released after {timeout:g} s: {st.describe()}"))
+            on_step(Step("release", StepStatus.FAILED, f"not released after {timeout:g} s: {st.describe()}"))
             raise RestartError(f"GPU memory was not released within {timeout:g} s ({st.describe()}); "
                                "not starting, to avoid a CUDA OOM")
         await asyncio.sleep(0.2)
@@ -177,7 +178,7 @@ async def stop_progress(engine: EngineView, old: set[int], on_step: Callable[[St
             engine.observe_gpus(snap)
             desc = "" if st.released else f"stopping: {st.describe()}"
             if desc and desc != shown:
-                on_step(Step("stop", "running", desc))
+                on_step(Step("stop", StepStatus.RUNNING, desc))
                 shown = desc
     task = asyncio.create_task(watch(), name="bringup-stop-progress")
     try:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 from tui.lifecycle.flags import diff
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
-from tui.model import Failure, Outcome, Phase, Step, UnitState
+from tui.model import Failure, Outcome, Phase, Result, Step, StepStatus, UnitState
+from tui.ops.change import ChangePlan
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
 from tui.ops.guard import LockGuard, Progress
@@ -29,8 +30,9 @@ from tui.transport import TransportError
 #: how long a run that stopped with no failure of its own is watched for another run taking its place
 LATE_START_S = 3.0
 
-__all__ = ["EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "ReleaseUnverified", "RestartError", "Step",
-           "Superseded", "follow_new", "old_pids", "run", "stop", "wait_for_release"]
+__all__ = ["ChangePlan", "EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "ReleaseUnverified",
+           "RestartError", "Result", "Step", "StepStatus", "Superseded", "follow_new", "old_pids", "run", "stop",
+           "wait_for_release"]
 
 
 async def _new_invocation(engine: EngineView, old: str, timeout: float = 30.0) -> UnitState:
@@ -81,15 +83,15 @@ async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_ste
             raise await _superseded(ours, unit, guard)
         if s.invocation == ours.invocation:
             if s.phase != last:
-                on_step(Step("follow", "running", str(s.phase)))
+                on_step(Step("follow", StepStatus.RUNNING, str(s.phase)))
                 last = s.phase
             mismatch = engine.endpoint_mismatch()
             if mismatch and mismatch != said:
-                on_step(Step("follow", "running", mismatch))
+                on_step(Step("follow", StepStatus.RUNNING, mismatch))
                 said = mismatch
             stall = engine.stall_note()
             if stall and not stalled:
-                on_step(Step("follow", "running", stall))
+                on_step(Step("follow", StepStatus.RUNNING, stall))
             stalled = bool(stall)
             if s.phase == Phase.READY:
                 return s.phase, None
@@ -130,7 +132,7 @@ def _per_node(mgr: object, step: Callable[[Step], None] | None) -> None:
     """A manager of several nodes reports each node's part of a step (`gpu-b: stopped in 1.2 s`), a container
     manager its pulls and what a recreate cannot carry; None: the transaction is over, nothing more to report."""
     if hasattr(mgr, "progress"):
-        mgr.progress = None if step is None else (lambda name, detail: step(Step(name, "running", detail)))
+        mgr.progress = None if step is None else (lambda name, detail: step(Step(name, StepStatus.RUNNING, detail)))
 
 
 def _guard(engine: EngineView, lock: AsyncLock, step: Callable[[Step], None], progress: Progress,
@@ -161,27 +163,41 @@ class HeldLock:
     note_prefix: str = ""
 
 
-async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Callable[[Step], None], *,
+#: what `run` restarts with: a plan (flags computed, and perhaps confirmed, from the flags it names as `old`), the
+#: flags to run with whatever the flags are now (a sweep's configuration, the demo's command), or None: the flags
+#: as they are
+Target = ChangePlan | Sequence[str] | None
+
+
+def _failed_or_refused(e: Exception) -> Result:
+    """A manager's or transport's error: refused when trying again as it is will not help (an unknown host key, a
+    unit not found), failed otherwise."""
+    return Result.REFUSED if getattr(e, "permanent", False) else Result.FAILED
+
+
+async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None], *,
               wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
-              rollback: bool | None = None, expect_argv: Sequence[str] | None = None,
-              held: HeldLock | None = None) -> Outcome:
-    """Restart (or start) the deployment with `new_argv` (None: keep the current flags): one transaction under the
-    deployment's lock, from the first step until ready, failed or the timeout, a rollback included. Cancelled
-    (Ctrl-C), it says in its last step what it left behind, and the lock and its record are released. With
-    `held`, it runs under that lock (taken and released by the caller) instead of taking its own."""
+              rollback: bool | None = None, held: HeldLock | None = None,
+              ready_timeout_s: float | None = None) -> Outcome:
+    """Restart (or start) the deployment with `target`'s flags: one transaction under the deployment's lock, from
+    the first step until ready, failed or the timeout (`ready_timeout_s`, else the deployment's), a rollback
+    included. The flags are read once, under the lock. Cancelled (Ctrl-C), it says in its last step what it left
+    behind, and the lock and its record are released. With `held`, it runs under that lock (taken and released by
+    the caller) instead of taking its own."""
     steps, step = _stepper(on_step)
     mgr = engine.manager
     if not mgr.can_control:
         raise RestartError(f"{engine.name} is observe-only: bringup cannot restart it")
     progress = Progress(engine.name)
+    timeout = engine.dep.ready_timeout_s if ready_timeout_s is None else ready_timeout_s
 
     async def locked(lock: AsyncLock, info: LockInfo, prefix: str = "") -> Outcome:
         guard = _guard(engine, lock, step, progress, info)
         guard.note_prefix = prefix
         _per_node(mgr, guard.noting(step))  # from the flags on: each node's part of every step
         try:
-            return await _locked_run(engine, new_argv, step, guard, steps, wait_ready=wait_ready,
-                                     stop_first=stop_first, rollback=rollback, expect_argv=expect_argv)
+            return await _locked_run(engine, target, step, guard, steps, wait_ready=wait_ready,
+                                     stop_first=stop_first, rollback=rollback, ready_timeout_s=timeout)
         finally:
             _per_node(mgr, None)
             await guard.done()
@@ -190,88 +206,98 @@ async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Calla
     try:
         if held is not None:
             since = time.strftime("%H:%M:%S", time.localtime(held.info.since))
-            step(Step("lock", "done", f"under the lock held since {since} ({held.info.who}, pid {held.info.pid}, "
-                      f"{held.info.purpose})"))
+            step(Step("lock", StepStatus.DONE, f"under the lock held since {since} ({held.info.who}, pid "
+                      f"{held.info.pid}, {held.info.purpose})"))
             return await locked(held.lock, held.info, held.note_prefix)
-        before = await mgr.read_argv()
-        change = "; ".join(diff(before, list(new_argv), engine.flag_specs)) if new_argv is not None else ""
-        lock = mgr.lock(f"{purpose} {engine.name}", change)
+        # the lock's record says the change a plan makes; flags given bare are compared with nothing before the
+        # lock is held (their change is in the steps)
+        lock = mgr.lock(f"{purpose} {engine.name}", target.change if isinstance(target, ChangePlan) else "")
         async with lock as info:
-            step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
+            step(Step("lock", StepStatus.DONE, f"lock taken ({info.who}, pid {info.pid})"))
             return await locked(lock, info)
     except LockHeld as e:
-        step(Step("lock", "failed", str(e)))
-        return Outcome(False, engine.state.phase, str(e), steps=tuple(steps), refused=True)
+        step(Step("lock", StepStatus.FAILED, str(e)))
+        return Outcome(Result.LOCK_HELD, engine.state.phase, str(e), steps=tuple(steps))
     except (LockLost, Superseded) as e:
-        return Outcome(False, engine.state.phase, str(e), invocation=progress.started, steps=tuple(steps),
-                       superseded=True)
+        return Outcome(Result.SUPERSEDED, engine.state.phase, str(e), invocation=progress.started, steps=tuple(steps))
     except ReleaseUnverified as e:  # no GPU readings for the whole wait: the start refused after it (exit 3)
-        return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       invocation=progress.started, refused=True, timed_out=True)
+        return Outcome(Result.UNVERIFIED, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       invocation=progress.started)
     except RestartError as e:  # GPU memory not released, or the new run never appeared, in time
-        return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       invocation=progress.started, timed_out=True)
+        return Outcome(Result.TIMED_OUT, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       invocation=progress.started)
     except (ManagerError, TransportError) as e:
-        step(Step("error", "failed", str(e)))
-        return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       invocation=progress.started, refused=bool(getattr(e, "permanent", False)))
+        step(Step("error", StepStatus.FAILED, str(e)))
+        return Outcome(_failed_or_refused(e), engine.state.phase, f"{e}; left: {progress.left_in()}",
+                       steps=tuple(steps), invocation=progress.started)
     except asyncio.CancelledError:
-        step(Step("interrupted", "failed", progress.left_in()))
+        step(Step("interrupted", StepStatus.FAILED, progress.left_in()))
         raise
 
 
-async def _locked_run(engine: EngineView, new_argv: Sequence[str] | None, step: Callable[[Step], None],
-                      guard: LockGuard, steps: list[Step], *, wait_ready: bool, stop_first: bool, rollback: bool | None,
-                      expect_argv: Sequence[str] | None) -> Outcome:
-    """What `run` does once it holds the lock: the transaction, and a rollback when it failed and one is asked."""
+async def _locked_run(engine: EngineView, target: Target, step: Callable[[Step], None], guard: LockGuard,
+                      steps: list[Step], *, wait_ready: bool, stop_first: bool, rollback: bool | None,
+                      ready_timeout_s: float) -> Outcome:
+    """What `run` does once it holds the lock: read the flags (the one reading the transaction goes by), refuse a
+    plan computed from other flags, run the transaction, and roll back when it failed and a rollback is asked."""
     mgr = engine.manager
     step = guard.noting(step)
-    if expect_argv is not None and await mgr.read_argv() != list(expect_argv):
-        # the change was computed (and confirmed) from other flags than there are now: someone changed them since
-        step(Step("flags", "failed", "the flags changed since this was confirmed: nothing done"))
-        return Outcome(False, engine.state.phase, "not done: the flags changed since it was confirmed (another "
-                       "operator?); look at them again", steps=tuple(steps), refused=True)
-    out = await _transaction(engine, new_argv, step, guard, wait_ready=wait_ready, stop_first=stop_first)
+    old = await mgr.read_argv()
+    if isinstance(target, ChangePlan):
+        if old != list(target.old):
+            # the change was computed (and confirmed) from other flags than there are now: someone changed them
+            # since, and writing ours would silently undo theirs
+            step(Step("flags", StepStatus.FAILED, "the flags changed since this was confirmed: nothing done"))
+            return Outcome(Result.REFUSED, engine.state.phase, "not done: the flags changed since it was confirmed "
+                           "(another operator?); look at them again", steps=tuple(steps))
+        new, changes = list(target.new), list(target.changes)
+    else:
+        new = old if target is None else list(target)
+        changes = diff(old, new, engine.flag_specs)
+    out = await _transaction(engine, old, new, changes, step, guard, wait_ready=wait_ready, stop_first=stop_first,
+                             ready_timeout_s=ready_timeout_s)
     do_rollback = engine.dep.auto_rollback if rollback is None else rollback
     good = None
-    if not out.ok and do_rollback and wait_ready:
+    if out.result is Result.FAILED and do_rollback and wait_ready:
         with contextlib.suppress(TransportError, ManagerError):
             good = await mgr.read_saved_argv("ready")
-    # no rollback after a refusal either (no readings of the GPUs, a command that cannot be run): the flags did not
-    # fail, and another start would meet the same refusal
-    if out.ok or out.timed_out or out.refused or good is None or list(good) == list(guard.argv):
+    # a rollback only after our run failed: not after a timeout (the run may still come up), nor after a refusal
+    # (no readings of the GPUs, a command that cannot be run): the flags did not fail, and another start would
+    # meet the same refusal
+    if out.result is not Result.FAILED or good is None or list(good) == list(guard.argv):
         return replace(out, steps=tuple(steps))
-    step(Step("rollback", "running", "rolling back to the last flags that reached ready"))
-    back = await _transaction(engine, good, step, guard, wait_ready=True, stop_first=True)
-    return Outcome(False, back.phase, f"{out.message}; rolled back: {back.message}", failure=out.failure,
-                   invocation=back.invocation, steps=tuple(steps), rolled_back=True)
+    step(Step("rollback", StepStatus.RUNNING, "rolling back to the last flags that reached ready"))
+    failed = list(guard.argv)  # the flags the failed run was started with, as this transaction wrote them
+    back = await _transaction(engine, failed, list(good), diff(failed, list(good), engine.flag_specs), step, guard,
+                              wait_ready=True, stop_first=True, ready_timeout_s=ready_timeout_s)
+    return Outcome(Result.ROLLED_BACK, back.phase, f"{out.message}; rolled back: {back.message}", failure=out.failure,
+                   invocation=back.invocation, steps=tuple(steps))
 
 
-async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step: Callable[[Step], None],
-                       guard: LockGuard, *, wait_ready: bool, stop_first: bool) -> Outcome:
-    """flags, stop, release, start, follow: every step on a lock proven still ours."""
+async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str], changes: Sequence[str],
+                       step: Callable[[Step], None], guard: LockGuard, *, wait_ready: bool, stop_first: bool,
+                       ready_timeout_s: float) -> Outcome:
+    """flags, stop, release, start, follow: every step on a lock proven still ours. `old_argv`: the flags as read
+    under the lock; `changes`: the change from them to `argv`, in words ([] for none)."""
     mgr = engine.manager
     progress = guard.progress
     progress.started, progress.ready = "", False
-    old_argv = await mgr.read_argv()
-    argv = list(new_argv) if new_argv is not None else old_argv
     guard.argv = old_argv
     unit = await engine.poll_unit()
     guard.saw(unit)
-    changes = diff(old_argv, argv, engine.flag_specs)
     if changes:
         await guard.check()
         await guard.act("flags", lambda: mgr.write_argv(argv), also_argv=[argv])
         progress.flags = "; ".join(changes)
-        step(Step("flags", "done", "flags written: " + progress.flags))
+        step(Step("flags", StepStatus.DONE, "flags written: " + progress.flags))
     else:
-        step(Step("flags", "skipped", "flags unchanged"))
+        step(Step("flags", StepStatus.SKIPPED, "flags unchanged"))
     guard.argv = argv
     old_inv = unit.invocation
     if (unit.running or unit.lingering) and stop_first:
         pids = old_pids(engine)
         await guard.check()
-        step(Step("stop", "running", f"stopping {mgr.target} (pid {unit.main_pid})"))
+        step(Step("stop", StepStatus.RUNNING, f"stopping {mgr.target} (pid {unit.main_pid})"))
         engine.action("stop")
         t0 = time.monotonic()
         progress.asked = "stop"
@@ -279,15 +305,15 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
             await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
         progress.stopped = True
         guard.saw(await engine.poll_unit())
-        step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
+        step(Step("stop", StepStatus.DONE, f"stopped in {time.monotonic() - t0:.1f} s"))
     else:
         pids = {unit.main_pid} if unit.main_pid else set()
-        step(Step("stop", "skipped", "was not running"))
+        step(Step("stop", StepStatus.SKIPPED, "was not running"))
     snap = await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="start")
     if snap is not None and snap.gpus:
         engine.save_baseline(snap)
     await guard.check()  # the step that must never run twice at once: two starts into the same GPUs
-    step(Step("start", "running", "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
+    step(Step("start", StepStatus.RUNNING, "starting " + " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")))
     engine.action("start")
 
     asked = False
@@ -308,43 +334,43 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
         if isinstance(e, LockHeld):
             raise
         progress.asked = ""  # answered: nothing is under way
-        step(Step("start", "failed", str(e)))
-        return Outcome(False, engine.state.phase, f"not started: {e}; left: {progress.left_in()}",
-                       refused=bool(getattr(e, "permanent", False)))
+        step(Step("start", StepStatus.FAILED, str(e)))
+        return Outcome(_failed_or_refused(e), engine.state.phase, f"not started: {e}; left: {progress.left_in()}")
     ours = await _new_invocation(engine, old_inv)
     progress.started = ours.invocation
     guard.saw(ours)
     if ours.main_pid:
-        step(Step("start", "done", f"started: pid {ours.main_pid}, invocation {ours.invocation[:12]}"))
+        step(Step("start", StepStatus.DONE, f"started: pid {ours.main_pid}, invocation {ours.invocation[:12]}"))
     elif ours.running:  # a run with no server process yet (systemd's ExecStartPre): not "started: pid 0"
-        step(Step("start", "done", f"run {ours.invocation[:12]} begun; its server process is not up yet"))
+        step(Step("start", StepStatus.DONE, f"run {ours.invocation[:12]} begun; its server process is not up yet"))
     else:
         ended = f"the new run {ours.invocation[:12]} ended before a server process of it was seen" + \
             (f" (exit status {ours.exit_status})" if ours.exit_status is not None else "")
-        step(Step("start", "failed", ended))
+        step(Step("start", StepStatus.FAILED, ended))
         if not wait_ready:
-            return Outcome(False, engine.state.phase, ended, invocation=ours.invocation)
+            return Outcome(Result.FAILED, engine.state.phase, ended, invocation=ours.invocation)
     if not wait_ready:
-        return Outcome(True, engine.state.phase, "started", invocation=ours.invocation)
+        return Outcome(Result.DONE, engine.state.phase, "started", invocation=ours.invocation)
     try:
-        phase, failure = await follow_new(engine, ours, engine.dep.ready_timeout_s, step, guard)
+        phase, failure = await follow_new(engine, ours, ready_timeout_s, step, guard)
     except (LockLost, Superseded) as e:
-        step(Step("follow", "failed", str(e)))
+        step(Step("follow", StepStatus.FAILED, str(e)))
         raise
     except RestartError as e:
-        step(Step("follow", "failed", str(e)))
-        return Outcome(False, engine.state.phase, str(e), invocation=ours.invocation, timed_out=True)
+        step(Step("follow", StepStatus.FAILED, str(e)))
+        return Outcome(Result.TIMED_OUT, engine.state.phase, str(e), invocation=ours.invocation)
     if phase == Phase.READY:
         progress.ready = True
         try:  # a blip here must not turn a ready run into a failed restart (a sweep would file it so)
             await mgr.save_argv("ready", argv)
         except (TransportError, ManagerError) as e:
-            step(Step("follow", "running", f"ready; the flags could not be recorded as the last good ones: {e}"))
-        step(Step("follow", "done", "ready: a generation from the new process succeeded"))
-        return Outcome(True, phase, "ready", invocation=ours.invocation)
+            step(Step("follow", StepStatus.RUNNING,
+                      f"ready; the flags could not be recorded as the last good ones: {e}"))
+        step(Step("follow", StepStatus.DONE, "ready: a generation from the new process succeeded"))
+        return Outcome(Result.DONE, phase, "ready", invocation=ours.invocation)
     msg = f"failed in {failure.phase}: {failure.kind}" if failure else "failed"
-    step(Step("follow", "failed", msg))
-    return Outcome(False, phase, msg, failure=failure, invocation=ours.invocation)
+    step(Step("follow", StepStatus.FAILED, msg))
+    return Outcome(Result.FAILED, phase, msg, failure=failure, invocation=ours.invocation)
 
 
 async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
@@ -355,7 +381,7 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
     try:
         lock = engine.manager.lock(f"stop {engine.name}")
         async with lock as info:
-            step(Step("lock", "done", f"lock taken ({info.who}, pid {info.pid})"))
+            step(Step("lock", StepStatus.DONE, f"lock taken ({info.who}, pid {info.pid})"))
             guard = _guard(engine, lock, step, progress, info)
             try:
                 return await _locked_stop(engine, guard.noting(step), guard, steps)
@@ -363,20 +389,20 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
                 _per_node(engine.manager, None)
                 await guard.done()
     except LockHeld as e:
-        step(Step("lock", "failed", str(e)))
-        return Outcome(False, engine.state.phase, str(e), steps=tuple(steps), refused=True)
+        step(Step("lock", StepStatus.FAILED, str(e)))
+        return Outcome(Result.LOCK_HELD, engine.state.phase, str(e), steps=tuple(steps))
     except LockLost as e:
-        return Outcome(False, engine.state.phase, str(e), steps=tuple(steps), superseded=True)
+        return Outcome(Result.SUPERSEDED, engine.state.phase, str(e), steps=tuple(steps))
     except ReleaseUnverified as e:  # stopped, but no GPU readings say its memory is free: not "stopped" (exit 3)
-        return Outcome(False, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps), refused=True, timed_out=True)
+        return Outcome(Result.UNVERIFIED, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps))
     except RestartError as e:
-        return Outcome(False, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps), timed_out=True)
+        return Outcome(Result.TIMED_OUT, Phase.STOPPED, f"stopped, but {e}", steps=tuple(steps))
     except (ManagerError, TransportError) as e:
-        step(Step("error", "failed", str(e)))
-        return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       refused=bool(getattr(e, "permanent", False)))
+        step(Step("error", StepStatus.FAILED, str(e)))
+        return Outcome(_failed_or_refused(e), engine.state.phase, f"{e}; left: {progress.left_in()}",
+                       steps=tuple(steps))
     except asyncio.CancelledError:
-        step(Step("interrupted", "failed", progress.left_in()))
+        step(Step("interrupted", StepStatus.FAILED, progress.left_in()))
         raise
 
 
@@ -389,10 +415,10 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     # a stop already under way (deactivating: by hand, or one interrupted) is waited for like ours
     _per_node(engine.manager, step)
     if not unit.running and not unit.lingering and unit.active != "deactivating":
-        step(Step("stop", "skipped", "was not running"))
-        return Outcome(True, Phase.STOPPED, "not running", steps=tuple(steps))
+        step(Step("stop", StepStatus.SKIPPED, "was not running"))
+        return Outcome(Result.DONE, Phase.STOPPED, "not running", steps=tuple(steps))
     pids = old_pids(engine)
-    step(Step("stop", "running", f"stopping {engine.manager.target} (pid {unit.main_pid})"))
+    step(Step("stop", StepStatus.RUNNING, f"stopping {engine.manager.target} (pid {unit.main_pid})"))
     engine.action("stop")
     t0 = time.monotonic()
     progress.asked = "stop"
@@ -401,7 +427,7 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     progress.stopped = True
     took = time.monotonic() - t0
     guard.saw(await engine.poll_unit())
-    step(Step("stop", "done", f"stopped in {took:.1f} s"))
+    step(Step("stop", StepStatus.DONE, f"stopped in {took:.1f} s"))
     await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="stop")
-    return Outcome(True, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
+    return Outcome(Result.DONE, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
                    stop_s=round(took, 1))

@@ -31,7 +31,7 @@ from tui.collectors.bounded import METRICS_MAX, fetch
 from tui.lifecycle.incident import record_command
 from tui.lifecycle.secrets import REDACTED, unredact_argv
 from tui.managers import LockHeld, ManagerError
-from tui.model import Failure, FailureKind, Outcome, Phase, Step
+from tui.model import Failure, FailureKind, Outcome, Phase, Result, Step, StepStatus
 from tui.ops import restart as protocol
 from tui.ops.engine_view import EngineView
 from tui.sweep.counters import spec_counters
@@ -56,6 +56,10 @@ from tui.sweep.summary import best_config, best_overall, write_summaries
 from tui.transport import TransportError
 from tui.words import plural
 
+#: a restart's results that end the whole sweep, not only its configuration: another holds the lock or another run
+#: took ours over (what follows would not be this sweep's), or a refusal that the next configuration would meet too
+#: (a permanent error, no GPU readings to show the memory released)
+ENDS_THE_SWEEP = frozenset({Result.SUPERSEDED, Result.LOCK_HELD, Result.REFUSED, Result.UNVERIFIED})
 #: how often the unit is read during a cell: a crash is noticed within this, and the cell's requests cancelled
 POLL_S = 0.5
 #: after a cell with failed requests: how long the unit is watched for a crash before the cell is judged
@@ -226,11 +230,11 @@ class SweepRunner:
     async def _config(self, config: SweepConfig) -> None:
         todo = self._todo(config)
         if not todo:
-            self._step(config.name, Step("resume", "skipped", "every cell valid in the results resumed"))
+            self._step(config.name, Step("resume", StepStatus.SKIPPED, "every cell valid in the results resumed"))
             return
         if len(todo) < len(self.plan.cells):
             kept = len(self.plan.cells) - len(todo)
-            self._step(config.name, Step("resume", "done", f"{plural(kept, 'valid cell')} kept, "
+            self._step(config.name, Step("resume", StepStatus.DONE, f"{plural(kept, 'valid cell')} kept, "
                                                            f"{len(todo)} to measure"))
         ready = await self._bring_up(config, first=True)
         if not ready:
@@ -243,7 +247,8 @@ class SweepRunner:
             rec = await self._cell(config, cell, attempt=1)
             if not rec.valid:
                 fresh = not await self._still_ready(rec.invocation)
-                self._step(config.name, Step("cell", "failed", f"{cell.id} invalid ({rec.reason}); retrying once"
+                self._step(config.name, Step("cell", StepStatus.FAILED,
+                                             f"{cell.id} invalid ({rec.reason}); retrying once"
                                              + (" on a fresh run" if fresh else "")))
                 if fresh and not await self._bring_up(config, first=False):
                     rec = _invalid(config.name, cell, 2, rec.reason + "; the configuration did not come back up",
@@ -278,7 +283,7 @@ class SweepRunner:
                                      rollback=False, held=self.held)
         except protocol.RestartError as e:  # observe-only: refused before anything
             raise SweepAborted(str(e)) from None
-        if out.superseded or (out.refused and not out.ok):
+        if out.result in ENDS_THE_SWEEP:
             raise SweepAborted(f"{config_name}: {out.message}")
         return out
 
@@ -296,7 +301,7 @@ class SweepRunner:
                 break
             failure = self.engine.named(out.failure)
             if attempts == 1 and first and _worth_retry(out, failure):
-                self._step(config.name, Step("retry", "running", f"{_kind(out, failure)}: worth one more try"))
+                self._step(config.name, Step("retry", StepStatus.RUNNING, f"{_kind(out, failure)}: worth one more try"))
                 continue
             self._config_failed(config, argv, out, failure, attempts)
             return False
@@ -317,7 +322,7 @@ class SweepRunner:
         if failure is not None:
             info = FailureInfo(str(failure.phase), str(failure.kind), failure.excerpt, failure.hint)
         else:
-            kind = "timeout" if out.timed_out else "failed"
+            kind = "timeout" if out.result is Result.TIMED_OUT else "failed"
             info = FailureInfo(str(out.phase), kind, (out.message,), "see the steps and `bringup status "
                                f"{self.engine.name}`")
         # the run's whole incident record (timeline against past runs, GPU steps, the way back): one command away
@@ -364,10 +369,10 @@ class SweepRunner:
                                                                               self.plan.dataset),
                                              cell.output_tokens, self.opt.request_timeout_s) for i in range(n)]
         except BenchError as e:
-            self._step(config.name, Step("warmup", "failed", str(e)))
+            self._step(config.name, Step("warmup", StepStatus.FAILED, str(e)))
             return False
         ok = sum(r.ok for r in results)
-        self._step(config.name, Step("warmup", "done" if ok == n else "failed",
+        self._step(config.name, Step("warmup", StepStatus.DONE if ok == n else StepStatus.FAILED,
                                      f"{ok}/{plural(n, 'warmup request')} in {time.time() - t0:.1f} s"))
         return True
 
@@ -382,7 +387,7 @@ class SweepRunner:
         return spec_counters(r.text)
 
     async def _cell(self, config: SweepConfig, cell: Cell, attempt: int) -> CellRecord:
-        self._step(config.name, Step("cell", "running", f"{cell.id} attempt {attempt}"))
+        self._step(config.name, Step("cell", StepStatus.RUNNING, f"{cell.id} attempt {attempt}"))
         unit = await self.engine.poll_unit()
         inv = unit.invocation
         if not unit.running or self.engine.state.phase != Phase.READY or self.engine.state.invocation != inv:
@@ -466,17 +471,18 @@ class SweepRunner:
             if cfg is not None:
                 target, name = cfg.argv(self.original_argv, self.specs), f"best configuration {cfg.name}"
             else:
-                self._step(RESTORE, Step("keep", "skipped", "no valid cell: no best configuration; original flags"))
+                self._step(RESTORE, Step("keep", StepStatus.SKIPPED,
+                                         "no valid cell: no best configuration; original flags"))
         assert self.held is not None
         self.held.note_prefix = f"sweep: restoring {name}: "
         argv = await self.engine.manager.read_argv()
         unit = await self.engine.poll_unit()
         if argv == list(target) and unit.running and self.engine.state.phase == Phase.READY:
-            self._step(RESTORE, Step("restore", "skipped", f"already on the {name}, ready"))
+            self._step(RESTORE, Step("restore", StepStatus.SKIPPED, f"already on the {name}, ready"))
             return
-        self._step(RESTORE, Step("restore", "running", f"putting the deployment back on the {name}"))
+        self._step(RESTORE, Step("restore", StepStatus.RUNNING, f"putting the deployment back on the {name}"))
         out = await self._restart(RESTORE, target)
-        self._step(RESTORE, Step("restore", "done" if out.ok else "failed", f"{name}: {out.message}"))
+        self._step(RESTORE, Step("restore", StepStatus.DONE if out.ok else StepStatus.FAILED, f"{name}: {out.message}"))
 
 
 def failed_requests(failed: int, completed: int) -> str:
@@ -492,20 +498,20 @@ def _invalid(config: str, cell: Cell, attempt: int, reason: str, invocation: str
 
 
 def _kind(out: Outcome, failure: Failure | None) -> str:
-    return str(failure.kind) if failure is not None else ("timeout" if out.timed_out else "failed")
+    return str(failure.kind) if failure is not None else ("timeout" if out.result is Result.TIMED_OUT else "failed")
 
 
 def _worth_retry(out: Outcome, failure: Failure | None) -> bool:
     """One more try only where it may go otherwise: a timeout while starting or loading, a (transient) NCCL error,
     or an OOM while the release wait could not prove the GPUs back at baseline. Never bad arguments, nor an OOM
     with the GPUs at baseline (this configuration does not fit), nor a CUDA-graph crash (deterministic)."""
-    if out.timed_out and failure is None:
+    if out.result is Result.TIMED_OUT and failure is None:
         return out.phase in (Phase.STARTING, Phase.LOADING, Phase.STOPPED, Phase.UNKNOWN)
     if failure is None:
         return False
     if failure.kind == FailureKind.NCCL:
         return True
     if failure.kind == FailureKind.OOM:
-        released = any(s.name == "release" and s.status == "done" for s in out.steps)
+        released = any(s.name == "release" and s.status is StepStatus.DONE for s in out.steps)
         return not released
     return False
