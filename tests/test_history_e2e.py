@@ -27,12 +27,14 @@ def history(bu: Bringup) -> list[dict[str, Any]]:
 
 def test_two_runs_then_the_third_has_an_eta_within_the_spread_of_the_first_two(
         make_bringup: Callable[..., Bringup]) -> None:
-    bu = make_bringup(time_scale=0.3)  # a start-up of some 9 s: long enough for `status` to look at it mid-way
-    first = bu.run("restart", bu.name, "--yes", "--force", "--json", timeout=60)
+    # a start-up of some 18 s: long enough for `status` (a new process, seconds on a loaded machine) to look at
+    # it mid-way (at 9 s, CI's loaded runner once saw only the old and the new run's ready)
+    bu = make_bringup(time_scale=0.6)
+    first = bu.run("restart", bu.name, "--yes", "--force", "--json", timeout=120)
     assert first.rc == 0, first.describe()
     loading = [v for v in bu.run("status", bu.name, "--json").json_values()][-1]
     assert loading["eta_s"] is None and loading["eta"] is None  # ready: nothing is starting
-    bu.bring_up("--force", timeout=60)
+    bu.bring_up("--force", timeout=120)
     runs = history(bu)
     assert [r["outcome"] for r in runs] == ["ready", "ready"], runs
     totals = sorted(r["timeline"][-1]["at"] - r["timeline"][0]["at"] for r in runs)
@@ -52,7 +54,7 @@ def test_two_runs_then_the_third_has_an_eta_within_the_spread_of_the_first_two(
     assert d["eta"].startswith(d["phase"]) and "last 2 runs" in d["eta"], d["eta"]
     # the wait's phase lines: the ETA as it stood at each phase's start; at the first, the whole start-up, which
     # lies within the first two runs' spread (as `based_on` gives it)
-    w = bu.run("wait", bu.name, "--timeout", "60", "--json")
+    w = bu.run("wait", bu.name, "--timeout", "120", "--json", timeout=150)
     assert w.rc == 0, w.describe()
     lines = [v for v in w.json_values() if isinstance(v, dict) and "phase" in v and "result" not in v]
     start = next(v for v in lines if v["phase"] == "starting")
