@@ -38,7 +38,8 @@ from tui.transport import Transport, TransportError
 from . import view
 from .build import NodeLink, forwarded_endpoint, gpu_keys, make_manager, make_multinode, make_prober, make_transport
 from .cadence import ProbeCadence
-from .gpus import GpuSampler, GpuTracker
+from .gpu_sampler import GpuSampler
+from .gpus import GpuTracker
 from .host_gpus import HostGpuStream
 from .logs import LogFollower
 from .node_gpus import NodesGpuStream

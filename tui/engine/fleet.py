@@ -24,7 +24,7 @@ from tui.transport import Transport
 
 from .build import NodeLink, make_transport
 from .core import Engine
-from .gpus import GpuSampler
+from .gpu_sampler import GpuSampler
 from .host_gpus import HostGpuStream
 from .updates import LogsRead, Update
 
