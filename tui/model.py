@@ -7,6 +7,7 @@ be rendered by widgets, and be serialised to JSON by the CLI without any of them
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
@@ -398,6 +399,12 @@ class Snapshot:
     #: the facts bringup goes by for that release, and how sure it is of them (an exact match, or which release's
     #: facts stand in); None until the release is known
     release: ReleaseMatch | None = None
+    #: each GPU's memory history (MiB, oldest first) up to `gpus`: what a GPU panel opened now draws at once
+    gpu_history: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    #: the tokens/s history (time, value) up to `throughput`
+    tps_history: tuple[tuple[float, float], ...] = ()
+    #: each collector's error while it cannot read its source (also among `notes`, in words): by collector name
+    collector_errors: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- actions: the lock, and a protocol's steps

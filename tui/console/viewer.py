@@ -193,8 +193,9 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         w.background = False
         self._watching(w)
         self.snap = w.snapshot(self.clock())
-        self.gpu_snap, self.gpu_history = w.gpus, {i: h[-SPARK_SAMPLES:] for i, h in w.gpu.mem_history().items()}
-        self.tp, self.tp_history = w.throughput, list(w.tps_history)[-CHART_SAMPLES:]
+        self.gpu_snap = self.snap.gpus
+        self.gpu_history = {i: h[-SPARK_SAMPLES:] for i, h in self.snap.gpu_history.items()}
+        self.tp, self.tp_history = self.snap.throughput, list(self.snap.tps_history)[-CHART_SAMPLES:]
         if self.fleet is not None:
             self._logs_read(self.fleet.recent_lines(w.name))
         self._set_subtitle()

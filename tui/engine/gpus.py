@@ -13,7 +13,7 @@ import contextlib
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -57,6 +57,7 @@ class GpuTracker:
         self.configured: tuple[int, ...] = tuple(configured)
         self.latest: GpuSnapshot | None = None
         self.history: dict[int, GpuHistory] = {}
+        self._mem_history: dict[int, tuple[float, ...]] | None = None
         #: processes of the current run, and of the run before it (its memory may still be being released)
         self.run_pids: set[int] | None = set()
         self.previous_pids: set[int] = set()
@@ -91,6 +92,7 @@ class GpuTracker:
         if snap.error and self.latest is not None and self.latest.gpus and snap.at - self.latest.at < _HICCUP_S:
             return False
         self.latest = snap
+        self._mem_history = None
         for g in snap.gpus:
             h = self.history.setdefault(g.index, GpuHistory())
             if g.mem_used_mib is not None:
@@ -99,8 +101,11 @@ class GpuTracker:
                 h.util.append(g.util_pct)
         return True
 
-    def mem_history(self) -> dict[int, tuple[float, ...]]:
-        return {i: tuple(h.mem) for i, h in self.history.items()}
+    def mem_history(self) -> Mapping[int, tuple[float, ...]]:
+        """Each GPU's memory history (MiB, oldest first), copied once per sample (every snapshot carries it)."""
+        if self._mem_history is None:
+            self._mem_history = {i: tuple(h.mem) for i, h in self.history.items()}
+        return self._mem_history
 
     async def fresh(self, max_age: float = 1.5) -> GpuSnapshot | None:
         """A GPU snapshot no older than `max_age` seconds (from the stream, or a one-shot query)."""
