@@ -46,7 +46,7 @@ from tui.exit_codes import ExitCode, signalled
 from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
-from tui.model import GpuSnapshot, LockInfo, LogLine, NoteSource, Phase, Snapshot, Step, ThroughputSample
+from tui.model import GpuSnapshot, LockInfo, NoteSource, Phase, Snapshot, Step, ThroughputSample
 from widgets.error_log import RESTORE_HINT, ErrorLog
 from widgets.gpus import GpuPanel, memory_budget
 from widgets.lifecycle import LifecyclePanel, release_text
@@ -247,8 +247,8 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         match m.update:
             case PhaseChanged(snapshot=snap):
                 self._phase_changed(snap)
-            case LogsRead(lines=lines):
-                self._logs_read(lines)
+            case LogsRead() as read:
+                self._logs_read(read)
             case GpusSampled(snapshot=snap, history=history):
                 self.gpu_snap = snap
                 self.gpu_history = {i: list(h)[-SPARK_SAMPLES:] for i, h in history.items()}
@@ -275,11 +275,11 @@ class ConsoleApp(FleetKeys, SweepKeys, LogKeys):
         if not self.paused:
             self.render_lifecycle()
 
-    def _logs_read(self, lines: Sequence[LogLine]) -> None:
+    def _logs_read(self, read: LogsRead) -> None:
         """The engine sends lines in batches (at most ten a second, or a thousand lines): each is drawn as it
         comes, which leaves the loop free for keys between batches; while paused they wait for the resume."""
         with contextlib.suppress(NoMatches):  # the app is closing its panels
-            self.query_one(ErrorLog).ingest(lines)
+            self.query_one(ErrorLog).ingest(read.lines, read.kinds)
             self._flush_logs()
 
     def _holder_changed(self, holder: LockInfo | None) -> None:

@@ -23,9 +23,10 @@ from typing import Any
 
 from tui.config import DeploymentConfig, Settings
 from tui.lifecycle.flags import current_values
+from tui.lifecycle.lines import LineKind
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
 from tui.lifecycle.presets.facts import resolve
-from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_lines
+from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_classified
 from tui.managers import LockInfo, Manager
 from tui.model import (
     ActionTaken,
@@ -121,7 +122,7 @@ class Engine:
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = asyncio.Event()
-        self.log = LogFollower(self.manager, self._lines_read, lambda lines: self.emit(LogsRead(lines)))
+        self.log = LogFollower(self.manager, self._lines_read, lambda lines, kinds: self.emit(LogsRead(lines, kinds)))
         self.unit_follower = UnitFollower(
             self.manager, lambda: self.state, self.collector_errors, feed=self.feed, read_back=self._read_back,
             run_changed=self.cadence.woke, holder_changed=lambda h: self.emit(HolderChanged(h)),
@@ -132,6 +133,8 @@ class Engine:
             unmanaged=dep.manager == "none", paused=lambda: self.paused, ask_release=self.ask_release,
             answered=self._probe_answered)
         self._last_line_mono = 0.0
+        #: the kind of the last line classified: an error block goes on into the next batch
+        self._kind_after = LineKind.PLAIN
 
     @property
     def dep(self) -> DeploymentConfig:
@@ -179,11 +182,15 @@ class Engine:
         self.state = reduce(self.state, ev, self.preset)
         self._phase_maybe_changed(before)
 
-    def feed_lines(self, lines: Sequence[LogLine]) -> None:
-        """Many lines at once (a burst, a log read back): one state copy per run of quiet lines."""
+    def feed_lines(self, lines: Sequence[LogLine]) -> tuple[LineKind, ...]:
+        """Many lines at once (a burst, a log read back): one state copy per run of quiet lines. Gives each line's
+        kind for the errors view, classified as the reducer read it (a block goes on across batches)."""
         before = self.state
-        self.state = reduce_lines(self.state, lines, self.preset)
+        self.state, kinds = reduce_classified(self.state, lines, self.preset, self._kind_after)
+        if kinds:
+            self._kind_after = kinds[-1]
         self._phase_maybe_changed(before)
+        return kinds
 
     @property
     def offered_flags(self) -> list[FlagSpec]:
@@ -330,15 +337,16 @@ class Engine:
 
     # ------------------------------------------------------------------ the log, as it is read
 
-    def _lines_read(self, lines: list[LogLine]) -> None:
+    def _lines_read(self, lines: list[LogLine]) -> tuple[LineKind, ...]:
         """Lines of the followed log, as read: to the reducer, and to what else the log tells (where the server
         listens; its own throughput lines, when /metrics says nothing)."""
         self._last_line_mono = time.monotonic()
         self.collector_errors.cleared("logs")
         self.listening = view.find_listening(lines) or self.listening
-        self.feed_lines(lines)
+        kinds = self.feed_lines(lines)
         for tp in self.tput.log_samples(lines):
             self._throughput_sampled(tp, merge=True)
+        return kinds
 
     def _read_back(self, lines: list[LogLine], ended: bool) -> None:
         """A run's log so far, read at once (unit.py): to the reducer and the listeners like followed lines. For a
@@ -347,13 +355,13 @@ class Engine:
         if ended:
             self.feed(ProbeRequired(self.state.now, False))
         self.listening = view.find_listening(lines) or self.listening
-        self.feed_lines(lines)
+        kinds = self.feed_lines(lines)
         self.feed(ProbeRequired(self.state.now, probe))
         tp = self.tput.from_log(lines, "throughput")
         if tp is not None:
             self.tput.latest = tp
         if lines:
-            self.emit(LogsRead(tuple(lines)))
+            self.emit(LogsRead(tuple(lines), kinds))
 
     # ------------------------------------------------------------------ probes, as they are answered
 
