@@ -101,8 +101,8 @@ class Engine:
                               settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
         self.gpu.background = lambda: self.background
         self.tput = ThroughputTracker(self.preset)
+        self.tput.probes = self.prober.generated  # bringup's own generations are no throughput (connect_endpoint too)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
-        self.tput.probes = self.prober.generated
         self.release_query = ReleaseQuery()
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=dep.manager != "none",
