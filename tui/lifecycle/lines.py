@@ -158,12 +158,13 @@ class Wordings(Protocol):
     def search(self, text: str) -> object: ...
 
 
-def line_kind(raw: str, c: CleanLine, after: LineKind, fatal: Wordings | None = None) -> LineKind:
+def line_kind(raw: str, c: CleanLine, after: LineKind, fatal: bool = False) -> LineKind:
     """The one classification of a line for the errors view: `raw` as read, `c` cleaned, `after` the kind of the
-    line before it. Outside a block, a line without a trouble word in its raw text (the level words among them) is
-    plain: a traceback's shape alone (an indented line, a `File "..."` frame) is shown only in a block that an error
-    or a warning opened."""
-    if fatal is not None and fatal.search(c.text):
+    line before it, `fatal` whether it is one of the preset's fatal wordings (the reducer has searched for them
+    already: reducer.py's `reduce_classified`). Outside a block, a line without a trouble word in its raw text (the
+    level words among them) is plain: a traceback's shape alone (an indented line, a `File "..."` frame) is shown
+    only in a block that an error or a warning opened."""
+    if fatal:
         return LineKind.ERROR
     if after is LineKind.PLAIN and not any(w in raw for w in TROUBLE_WORDS):
         return LineKind.PLAIN
@@ -178,11 +179,13 @@ def line_kind(raw: str, c: CleanLine, after: LineKind, fatal: Wordings | None = 
 
 def line_kinds(texts: Iterable[str], fatal: Wordings | None = None,
                after: LineKind = LineKind.PLAIN) -> tuple[LineKind, ...]:
-    """The kinds of lines read in a row. The engine classifies lines as its reducer reads them (reducer.py's
-    `reduce_classified`, each line cleaned once); this is for lines no reducer reads (a test's)."""
+    """The kinds of lines read in a row, `fatal` the preset's fatal wordings. The engine classifies lines as its
+    reducer reads them (reducer.py's `reduce_classified`: each line cleaned and searched once); this is for lines
+    no reducer reads (a test's)."""
     kinds = []
     for text in texts:
-        after = line_kind(text, clean(text), after, fatal)
+        c = clean(text)
+        after = line_kind(text, c, after, fatal is not None and bool(fatal.search(c.text)))
         kinds.append(after)
     return tuple(kinds)
 

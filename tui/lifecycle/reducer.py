@@ -196,18 +196,18 @@ def _starts_a_run(text: str, preset: Preset) -> bool:
     return any(m.phase == Phase.STARTING and m.pattern.search(text) for m in preset.markers)
 
 
-def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset) -> bool:
+def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset, fatal: bool | None = None) -> bool:
     """A line whose only effect on the state is to count as progress: the bulk of a serving server's output.
     Mirrors `_on_line` (every branch that can change more than the line count, the tail, last_progress and now
-    is excluded here)."""
+    is excluded here). `fatal`: whether the line is one of the preset's fatal wordings, when already searched."""
     if _is_another_run(s, ev) or s.phase in _ENDED or s.blocks.block:
         return False
-    return _says_nothing_new(s, c, preset)
+    return _says_nothing_new(s, c, preset, fatal)
 
 
-def _says_nothing_new(s: LifecycleState, c: CleanLine, preset: Preset) -> bool:
+def _says_nothing_new(s: LifecycleState, c: CleanLine, preset: Preset, fatal: bool | None) -> bool:
     t = c.text
-    if not t.strip() or s.blocks.in_block(c, preset):
+    if not t.strip() or s.blocks.in_block(c, preset, fatal):
         return False
     if preset.stopping is not None and preset.stopping.search(t):
         return False
@@ -453,10 +453,12 @@ def _fold(s: LifecycleState, lines: Iterable[LogLine], preset: Preset, kinds: li
     tail: deque[str] = deque(maxlen=TAIL)
     for ev in lines:
         c = clean(ev.text)
-        if kinds is not None:
-            after = line_kind(ev.text, c, after, preset.fatal)
+        fatal = None
+        if kinds is not None:  # the fatal wordings searched once, for the kind and for the reduction
+            fatal = bool(preset.fatal.search(c.text))
+            after = line_kind(ev.text, c, after, fatal)
             kinds.append(after)
-        if _quiet(s, ev, c, preset):
+        if _quiet(s, ev, c, preset, fatal):
             n, last_at, now = n + 1, ev.at, max(now, ev.at)
             tail.append(c.body)
             continue
