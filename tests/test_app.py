@@ -12,6 +12,7 @@ from textual.widgets import OptionList
 from tests.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
 from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
+from tui.lifecycle.lines import line_kinds
 from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
 from tui.screens.confirm import ConfirmScreen
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 def logs_read(lines: list[LogLine]) -> EngineUpdated:
     """What the engine's listener posts for a batch of log lines."""
-    return EngineUpdated(LogsRead(tuple(lines)))
+    return EngineUpdated(LogsRead(tuple(lines), line_kinds(ln.text for ln in lines)))
 
 
 async def until(pilot, cond, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ from tests.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
 from tui.engine.updates import LogsRead, PhaseChanged
 from tui.lifecycle.flags import FlagChange
+from tui.lifecycle.lines import line_kinds
 from tui.lifecycle.presets import get_preset
 from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
@@ -28,7 +29,7 @@ from widgets.error_log import ErrorLog
 
 def logs_read(lines: list[str]) -> EngineUpdated:
     """What the engine's listener posts for a batch of log lines."""
-    return EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in lines)))
+    return EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in lines), line_kinds(lines)))
 
 
 def notes(app: ConsoleApp) -> list[str]:

@@ -417,7 +417,7 @@ async def test_a_hosts_gpu_processes_are_read_less_often_while_none_of_its_deplo
     import asyncio
 
     from tui.collectors.gpu_smi import QUIET_APPS_S
-    from tui.engine.gpus import GpuSampler
+    from tui.engine.gpu_sampler import GpuSampler
     from tui.engine.host_gpus import HostGpuStream
     from tui.transport import CommandResult
     from tui.transport.local import LocalTransport
@@ -456,7 +456,7 @@ async def test_a_quiet_hosts_gpu_processes_are_read_again_as_soon_as_memory_move
     import time
 
     from tui.collectors.gpu_smi import QUIET_APPS_S
-    from tui.engine.gpus import GpuSampler
+    from tui.engine.gpu_sampler import GpuSampler
     from tui.engine.host_gpus import HostGpuStream
     from tui.sim.gpus import Holder
     from tui.transport.local import LocalTransport

@@ -11,6 +11,7 @@ from tests import console_states as cs
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
 from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
+from tui.lifecycle.lines import line_kinds
 from tui.messages import EngineUpdated, RestartStepped
 from tui.model import LogLine, Phase
 
@@ -35,7 +36,8 @@ def feed(phase: Phase, *, gib: float, util: float, failure: bool = False, steps:
             sample, hist = cs.throughput()
             app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
         if logs:
-            app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=cs.T0, text=t) for t in cs.LOG_LINES))))
+            app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=cs.T0, text=t) for t in cs.LOG_LINES),
+                                                    line_kinds(cs.LOG_LINES))))
         if steps:
             for s in cs.RESTART_STEPS:
                 app.post_message(RestartStepped(s))

@@ -22,7 +22,7 @@ import pytest
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
 from tui.engine.updates import LogsRead
-from tui.lifecycle.lines import KEPT_FORMAT, clean, sanitize, terminal_safe
+from tui.lifecycle.lines import KEPT_FORMAT, clean, line_kinds, sanitize, terminal_safe
 from tui.messages import EngineUpdated
 from tui.model import LogLine
 from widgets.error_log import ErrorLog
@@ -157,7 +157,7 @@ async def test_the_console_log_view_shows_none_of_them(tmp_path: Path) -> None:
     raw = nasty_log(tmp_path / "nasty.log").read_text().splitlines()
     texts = [*raw[:-1], bytes(json.loads(raw[-1])["MESSAGE"]).decode()]  # as the journal follow delivers it
     async with app.run_test(size=(120, 36)) as pilot:
-        app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in texts))))
+        app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in texts), line_kinds(texts))))
         await pilot.pause(0.5)
         log = app.query_one(ErrorLog)
         shown_errors = list(log.log_view.lines)

@@ -168,6 +168,7 @@ async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_
     """One buffer: a burst is applied 250 lines at a time with the loop let in between (keys and the screen keep
     up), and sent to listeners as one batch, in order, each line once; nothing is scheduled while no line comes."""
     from tui.engine.logs import APPLY_CHUNK, SEND_AFTER_S, LogFollower
+    from tui.lifecycle.lines import LineKind
     from tui.model import LogLine
 
     burst = [LogLine(at=1.0, text=f"line {i}", invocation="run1") for i in range(600)]
@@ -181,7 +182,17 @@ async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_
 
     applied: list[int] = []
     sent: list[tuple[LogLine, ...]] = []
-    f = LogFollower(Manager(), lambda lines: applied.append(len(lines)), sent.append)  # type: ignore[arg-type]
+    sent_kinds: list[tuple[LineKind, ...]] = []
+
+    def apply(lines: list[LogLine]) -> list[LineKind]:  # the reducer gives back each line's kind
+        applied.append(len(lines))
+        return [LineKind.ERROR if ln.text.endswith("7") else LineKind.PLAIN for ln in lines]
+
+    def send(lines: tuple[LogLine, ...], kinds: tuple[LineKind, ...]) -> None:
+        sent.append(lines)
+        sent_kinds.append(kinds)
+
+    f = LogFollower(Manager(), apply, send)  # type: ignore[arg-type]
     unit = UnitState(active="active", invocation="run1")
     task = asyncio.create_task(f.run(lambda: unit, asyncio.Event()))
     try:
@@ -190,6 +201,8 @@ async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_
         assert sent == []  # the reducer has them all; listeners get them a moment later, together
         await asyncio.sleep(SEND_AFTER_S + 0.05)
         assert [ln for batch in sent for ln in batch] == burst and len(sent) == 1
+        assert [k for batch in sent_kinds for k in batch] == [
+            LineKind.ERROR if ln.text.endswith("7") else LineKind.PLAIN for ln in burst]  # each with its line's
         assert f._send_at is None and f._lines == []  # quiet: nothing pending, no timer
     finally:
         task.cancel()

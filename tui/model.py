@@ -7,6 +7,7 @@ be rendered by widgets, and be serialised to JSON by the CLI without any of them
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
@@ -401,6 +402,12 @@ class Snapshot:
     #: how long the start-up has left by this deployment's past runs (tui/lifecycle/eta.py), or why that cannot be
     #: told; None when no run is starting
     eta: PhaseEta | NoEta | None = None
+    #: each GPU's memory history (MiB, oldest first) up to `gpus`: what a GPU panel opened now draws at once
+    gpu_history: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    #: the tokens/s history (time, value) up to `throughput`
+    tps_history: tuple[tuple[float, float], ...] = ()
+    #: each collector's error while it cannot read its source (also among `notes`, in words): by collector name
+    collector_errors: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- how long a start-up has left

@@ -8,7 +8,6 @@ import asyncio
 import httpx
 
 from tui.engine import Engine, MetricsState
-from tui.engine.server_version import ask_release
 from tui.model import Phase
 
 
@@ -24,7 +23,7 @@ async def settle(w: Engine) -> None:
         if s.ready_line_at is not None or not s.logs_available:
             w.feed(await w.prober.health())
             w.feed(await w.prober.generate())
-            await ask_release(w)  # unless its log said it: SGLang's only word on its release
+            await w.ask_release()  # unless its log said it: SGLang's only word on its release
         else:
             w.feed(await w.prober.connect())
     if unit is not None and unit.running and w.state.phase != Phase.READY:

@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
 
-from tui.lifecycle.lines import TROUBLE_WORDS, clean, continues_block, is_error_line, is_warning_line, sanitize
+from tui.lifecycle.lines import LineKind, sanitize
 from tui.model import LogLine
 from tui.words import noun
 
@@ -36,27 +36,6 @@ FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
 #: 200 OK`), one or two a second: noise bringup itself makes, so "all lines" leaves them out unless a filter asks
 _OWN_POLLING = re.compile(r'"GET /(?:health|health_generate|metrics|v1/models)(?:\?\S*)? HTTP/[\d.]+" 200')
 _MARKER = "──── run "
-
-
-class LogClassifier:
-    """Marks the lines the errors view keeps: error-ish lines and every line of a traceback that follows one."""
-
-    def __init__(self) -> None:
-        self._in_block = False
-
-    def __call__(self, raw: str) -> bool:
-        # the level words are among the trouble words: a line with none of them, outside a block, is not one (the
-        # cheap test first: most lines of a busy log stop here)
-        if not self._in_block and not any(w in raw for w in TROUBLE_WORDS):
-            return False
-        c = clean(raw)
-        if is_error_line(c) or is_warning_line(c):  # the reducer's own definition, plus warnings
-            self._in_block = True
-            return True
-        if self._in_block and continues_block(c):
-            return True
-        self._in_block = False
-        return False
 
 
 class BurstLog(Log):
@@ -99,7 +78,6 @@ class ErrorLog(Vertical):
         #: scroll position at append time, which a layout change (the filter box opening) moves off the end
         self.following = True
         self._run = ""
-        self._classify = LogClassifier()
         self._due: list[str] = []
         self._due_overflowed = False
         #: long lines folded to the panel's width (a traceback's frames and messages are often wider than half a
@@ -131,14 +109,15 @@ class ErrorLog(Vertical):
             return is_error or '"GET /' not in text or not _OWN_POLLING.search(text)
         return self.filter_text.lower() in text.lower()
 
-    def ingest(self, lines: Iterable[LogLine]) -> None:
-        """Keep and classify lines as they arrive, in the engine's small batches, and queue those the view shows
-        for the next `flush`. Classifying at flush time instead made one step of 2,000 lines in a burst, and a
-        key pressed meanwhile waited for it. A marker goes where a new run begins (an older run's lines, read
-        from its log when the console starts, must not read as the current run's); it shows in every view."""
+    def ingest(self, lines: Iterable[LogLine], kinds: Iterable[LineKind]) -> None:
+        """Keep lines as they arrive, in the engine's small batches, with the kind the engine gave each (the one
+        classification, with the preset's fatal wordings: tui/lifecycle/lines.py), and queue those the view shows
+        for the next `flush`: a step per batch, so a key pressed during a burst is not kept waiting. A marker goes
+        where a new run begins (an older run's lines, read from its log when the console starts, must not read as
+        the current run's); it shows in every view."""
         due = self._due
         hidden = 0
-        for line in lines:
+        for line, kind in zip(lines, kinds, strict=True):
             if line.invocation and line.invocation != self._run:
                 self._run = line.invocation
                 when = time.strftime("%H:%M:%S", time.localtime(line.at))
@@ -147,7 +126,7 @@ class ErrorLog(Vertical):
                 if self._matches(marker, True):
                     due.append(marker)
             text = sanitize(line.text)
-            is_error = self._classify(text)
+            is_error = kind is not LineKind.PLAIN
             self.entries.append((text, is_error))
             if self._matches(text, is_error):
                 due.append(text)

@@ -5,8 +5,9 @@ was done), 3 timed out, 4 stopped (`wait`: nothing is starting), 5 superseded, 1
 subcommand takes `--json` (`demo` with `--headless`). Errors are one line on stderr, never a traceback; with
 `--json` also exactly one object on stdout, `{"error": "...", "code": N}` (usage errors of the command line too).
 
-The package: `args` (the grammar), `report` (what is printed), `follow` (`wait` and the headless demo),
-`actions` (start, restart, stop), `commands` (status, flags, replay, bench); this module runs them.
+The package: `args` (the grammar), `report` (what is printed), `follow` (`wait` and the headless demo; `fleet` for
+several deployments; `wait_lines` prints a wait's events for both), `actions` (start, restart, stop), `commands`
+(status, flags, replay, bench); this module runs them.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from tui.model import Phase
 from tui.ops.wait import BecameReady, WaitOutcome, wait
 from tui.transport import TransportError
 
-from .follow import Chronicle, WaitLines, wait_exit_code
 from .report import config_field, config_words, out, snapshot_dict
+from .wait_lines import Chronicle, WaitLines, wait_exit_code
 
 if TYPE_CHECKING:
     from tui.engine import Engine

@@ -146,9 +146,10 @@ class ControlConsoleApp(ConsoleApp):
         w = self.engine
         if w is None or self._busy():
             return
-        unit = w.state.unit
+        snap = w.snapshot()
+        unit = snap.unit
         if unit is None:  # neither Start nor Stop is known to be the right offer
-            why = w.collector_errors.get("unit", "")
+            why = snap.collector_errors.get("unit", "")
             self.notify(f"cannot tell whether it is running: {why or 'its state has not been read yet'}\n"
                         "press s again once the console shows its state", title=f"{self.deployment}: no start/stop",
                         severity="error" if why else "warning", markup=False)

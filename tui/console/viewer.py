@@ -49,7 +49,7 @@ from tui.exit_codes import ExitCode, signalled
 from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
-from tui.model import GpuSnapshot, LockInfo, LogLine, NoteSource, Phase, Snapshot, Step, ThroughputSample
+from tui.model import GpuSnapshot, LockInfo, NoteSource, Phase, Snapshot, Step, ThroughputSample
 from tui.screens.fleet import FleetScreen
 from tui.screens.picker import PickerScreen
 from tui.screens.sweep import SweepScreen
@@ -191,8 +191,9 @@ class ConsoleApp(App[int]):
         w.background = False
         self._watching(w)
         self.snap = w.snapshot(self.clock())
-        self.gpu_snap, self.gpu_history = w.gpus, {i: h[-SPARK_SAMPLES:] for i, h in w.gpu.mem_history().items()}
-        self.tp, self.tp_history = w.throughput, list(w.tps_history)[-CHART_SAMPLES:]
+        self.gpu_snap = self.snap.gpus
+        self.gpu_history = {i: h[-SPARK_SAMPLES:] for i, h in self.snap.gpu_history.items()}
+        self.tp, self.tp_history = self.snap.throughput, list(self.snap.tps_history)[-CHART_SAMPLES:]
         if self.fleet is not None:
             self._logs_read(self.fleet.recent_lines(w.name))
         self._set_subtitle()
@@ -244,8 +245,8 @@ class ConsoleApp(App[int]):
         match m.update:
             case PhaseChanged(snapshot=snap):
                 self._phase_changed(snap)
-            case LogsRead(lines=lines):
-                self._logs_read(lines)
+            case LogsRead() as read:
+                self._logs_read(read)
             case GpusSampled(snapshot=snap, history=history):
                 self.gpu_snap = snap
                 self.gpu_history = {i: list(h)[-SPARK_SAMPLES:] for i, h in history.items()}
@@ -273,11 +274,11 @@ class ConsoleApp(App[int]):
         if not self.paused:
             self.render_lifecycle()
 
-    def _logs_read(self, lines: Sequence[LogLine]) -> None:
+    def _logs_read(self, read: LogsRead) -> None:
         """The engine sends lines in batches (at most ten a second, or a thousand lines): each is drawn as it
         comes, which leaves the loop free for keys between batches; while paused they wait for the resume."""
         with contextlib.suppress(NoMatches):  # the app is closing its panels
-            self.query_one(ErrorLog).ingest(lines)
+            self.query_one(ErrorLog).ingest(read.lines, read.kinds)
             self._flush_logs()
 
     def _holder_changed(self, holder: LockInfo | None) -> None:

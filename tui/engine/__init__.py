@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .build import make_transport
 from .core import Engine
-from .gpus import GPU_INTERVAL_S, HISTORY, GpuHistory
+from .gpu_sampler import GPU_INTERVAL_S
+from .gpus import HISTORY, GpuHistory
 from .throughput import MetricsState
 from .updates import (
     CollectorFailed,

@@ -6,6 +6,11 @@ source has no streaming form (the nvidia-smi compute-apps query, every few secon
 exactly this class, so `bringup wait` and the console cannot disagree about a phase. The streams' own state lives
 in their modules (unit, logs, gpus, throughput, probes); this class ties them together: construction, the reducer
 and the listeners, task supervision, and what a stream's readings mean for the others.
+
+Every stream is built like the log's follower: what it reads is handed to it, what it finds comes back through a
+callback, so no stream module imports this one. What code above the engine reads of it (the protocols, `bringup
+status`, the exporter) is the small surface at the end of this class; a front end reads the `Snapshot` and the
+typed updates (updates.py).
 """
 
 from __future__ import annotations
@@ -17,41 +22,55 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from tui.config import DeploymentConfig, Settings
+from tui.lifecycle.flags import current_values
+from tui.lifecycle.lines import LineKind
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
 from tui.lifecycle.presets.facts import resolve
-from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_lines
-from tui.managers import Manager
+from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_classified
+from tui.managers import LockInfo, Manager
 from tui.model import (
     ActionTaken,
     Event,
+    Failure,
     GpuSnapshot,
     LogLine,
     MemoryObserved,
-    Note,
-    NoteSource,
+    Phase,
+    ProbeRequired,
     ProbeResult,
     Snapshot,
     ThroughputSample,
+    UnitState,
 )
 from tui.transport import Transport, TransportError
 
 from . import view
 from .build import NodeLink, forwarded_endpoint, gpu_keys, make_manager, make_multinode, make_prober, make_transport
 from .cadence import ProbeCadence
-from .gpus import GpuSampler, GpuTracker
+from .collector_errors import CollectorErrors
+from .gpu_sampler import GpuSampler
+from .gpus import GpuTracker
 from .history import HistoryStore, RunRecorder, history_path
 from .host_gpus import HostGpuStream
 from .logs import LogFollower
 from .node_gpus import NodesGpuStream
-from .probes import probe_loop
-from .readouts import StreamReadouts
-from .server_version import ReleaseQuery
-from .throughput import ThroughputTracker, metrics_loop
+from .probes import ProbeLoop
+from .server_version import ReleaseQuery, ask_release
+from .throughput import MetricsState, ThroughputTracker, metrics_loop
 from .unit import UnitFollower
-from .updates import CollectorFailed, GpusSampled, LogsRead, PhaseChanged, ThroughputSampled, Update
+from .updates import (
+    CollectorFailed,
+    GpusSampled,
+    HolderChanged,
+    LogsRead,
+    PhaseChanged,
+    ProbeAnswered,
+    ThroughputSampled,
+    Update,
+)
 
 
-class Engine(StreamReadouts):
+class Engine:
     def __init__(self, settings: Settings, name: str, dep: DeploymentConfig, *,
                  transport: Transport | None = None, gpu_stream: HostGpuStream | None = None,
                  node_links: list[NodeLink] | None = None) -> None:
@@ -83,15 +102,15 @@ class Engine(StreamReadouts):
                               settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
         self.gpu.background = lambda: self.background
         self.tput = ThroughputTracker(self.preset)
+        self.tput.probes = self.prober.generated  # bringup's own generations are no throughput (connect_endpoint too)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
         self.release_query = ReleaseQuery()
         #: the deployment's run history (the operator's own file): each run's record, and the ETA read from it
         self.history = RunRecorder(HistoryStore(history_path(settings.state_path(), name)))
-        self.probe_poke = asyncio.Event()
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=dep.manager != "none",
                                              stall_after=dep.stall_after_s or settings.probe.stall_after_s)
-        self.collector_errors: dict[str, str] = {}
+        self.collector_errors = CollectorErrors(lambda note: self.emit(CollectorFailed(note)))
         self.last_probe: ProbeResult | None = None
         #: (invocation, port) from the server's own "Uvicorn running on http://HOST:PORT" line
         self.listening: tuple[str, int] | None = None
@@ -106,9 +125,19 @@ class Engine(StreamReadouts):
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = asyncio.Event()
-        self.unit_follower = UnitFollower(self)
-        self.log = LogFollower(self.manager, self._lines_read, lambda lines: self.emit(LogsRead(lines)))
+        self.log = LogFollower(self.manager, self._lines_read, lambda lines, kinds: self.emit(LogsRead(lines, kinds)))
+        self.unit_follower = UnitFollower(
+            self.manager, lambda: self.state, self.collector_errors, feed=self.feed, read_back=self._read_back,
+            run_changed=self.cadence.woke, holder_changed=lambda h: self.emit(HolderChanged(h)),
+            pids=self.refresh_pids, followed=lambda: self.log.followed, background=lambda: self.background,
+            watch_holders=lambda: self.watch_holders, host_name=self.host_name)
+        self.probes = ProbeLoop(
+            lambda: self.prober, lambda: self.state, self.cadence, interval_s=settings.probe.interval_s,
+            unmanaged=dep.manager == "none", paused=lambda: self.paused, ask_release=self.ask_release,
+            answered=self._probe_answered)
         self._last_line_mono = 0.0
+        #: the kind of the last line classified: an error block goes on into the next batch
+        self._kind_after = LineKind.PLAIN
 
     @property
     def dep(self) -> DeploymentConfig:
@@ -156,11 +185,15 @@ class Engine(StreamReadouts):
         self.state = reduce(self.state, ev, self.preset)
         self._phase_maybe_changed(before)
 
-    def feed_lines(self, lines: Sequence[LogLine]) -> None:
-        """Many lines at once (a burst, a log read back): one state copy per run of quiet lines."""
+    def feed_lines(self, lines: Sequence[LogLine]) -> tuple[LineKind, ...]:
+        """Many lines at once (a burst, a log read back): one state copy per run of quiet lines. Gives each line's
+        kind for the errors view, classified as the reducer read it (a block goes on across batches)."""
         before = self.state
-        self.state = reduce_lines(self.state, lines, self.preset)
+        self.state, kinds = reduce_classified(self.state, lines, self.preset, self._kind_after)
+        if kinds:
+            self._kind_after = kinds[-1]
         self._phase_maybe_changed(before)
+        return kinds
 
     @property
     def offered_flags(self) -> list[FlagSpec]:
@@ -193,11 +226,22 @@ class Engine(StreamReadouts):
             self.emit(PhaseChanged(self.snapshot()))
 
     def snapshot(self, now: float | None = None) -> Snapshot:
-        return view.build_snapshot(self, now)
+        return view.build_snapshot(self.state, self._readings(), now)
+
+    def _readings(self) -> view.Readings:
+        unit = self.state.unit
+        return view.Readings(
+            deployment=self.name, host_name=self.host_name, host=self.host, transport=self.transport,
+            preset=self.preset, endpoint=self.dep.endpoint, can_control=self.manager.can_control,
+            unit_seen_at=self.unit_seen_at, other_holder=self.other_holder, collector_errors=self.collector_errors,
+            metrics_state=self.metrics_state, listening=self.listening, last_probe=self.last_probe,
+            gpus=self.gpus, gpu_history=self.gpu.mem_history(),
+            attribution=self.gpu.attribution(running=unit is not None and unit.running),
+            throughput=self.throughput, tps_history=self.tput.history_now(),
+            eta=lambda s, latest, now: self.history.eta(self.name, s, latest, now))
 
     def note_error(self, collector: str, error: str) -> None:
-        self.collector_errors[collector] = error
-        self.emit(CollectorFailed(Note(NoteSource(collector), f"{collector}: {error}")))
+        self.collector_errors.failed(collector, error)
 
     # ------------------------------------------------------------------ tasks
 
@@ -206,14 +250,17 @@ class Engine(StreamReadouts):
         if not self._forwarded and (url := await forwarded_endpoint(self.transport, self.dep.endpoint)):
             await self.prober.close()
             self.prober = make_prober(self.settings, url, self.preset)
+            self.tput.probes = self.prober.generated  # the ledger of bringup's own generations goes with it
             self._forwarded = True
 
     def _collectors(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
         """Each collector by the name its errors are filed under, as a function that starts it (again)."""
         unit = self.unit_follower
         return {"unit": unit.run, "logs": lambda: self.log.run(lambda: self.state.unit, unit.changed),
-                "probe": lambda: probe_loop(self), "gpus": lambda: self.gpu.run(self._gpus_sampled),
-                "metrics": lambda: metrics_loop(self), "news": unit.watch_news}
+                "probe": self.probes.run, "gpus": lambda: self.gpu.run(self._gpus_sampled),
+                "metrics": lambda: metrics_loop(self.scrape_metrics, self._serving, lambda: self.background,
+                                                lambda: self.collector_errors.cleared("metrics")),
+                "news": unit.watch_news}
 
     async def start(self) -> None:
         with contextlib.suppress(TransportError):
@@ -266,9 +313,9 @@ class Engine(StreamReadouts):
 
     def _gpus_sampled(self, snap: GpuSnapshot) -> None:
         if not self.gpu.accept(snap):
-            self.collector_errors["gpus"] = snap.error
+            self.collector_errors["gpus"] = snap.error  # a hiccup: noted, the last good figures stay shown
             return
-        self.collector_errors.pop("gpus", None)
+        self.collector_errors.cleared("gpus")
         used = self.gpu.deployment_memory_mib(snap)
         self.history.gpus_seen(self)
         if used is not None:
@@ -296,15 +343,47 @@ class Engine(StreamReadouts):
 
     # ------------------------------------------------------------------ the log, as it is read
 
-    def _lines_read(self, lines: list[LogLine]) -> None:
+    def _lines_read(self, lines: list[LogLine]) -> tuple[LineKind, ...]:
         """Lines of the followed log, as read: to the reducer, and to what else the log tells (where the server
         listens; its own throughput lines, when /metrics says nothing)."""
         self._last_line_mono = time.monotonic()
-        self.collector_errors.pop("logs", None)
+        self.collector_errors.cleared("logs")
         self.listening = view.find_listening(lines) or self.listening
-        self.feed_lines(lines)
+        kinds = self.feed_lines(lines)
         for tp in self.tput.log_samples(lines):
             self._throughput_sampled(tp, merge=True)
+        return kinds
+
+    def _read_back(self, lines: list[LogLine], ended: bool) -> None:
+        """A run's log so far, read at once (unit.py): to the reducer and the listeners like followed lines. For a
+        run that has ended, no probe is asked for while its lines are applied: its own ready line is the evidence."""
+        probe = self.state.require_probe
+        if ended:
+            self.feed(ProbeRequired(self.state.now, False))
+        self.listening = view.find_listening(lines) or self.listening
+        kinds = self.feed_lines(lines)
+        self.feed(ProbeRequired(self.state.now, probe))
+        tp = self.tput.from_log(lines, "throughput")
+        if tp is not None:
+            self.tput.latest = tp
+        if lines:
+            self.emit(LogsRead(tuple(lines), kinds))
+
+    # ------------------------------------------------------------------ probes, as they are answered
+
+    def _probe_answered(self, r: ProbeResult) -> None:
+        self.collector_errors.cleared("probe")
+        self.feed(r)
+        self.emit(ProbeAnswered(r))
+
+    async def ask_release(self) -> None:
+        """Ask the server its release, if that is due (server_version.py); the answer goes to the reducer."""
+        answer = await ask_release(self.release_query, self.prober, self.state, self.preset)
+        if answer is not None:
+            self.feed(answer)
+
+    def _serving(self) -> bool:
+        return self.state.phase == Phase.READY and not self.paused
 
     # ------------------------------------------------------------------ actions
 
@@ -317,7 +396,7 @@ class Engine(StreamReadouts):
     def probe_now(self) -> None:
         """The operator asks: a real generation at once (and nothing more: the pace stays as the evidence says)."""
         self.cadence.woke(time.time(), asked=True)
-        self.probe_poke.set()
+        self.probes.poke.set()
 
     async def settle_failure(self, timeout: float = 2.0, quiet: float = 0.3) -> None:
         """After a fatal line, give the rest of its traceback a moment to arrive so the excerpt is whole; no longer
@@ -336,3 +415,87 @@ class Engine(StreamReadouts):
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._changed.wait()
+
+    # ------------------------------------------------------------------ what code above the engine reads of it
+    # the protocols (ops/engine_view.py: EngineView, ops/wait.py: WaitEngine), `bringup status` (settle.py), the
+    # exporter; each is the state of the part that keeps it, or a plain function of the engine's state
+
+    @property
+    def unit_seen_at(self) -> float | None:
+        return self.unit_follower.seen_at
+
+    @property
+    def other_holder(self) -> LockInfo | None:
+        return self.unit_follower.other_holder
+
+    @property
+    def permanent_error(self) -> Exception | None:
+        return self.unit_follower.permanent_error
+
+    async def poll_unit(self) -> UnitState:
+        return await self.unit_follower.poll()
+
+    async def replay_history(self, invocation: str, ended: bool = False) -> None:
+        await self.unit_follower.replay_history(invocation, ended)
+
+    async def refresh_pids(self, unit: UnitState) -> None:
+        await self.gpu.refresh_pids(self.manager, unit, settled=self.state.phase == Phase.READY)
+
+    async def argv(self) -> list[str]:
+        return await self.manager.read_argv()
+
+    async def flag_values(self) -> dict[str, str | None]:
+        return current_values(await self.argv(), self.flag_specs)
+
+    def named(self, failure: Failure | None) -> Failure | None:
+        return view.named(failure, self.name)
+
+    def endpoint_mismatch(self) -> str:
+        return view.endpoint_mismatch(self.listening, self.state.invocation, self.dep.endpoint)
+
+    def stall_note(self) -> str:
+        return view.stall_note(self.state)
+
+    def current_probe(self) -> ProbeResult | None:
+        return view.current_probe(self.last_probe, self.state)
+
+    @property
+    def gpus(self) -> GpuSnapshot | None:
+        return self.gpu.latest
+
+    @gpus.setter
+    def gpus(self, snap: GpuSnapshot | None) -> None:  # a one-shot reading (`bringup status`)
+        self.gpu.latest = snap
+
+    @property
+    def run_pids(self) -> set[int] | None:
+        return self.gpu.run_pids
+
+    @property
+    def previous_pids(self) -> set[int]:
+        return self.gpu.previous_pids
+
+    @previous_pids.setter
+    def previous_pids(self, pids: set[int]) -> None:  # released: no panel may still say the old run holds memory
+        self.gpu.previous_pids = pids
+
+    @property
+    def baseline_mib(self) -> dict[int, float]:
+        return self.gpu.baseline_mib
+
+    def save_baseline(self, snap: GpuSnapshot) -> None:
+        self.gpu.save_baseline(snap)
+
+    async def fresh_gpus(self, max_age: float = 1.5) -> GpuSnapshot | None:
+        return await self.gpu.fresh(max_age)
+
+    def deployment_gpus(self, snap: GpuSnapshot | None = None) -> list[int]:
+        return self.gpu.deployment_gpus(snap)
+
+    @property
+    def throughput(self) -> ThroughputSample | None:
+        return self.tput.latest
+
+    @property
+    def metrics_state(self) -> MetricsState:
+        return self.tput.metrics

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from tui.config import DEMO, HostConfig, Settings
+from tui.lifecycle.lines import LineKind
 from tui.lifecycle.release import Neighbours
 from tui.model import LogLine, Snapshot
 from tui.transport import Transport
 
 from .build import NodeLink, make_transport
 from .core import Engine
-from .gpus import GpuSampler
+from .gpu_sampler import GpuSampler
 from .host_gpus import HostGpuStream
 from .updates import LogsRead, Update
 
@@ -70,7 +71,7 @@ class Fleet:
         self.settings = settings
         self.hosts: dict[str, HostLink] = {}
         self.engines: dict[str, Engine] = {}
-        self._recent: dict[str, deque[LogLine]] = {}
+        self._recent: dict[str, deque[tuple[LogLine, LineKind]]] = {}
         self._starts: list[asyncio.Task[None]] = []
         for name in names if names is not None else deployment_names(settings):
             dep = settings.deployments[name]
@@ -89,7 +90,7 @@ class Fleet:
             if not dep.multinode:  # a node's GPUs and PIDs are keyed by node: its host's neighbours are not named
                 engine.gpu.neighbours = partial(self.neighbours, name)
             self.engines[name] = engine
-            recent: deque[LogLine] = deque(maxlen=RECENT_LINES)
+            recent: deque[tuple[LogLine, LineKind]] = deque(maxlen=RECENT_LINES)
             self._recent[name] = recent
             engine.subscribe(partial(_keep_lines, keep=recent))
 
@@ -139,8 +140,10 @@ class Fleet:
                 gpus[i] = (*gpus.get(i, ()), name)
         return Neighbours(pids, gpus)
 
-    def recent_lines(self, deployment: str) -> tuple[LogLine, ...]:
-        return tuple(self._recent.get(deployment, ()))
+    def recent_lines(self, deployment: str) -> LogsRead:
+        """The deployment's recent lines, with their kinds, as one update: what a console opening it shows first."""
+        recent = self._recent.get(deployment, ())
+        return LogsRead(tuple(line for line, _ in recent), tuple(kind for _, kind in recent))
 
     def views(self, now: float) -> list[DeploymentView]:
         """Every deployment as of `now`, in the config's order. No I/O: what the engines have read so far."""
@@ -166,6 +169,6 @@ def deployment_names(settings: Settings) -> list[str]:
     return [n for n in settings.deployments if n != DEMO]
 
 
-def _keep_lines(update: Update, keep: deque[LogLine]) -> None:
+def _keep_lines(update: Update, keep: deque[tuple[LogLine, LineKind]]) -> None:
     if isinstance(update, LogsRead):
-        keep.extend(update.lines)
+        keep.extend(zip(update.lines, update.kinds, strict=True))

@@ -1,41 +1,45 @@
-"""The deployment's GPUs: where samples come from, the sample shown, each GPU's history, whose memory is whose,
+"""The deployment's GPUs: the sample shown, each GPU's history, whose memory is whose,
 and each GPU's memory before the last start (kept on disk).
 
 No reducer and no listeners here: `GpuTracker.run` delivers samples to a callback and `accept` keeps them; the
 engine decides what a sample means for the phase (memory is progress while loading) and who is told. The samples
-come from a `GpuSampler`, the tracker's own or, in a fleet, its host's one stream (tui/engine/host_gpus.py).
+come from a `GpuSampler` (gpu_sampler.py), the tracker's own, or from a `SharedGpus` stream: in a fleet its host's
+one stream (host_gpus.py), over several nodes every node's merged (node_gpus.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
-from tui.collectors.gpu_smi import SmiSource
 from tui.config import HostConfig
 from tui.lifecycle.release import NamedHolder, Neighbours, attribute, held_by_neighbours
 from tui.managers import Manager, ManagerError
 from tui.model import Attribution, GpuSnapshot, UnitState
 from tui.transport import Transport, TransportError
 
-if TYPE_CHECKING:
-    from .host_gpus import HostGpuStream
-    from .node_gpus import NodesGpuStream
+from .gpu_sampler import GpuSampler
 
 #: samples kept per series: 10 minutes at 1 Hz, fixed memory
 HISTORY = 600
-#: GPU panels redraw once a second; the release wait of a restart queries the GPUs itself, every 200 ms
-GPU_INTERVAL_S = 1.0
 #: an error sample this soon after a good one is a hiccup: the good one stays on screen, the error becomes a note
 _HICCUP_S = 5.0
+
+
+class SharedGpus(Protocol):
+    """A stream of samples the tracker follows instead of its own sampler: its host's one stream, shared with the
+    other deployments on it (host_gpus.py), or every node's merged (node_gpus.py). Declared here, so the tracker
+    needs neither module (they are built on the sampler, and the engine picks one)."""
+
+    async def follow(self, deliver: Callable[[GpuSnapshot], None], background: Callable[[], bool]) -> None: ...
+
+    async def once(self) -> GpuSnapshot | None: ...
 
 
 @dataclass
@@ -44,74 +48,16 @@ class GpuHistory:
     util: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
-class GpuSampler:
-    """Where one host's GPU samples come from (NVML here, nvidia-smi over the transport, or nothing), and the
-    stream of them. Apart from the tracker so that one stream can serve every deployment on a host."""
-
-    def __init__(self, host: HostConfig, transport: Transport) -> None:
-        self.host = host
-        self.transport = transport
-        self._source: SmiSource | NvmlSource | None = None
-        self._why_none = ""
-        #: whether every deployment reading this host's GPUs is in the background (host_gpus.py says)
-        self.quiet: Callable[[], bool] = lambda: False
-
-    def _source_for_host(self) -> SmiSource | NvmlSource | None:
-        src = self.host.gpu_source
-        if src == "none":
-            self._why_none = "GPU telemetry off for this host"
-            return None
-        if src in ("auto", "nvml") and self.host.is_local:
-            try:
-                return NvmlSource()
-            except NvmlUnavailable as e:
-                self._why_none = str(e)
-                if src == "nvml":
-                    return None
-        return SmiSource(self.transport, self.host.nvidia_smi, interval_ms=int(GPU_INTERVAL_S * 1000),
-                         quiet=lambda: self.quiet())
-
-    async def run(self, deliver: Callable[[GpuSnapshot], None]) -> None:
-        """Sample until cancelled; a host without telemetry delivers one sample that says why, and ends."""
-        self._source = self._source_for_host()
-        src = self._source
-        if src is None:
-            deliver(GpuSnapshot(at=time.time(), error=self._why_none))
-            return
-        if isinstance(src, NvmlSource):
-            while True:
-                deliver(await asyncio.to_thread(src.sample))
-                await asyncio.sleep(GPU_INTERVAL_S)
-        else:
-            async for snap in src.stream():
-                if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
-                    snap = replace(snap, error=(self._why_none + "; " if self._why_none else "")
-                                   + "nvidia-smi not found")
-                deliver(snap)
-
-    async def once(self) -> GpuSnapshot | None:
-        """One sample now (None: the host has no telemetry)."""
-        if self._source is None:
-            self._source = self._source_for_host()
-        src = self._source
-        if src is None:
-            return None
-        return await asyncio.to_thread(src.sample) if isinstance(src, NvmlSource) else await src.once()
-
-    def close(self) -> None:
-        if isinstance(self._source, NvmlSource):
-            self._source.close()
-
-
 class GpuTracker:
     def __init__(self, host: HostConfig, transport: Transport, configured: Sequence[int],
-                 baseline_path: Path, *, shared: HostGpuStream | NodesGpuStream | None = None) -> None:
+                 baseline_path: Path, *, shared: SharedGpus | None = None) -> None:
         self.host = host
         self.transport = transport
         #: the deployment's GPUs from its config; empty: every GPU of the host
         self.configured: tuple[int, ...] = tuple(configured)
         self.latest: GpuSnapshot | None = None
         self.history: dict[int, GpuHistory] = {}
+        self._mem_history: dict[int, tuple[float, ...]] | None = None
         #: processes of the current run, and of the run before it (its memory may still be being released)
         self.run_pids: set[int] | None = set()
         self.previous_pids: set[int] = set()
@@ -146,6 +92,7 @@ class GpuTracker:
         if snap.error and self.latest is not None and self.latest.gpus and snap.at - self.latest.at < _HICCUP_S:
             return False
         self.latest = snap
+        self._mem_history = None
         for g in snap.gpus:
             h = self.history.setdefault(g.index, GpuHistory())
             if g.mem_used_mib is not None:
@@ -154,8 +101,11 @@ class GpuTracker:
                 h.util.append(g.util_pct)
         return True
 
-    def mem_history(self) -> dict[int, tuple[float, ...]]:
-        return {i: tuple(h.mem) for i, h in self.history.items()}
+    def mem_history(self) -> Mapping[int, tuple[float, ...]]:
+        """Each GPU's memory history (MiB, oldest first), copied once per sample (every snapshot carries it)."""
+        if self._mem_history is None:
+            self._mem_history = {i: tuple(h.mem) for i, h in self.history.items()}
+        return self._mem_history
 
     async def fresh(self, max_age: float = 1.5) -> GpuSnapshot | None:
         """A GPU snapshot no older than `max_age` seconds (from the stream, or a one-shot query)."""

@@ -142,7 +142,7 @@ class RunRecorder:
     def _gpu_step(self, e: Engine, step: str) -> GpuStep:
         snap = e.gpus
         used = e.gpu.deployment_memory_mib(snap) if snap is not None else None
-        att = e.attribution()
+        att = e.gpu.attribution(running=e.state.unit is not None and e.state.unit.running)
         return GpuStep(self.clock(), step, used, att.current_mib if att else None,
                        att.previous_mib if att else None, att.other_mib if att else None)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from tui.model import GpuSnapshot
 
-from .gpus import GpuSampler
+from .gpu_sampler import GpuSampler
 
 #: a sampler that fails outright (not a sample with an error: an exception) is started again after this long
 RETRY_S = 2.0

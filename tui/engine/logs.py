@@ -1,7 +1,8 @@
 """Following the current run's log, with the engine's one log buffer.
 
 Lines are handed on twice, from one buffer: at once to `apply` (the reducer: a fatal line is seen in the same turn
-of the loop it was read in), and in batches to `send` (listeners: a console draws a batch at a time). Lines read
+of the loop it was read in), which gives back each line's kind for the errors view, and in batches to `send`
+with their kinds (listeners: a console draws a batch at a time). Lines read
 without the loop running in between are applied together (call_soon): no latency, far less work per line; a long
 burst is applied APPLY_CHUNK lines at a time with the loop let in between, so keys and the screen keep up. A batch
 is sent SEND_AFTER_S after its first line, or at SEND_LINES lines: a quiet log costs no wake-ups at all.
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from tui.lifecycle.lines import LineKind
 from tui.managers import Manager
 from tui.model import LogLine, UnitState
 
@@ -22,13 +24,14 @@ SEND_LINES = 1000
 
 
 class LogFollower:
-    def __init__(self, manager: Manager, apply: Callable[[list[LogLine]], None],
-                 send: Callable[[tuple[LogLine, ...]], None]) -> None:
+    def __init__(self, manager: Manager, apply: Callable[[list[LogLine]], Sequence[LineKind]],
+                 send: Callable[[tuple[LogLine, ...], tuple[LineKind, ...]], None]) -> None:
         self.manager = manager
         self._apply = apply
         self._send = send
-        #: lines read and not yet sent; the first `_applied` of them have been applied
+        #: lines read and not yet sent; the first `_applied` of them have been applied, and have their kinds
         self._lines: list[LogLine] = []
+        self._kinds: list[LineKind] = []
         self._applied = 0
         self._send_at: asyncio.TimerHandle | None = None
         #: the run whose log is (or was last) followed live: a run that ended without being followed is read back
@@ -80,7 +83,7 @@ class LogFollower:
             return
         lines = self._lines[self._applied:]
         self._applied = len(self._lines)
-        self._apply(lines)
+        self._kinds.extend(self._apply(lines))
         if len(self._lines) >= SEND_LINES:
             self.send_due()
         elif self._send_at is None:
@@ -92,12 +95,13 @@ class LogFollower:
             self._send_at = None
         self.apply_due()  # a line read in this same turn of the loop is applied before it is shown
         if self._lines:
-            batch, self._lines, self._applied = self._lines, [], 0
-            self._send(tuple(batch))
+            batch, kinds = self._lines, self._kinds
+            self._lines, self._kinds, self._applied = [], [], 0
+            self._send(tuple(batch), tuple(kinds))
 
     def close(self) -> None:
         """Drop what was not sent: nothing is delivered after the engine closes."""
         if self._send_at is not None:
             self._send_at.cancel()
             self._send_at = None
-        self._lines, self._applied = [], 0
+        self._lines, self._kinds, self._applied = [], [], 0

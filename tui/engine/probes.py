@@ -11,6 +11,9 @@ this decides which one and how often from the phase, so the reducer gets the evi
 - failed, stopping, not running, or paused: nothing;
 - once a run has said it is ready and its log has not named its release: one request for it (engine/server_version.py).
 
+The loop is given what it reads (the prober, the reducer's state, the cadence, whether the console paused it) and
+hands each answer to `answered` (the engine feeds it to the reducer and tells its listeners).
+
 A generation is real work the server counts like any other: the prober keeps a ledger of its generations and their
 tokens, which the throughput tracker reads the server's figures with (its own scrapes find it on the prober's
 client; the log's lines find it here), so bringup's probes never show as the server's throughput.
@@ -21,62 +24,71 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
+from tui.collectors.probes import Prober
+from tui.lifecycle.reducer import LifecycleState
 from tui.model import Phase, ProbeResult
 
-from .cadence import Pace
-from .server_version import ask_release
-from .updates import ProbeAnswered
-
-if TYPE_CHECKING:
-    from .core import Engine
+from .cadence import Pace, ProbeCadence
 
 
-def _answered(engine: Engine, r: ProbeResult) -> None:
-    engine.collector_errors.pop("probe", None)
-    engine.feed(r)
-    engine.emit(ProbeAnswered(r))
+class ProbeLoop:
+    def __init__(self, prober: Callable[[], Prober], state: Callable[[], LifecycleState], cadence: ProbeCadence, *,
+                 interval_s: float, unmanaged: bool, paused: Callable[[], bool],
+                 ask_release: Callable[[], Awaitable[None]], answered: Callable[[ProbeResult], None]) -> None:
+        """`prober()`: the one to use now (it is replaced when a port forward opens); `unmanaged`: no manager
+        says whether the server runs, so it is probed as if it did; `ask_release()`: asks the run's release if
+        that is due (server_version.py)."""
+        self._prober = prober
+        self._state = state
+        self._cadence = cadence
+        self._interval = interval_s
+        self._unmanaged = unmanaged
+        self._paused = paused
+        self._ask_release = ask_release
+        self._answered = answered
+        #: set when the operator asks for a generation now: the nap until the next probe ends at once
+        self.poke = asyncio.Event()
 
+    async def run(self) -> None:
+        interval = self._interval
+        cadence = self._cadence
+        last_gen = 0.0
+        while True:
+            prober = self._prober()
+            s = self._state()
+            unit_running = s.unit is None or s.unit.running or self._unmanaged
+            if self._paused() or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
+                await asyncio.sleep(interval)
+                continue
+            await self._ask_release()  # once a run, once it has said it is ready (nothing most times round)
+            if s.phase == Phase.READY:
+                asked = cadence.take_asked()
+                if not asked and cadence.pace(time.time(), s.phase) is Pace.FAST:
+                    self._answered(await prober.health())
+                if asked or cadence.generation_due(time.time(), last_gen, s.phase):
+                    g = await prober.generate()
+                    last_gen = time.time()
+                    self._answered(g)
+                due_in = cadence.slow_s - (time.time() - last_gen)
+                await self._nap(max(0.05, min(interval * 2, due_in)))  # the pace is looked at again every nap
+                continue
+            if s.ready_line_at is not None or not s.logs_available or s.phase == Phase.WARMUP:
+                self._answered(await prober.health())
+                if s.ready_line_at is not None or not s.logs_available:
+                    g = await prober.generate()
+                    last_gen = time.time()
+                    self._answered(g)
+                    if g.ok:
+                        continue
+            else:
+                self._answered(await prober.connect())
+            await self._nap(interval / 2 if s.ready_line_at is not None else interval)
 
-async def probe_loop(engine: Engine) -> None:
-    interval = engine.settings.probe.interval_s
-    last_gen = 0.0
-    while True:
-        engine.tput.probes = engine.prober.generated  # the prober is replaced when a port forward opens
-        s = engine.state
-        unit_running = s.unit is None or s.unit.running or engine.dep.manager == "none"
-        if engine.paused or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
-            await asyncio.sleep(interval)
-            continue
-        await ask_release(engine)  # once a run, once it has said it is ready (nothing most times round)
-        if s.phase == Phase.READY:
-            asked = engine.cadence.take_asked()
-            if not asked and engine.cadence.pace(time.time(), s.phase) is Pace.FAST:
-                _answered(engine, await engine.prober.health())
-            if asked or engine.cadence.generation_due(time.time(), last_gen, s.phase):
-                g = await engine.prober.generate()
-                last_gen = time.time()
-                _answered(engine, g)
-            due_in = engine.cadence.slow_s - (time.time() - last_gen)
-            await _nap(engine, max(0.05, min(interval * 2, due_in)))  # the pace is looked at again every nap
-            continue
-        if s.ready_line_at is not None or not s.logs_available or s.phase == Phase.WARMUP:
-            _answered(engine, await engine.prober.health())
-            if s.ready_line_at is not None or not s.logs_available:
-                g = await engine.prober.generate()
-                last_gen = time.time()
-                _answered(engine, g)
-                if g.ok:
-                    continue
-        else:
-            _answered(engine, await engine.prober.connect())
-        await _nap(engine, interval / 2 if s.ready_line_at is not None else interval)
-
-
-async def _nap(engine: Engine, seconds: float) -> None:
-    """Until the next probe, or until the operator asks for one."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await engine.probe_poke.wait()
-    engine.probe_poke.clear()
+    async def _nap(self, seconds: float) -> None:
+        """Until the next probe, or until the operator asks for one."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.poke.wait()
+        self.poke.clear()

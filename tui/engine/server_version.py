@@ -11,13 +11,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from tui.collectors.probes import Prober
+from tui.lifecycle.presets import Preset
 from tui.lifecycle.reducer import LifecycleState
-from tui.model import Phase, ProbeResult
-
-if TYPE_CHECKING:
-    from .core import Engine
+from tui.model import Phase, ProbeResult, ReleaseReported
 
 #: a run that gave no answer is asked again this long after
 RETRY_S = 30.0
@@ -45,15 +43,15 @@ class ReleaseQuery:
         self._again_at = now + RETRY_S
 
 
-async def ask_release(engine: Engine) -> None:
-    """Ask the server its release, if that is due, and feed the answer to the reducer (which ties it to the run)."""
-    s, preset = engine.state, engine.preset
-    if not engine.release_query.due(s, preset.version_paths, time.time()):
-        return
-    engine.release_query.asking(s)
-    answer = await engine.prober.release(preset.version_paths, preset.version_key, s.invocation)
+async def ask_release(query: ReleaseQuery, prober: Prober, s: LifecycleState, preset: Preset) -> ReleaseReported | None:
+    """Ask the server its release, if that is due: the answer, for the reducer (which ties it to the run), or None
+    (not due, or no release in the answer)."""
+    if not query.due(s, preset.version_paths, time.time()):
+        return None
+    query.asking(s)
+    answer = await prober.release(preset.version_paths, preset.version_key, s.invocation)
     if isinstance(answer, ProbeResult):
         if answer.status is None or answer.status >= 500:
-            engine.release_query.unanswered(time.time())
-        return
-    engine.feed(answer)
+            query.unanswered(time.time())
+        return None
+    return answer

@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -26,12 +25,9 @@ from tui.collectors.bounded import METRICS_MAX, fetch
 from tui.collectors.metrics import MetricsRates, from_log_line
 from tui.collectors.probes import ProbeTokens, probe_tokens_of
 from tui.lifecycle.presets import Preset
-from tui.model import LogLine, Phase, ThroughputSample
+from tui.model import LogLine, ThroughputSample
 
 from .gpus import HISTORY
-
-if TYPE_CHECKING:
-    from .core import Engine
 
 
 class MetricsState(StrEnum):
@@ -48,6 +44,7 @@ class ThroughputTracker:
         self.preset = preset
         self.latest: ThroughputSample | None = None
         self.history: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        self._history_now: tuple[tuple[float, float], ...] | None = None
         self.metrics = MetricsState.UNKNOWN
         self._rates = MetricsRates(preset)
         #: the ledger of bringup's own generations (the prober's): their tokens are no throughput
@@ -61,10 +58,14 @@ class ThroughputTracker:
         self.latest = tp
         if tp.tokens_per_s is not None:
             self.history.append((tp.at, tp.tokens_per_s))
+            self._history_now = None
         return tp
 
     def history_now(self) -> tuple[tuple[float, float], ...]:
-        return tuple(self.history)
+        """The history as it stands, copied once per sample (every snapshot carries it)."""
+        if self._history_now is None:
+            self._history_now = tuple(self.history)
+        return self._history_now
 
     async def scrape(self, client: httpx.AsyncClient, timeout: float) -> ThroughputSample | None:
         """One scrape of /metrics: the sample it gives (not yet recorded), or None. Sets `metrics`. Raises
@@ -103,25 +104,28 @@ class ThroughputTracker:
 BACKGROUND_METRICS_S = 5.0
 
 
-async def _nap(engine: Engine, seconds: float) -> None:
+async def _nap(background: Callable[[], bool], seconds: float) -> None:
     """Sleep, but wake within a second when the deployment comes to the foreground (opened in the console)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         await asyncio.sleep(min(1.0, deadline - time.monotonic()))
-        if not engine.background:
+        if not background():
             return
 
 
-async def metrics_loop(engine: Engine) -> None:
-    """Scrape /metrics every second while the server serves; a scrape that answers clears the collector's note."""
+async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callable[[], bool],
+                       background: Callable[[], bool], answered: Callable[[], None]) -> None:
+    """Scrape /metrics every second while the server serves (`serving()`: ready, and not paused); `scrape()` raises
+    httpx.HTTPError or TimeoutError when the endpoint does not answer, and a scrape that answers is `answered()`
+    (the collector's note cleared)."""
     while True:
-        if engine.state.phase != Phase.READY or engine.paused:
+        if not serving():
             await asyncio.sleep(1.0)
             continue
         try:
-            await engine.scrape_metrics()
+            await scrape()
         except (httpx.HTTPError, TimeoutError):
             await asyncio.sleep(2.0)
             continue
-        engine.collector_errors.pop("metrics", None)
-        await _nap(engine, BACKGROUND_METRICS_S if engine.background else 1.0)
+        answered()
+        await _nap(background, BACKGROUND_METRICS_S if background() else 1.0)

@@ -1,9 +1,11 @@
 """Following the unit: its state read every half second (and at once when poked), the log of a run that ended
 before it was seen read back, the run's processes, who else holds the deployment's lock, and when news stopped.
 
-The engine owns one `UnitFollower`; what it reads goes to the engine's reducer (`feed`) and listeners (`emit`),
-so the phase is decided in one place. Readings overlap (the unit loop and a restart both ask): each is numbered,
-and one that a newer reading has overtaken is never applied.
+The engine owns one `UnitFollower`, built like the log's follower: what it reads is passed in (the manager, the
+reducer's state, whether the deployment is in a fleet's background) and what it finds goes out through callbacks
+(`feed` to the reducer, a run's log read back, a run that changed, another holder of the lock), so the phase is
+decided in one place and this module never reaches into the engine. Readings overlap (the unit loop and a restart
+both ask): each is numbered, and one that a newer reading has overtaken is never applied.
 """
 
 from __future__ import annotations
@@ -11,28 +13,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
-from tui.managers import LockInfo, ManagerError
+from tui.lifecycle.reducer import LifecycleState
+from tui.managers import LockInfo, Manager, ManagerError
 from tui.managers.lock_record import other_holder
 from tui.model import (
+    Event,
     FlagsKnown,
     LogLine,
     LogSourceKnown,
     NewsResumed,
     NewsStopped,
     Phase,
-    ProbeRequired,
     UnitObserved,
     UnitState,
 )
 from tui.transport import TransportError
 
-from . import view
-from .updates import HolderChanged, LogsRead
-
-if TYPE_CHECKING:
-    from .core import Engine
+from .collector_errors import CollectorErrors
+from .view import STALE_AFTER_S
 
 
 def on_grid(period: float) -> float:
@@ -43,8 +43,28 @@ def on_grid(period: float) -> float:
 
 
 class UnitFollower:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, manager: Manager, state: Callable[[], LifecycleState], errors: CollectorErrors, *,
+                 feed: Callable[[Event], None], read_back: Callable[[list[LogLine], bool], None],
+                 run_changed: Callable[[float], None], holder_changed: Callable[[LockInfo | None], None],
+                 pids: Callable[[UnitState], Awaitable[None]], followed: Callable[[], str],
+                 background: Callable[[], bool], watch_holders: Callable[[], bool], host_name: str) -> None:
+        """`read_back(lines, ended)`: a run's log so far, read at once (`ended`: the run is over, and its own ready
+        line is the evidence it was ready); `run_changed(at)`: the run or whether it runs changed (not at first
+        sight); `pids(unit)`: the run's processes are due to be read; `followed()`: the run whose log the log
+        follower follows live (no need to read it back); `background()`: the deployment is in a fleet's background
+        (its unit read less often once ready); `watch_holders()`: the lock's holder read often even then."""
+        self.manager = manager
+        self._state = state
+        self._errors = errors
+        self._feed = feed
+        self._read_back = read_back
+        self._run_changed = run_changed
+        self._holder_changed = holder_changed
+        self._pids = pids
+        self._followed = followed
+        self._background = background
+        self._watch_holders = watch_holders
+        self._host_name = host_name
         #: the unit cannot be read and waiting will not help (unknown host key, unit not found, sudo refused)
         self.permanent_error: Exception | None = None
         #: wall time of the last successful reading of the unit: what the phase shown is as old as
@@ -64,21 +84,20 @@ class UnitFollower:
         # readings overlap (the unit loop and a restart both ask): one asked before a newer one that has already
         # been applied is old news, and applied after it would take the run back (the old run, inactive, after
         # ours was seen running)
-        e = self.engine
         self._poll_seq += 1
         seq = self._poll_seq
-        unit = await e.manager.state()
-        if seq < self._applied_seq and e.state.unit is not None:
-            return e.state.unit
+        unit = await self.manager.state()
+        if seq < self._applied_seq and (known := self._state().unit) is not None:
+            return known
         self._applied_seq = seq
-        where = getattr(e.manager, "log_source", None)
+        where = getattr(self.manager, "log_source", None)
         if where is not None and unit.invocation:
             # the failure of a run with no recognised error line says where its whole log is
             src = where(unit.invocation)
-            if src != e.state.log_source:
-                e.feed(LogSourceKnown(e.state.now, src))  # settings ride on the reducer's clock: `now` stays
+            if src != self._state().log_source:
+                self._feed(LogSourceKnown(self._state().now, src))  # settings ride on the reducer's clock
         if (not unit.running and unit.active != "deactivating" and unit.invocation
-                and unit.invocation not in (self._replayed, e.log.followed)):
+                and unit.invocation not in (self._replayed, self._followed())):
             # a run that has ended and whose log was never followed live (seen first at start, or a run that came
             # and went between two readings, or was only ever seen stopping: a server that dies at once): its log
             # tells how it ended (a crash's traceback, the phases it went through), so read that before the
@@ -86,45 +105,31 @@ class UnitFollower:
             # (DFLASH + CUDA graphs, ...). Once it is final: while it is still stopping, its last lines may be due.
             self._replayed = unit.invocation
             if unit.argv:
-                e.feed(FlagsKnown(e.state.now, unit.argv))
+                self._feed(FlagsKnown(self._state().now, unit.argv))
             await self.replay_history(unit.invocation, ended=True)
-        prev = e.state.unit
+        prev = self._state().unit
         self.seen_at = time.time()
         if self._news_out:
             self._news_out = False
-            e.feed(NewsResumed(self.seen_at))
-        e.feed(UnitObserved(self.seen_at, unit))
+            self._feed(NewsResumed(self.seen_at))
+        self._feed(UnitObserved(self.seen_at, unit))
         if prev is None or (prev.invocation, prev.running) != (unit.invocation, unit.running):
             self.changed.set()
             if prev is not None:
                 # a run that changed is in question for a while; at first sight the probe is fast anyway until the
                 # counters prove the run alive (cadence.py), and a fleet's engines must not all probe fast for
                 # `wake_s` each time a console opens
-                e.cadence.woke(self.seen_at)
+                self._run_changed(self.seen_at)
         return unit
 
     async def replay_history(self, invocation: str, ended: bool = False) -> None:
         """Read a run's log so far. For a run that has ended, its own ready line is the evidence it was ready (a
         generation can no longer be asked of it, and no older process can answer for it any more)."""
-        e = self.engine
-        read_log = getattr(e.manager, "read_log", None)
+        read_log = getattr(self.manager, "read_log", None)
         if read_log is None:
             return
         lines: list[LogLine] = await read_log(invocation)
-        probe = e.state.require_probe
-        if ended:
-            e.feed(ProbeRequired(e.state.now, False))
-        e.listening = view.find_listening(lines) or e.listening
-        e.feed_lines(lines)
-        e.feed(ProbeRequired(e.state.now, probe))
-        tp = e.tput.from_log(lines, "throughput")
-        if tp is not None:
-            e.tput.latest = tp
-        if lines:
-            e.emit(LogsRead(tuple(lines)))
-
-    async def refresh_pids(self, unit: UnitState) -> None:
-        await self.engine.gpu.refresh_pids(self.engine.manager, unit, settled=self.engine.state.phase == Phase.READY)
+        self._read_back(lines, ended)
 
     def poke(self) -> None:
         self._poke.set()
@@ -132,48 +137,46 @@ class UnitFollower:
     async def refresh_holder(self) -> None:
         """Who else holds the deployment's lock (a restart, start or stop by another bringup): named in the
         console while it happens, with what it changes, instead of phases moving for no visible reason."""
-        slow = self.engine.background and not self.engine.watch_holders
+        slow = self._background() and not self._watch_holders()
         if time.monotonic() - self._holder_at < (10.0 if slow else 2.0):
             return
         self._holder_at = time.monotonic()
         try:
-            h = await other_holder(self.engine.manager.lock("watch"))  # our own restart's steps are shown already
+            h = await other_holder(self.manager.lock("watch"))  # our own restart's steps are shown already
         except (TransportError, ManagerError, OSError):
             return
         if h != self.other_holder:
             self.other_holder = h
-            self.engine.emit(HolderChanged(h))
+            self._holder_changed(h)
 
     async def run(self) -> None:
         """The unit loop: a reading every half second while the phase is in question, every second once ready (the
         log shows a crash as it happens; the reading confirms the exit), and at once when poked (an action)."""
-        e = self.engine
-        if not e.manager.can_control:
+        if not self.manager.can_control:
             return
         while True:
             try:
                 unit = await self.poll()
-                e.collector_errors.pop("unit", None)
+                self._errors.cleared("unit")
                 self.permanent_error = None
-                await self.refresh_pids(unit)
+                await self._pids(unit)
                 await self.refresh_holder()
             except (TransportError, ManagerError, OSError) as err:
                 self.permanent_error = err if getattr(err, "permanent", False) else None
-                e.note_error("unit", str(err))
+                self._errors.failed("unit", str(err))
             with contextlib.suppress(TimeoutError):
-                ready_s = 2.0 if e.background else 1.0
-                async with asyncio.timeout_at(on_grid(ready_s if e.state.phase == Phase.READY else 0.5)):
+                ready_s = 2.0 if self._background() else 1.0
+                async with asyncio.timeout_at(on_grid(ready_s if self._state().phase == Phase.READY else 0.5)):
                     await self._poke.wait()
             self._poke.clear()
 
     async def watch_news(self) -> None:
         """An outage begins at the last reading: once news has stopped for longer than a few readings, the
         timeline gets a segment of its own (the unit loop itself is stuck in the read that hangs)."""
-        e = self.engine
         while True:
             seen = self.seen_at
-            if (seen is not None and not self._news_out and e.manager.can_control
-                    and time.time() - seen > view.STALE_AFTER_S):
+            if (seen is not None and not self._news_out and self.manager.can_control
+                    and time.time() - seen > STALE_AFTER_S):
                 self._news_out = True
-                e.feed(NewsStopped(seen, f"no news from {e.host_name}"))
+                self._feed(NewsStopped(seen, f"no news from {self._host_name}"))
             await asyncio.sleep(1.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tui.lifecycle.lines import LineKind
 from tui.model import GpuSnapshot, LockInfo, LogLine, Note, ProbeResult, Snapshot, ThroughputSample
 
 
@@ -22,9 +23,16 @@ class PhaseChanged:
 
 @dataclass(frozen=True, slots=True)
 class LogsRead:
-    """Lines of the server's log, in the order read: a run's log read back, or a batch of the followed one."""
+    """Lines of the server's log, in the order read: a run's log read back, or a batch of the followed one; with
+    each line's kind for the errors view (`kinds[i]` is `lines[i]`'s), decided with the preset's fatal wordings
+    as the reducer read it: a front end shows it, and classifies nothing."""
 
     lines: tuple[LogLine, ...]
+    kinds: tuple[LineKind, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.kinds) != len(self.lines):
+            raise ValueError(f"{len(self.lines)} lines with {len(self.kinds)} kinds")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,28 +1,43 @@
 """What a front end shows, computed from the engine's state: the snapshot, and the words for what the phase alone
 does not say (a probe's answer, an endpoint that cannot match, a stall, why the picture is old news).
 
-Plain functions of plain data, except `build_snapshot`, which reads one engine: the console, `bringup status` and
-`bringup wait` all say these things in exactly these words.
+Plain functions of plain data: `build_snapshot` reads the reducer's state and the streams' `Readings`, which the
+engine gathers; the console, `bringup status` and `bringup wait` all say these things in exactly these words.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from tui.config import HostConfig
 from tui.lifecycle.lines import latest_progress
+from tui.lifecycle.presets import Preset
 from tui.lifecycle.presets.facts import ReleaseMatch, resolve
 from tui.lifecycle.reducer import LifecycleState, reduce
-from tui.model import LogLine, Note, NoteSource, Phase, ProbeResult, Snapshot, Tick
+from tui.model import (
+    Attribution,
+    Failure,
+    GpuSnapshot,
+    LockInfo,
+    LogLine,
+    NoEta,
+    Note,
+    NoteSource,
+    Phase,
+    PhaseEta,
+    ProbeResult,
+    Snapshot,
+    ThroughputSample,
+    Tick,
+)
+from tui.transport import Transport
 
 from .throughput import MetricsState
-
-if TYPE_CHECKING:
-    from .core import Engine
 
 #: the unit is read every 0.5 s and the GPUs sampled every second: this long without a reading, what is shown is
 #: old news and is said to be (a half-open SSH connection otherwise froze the screen on READY for 40 s)
@@ -86,12 +101,48 @@ def describe_probe(p: ProbeResult | None) -> str:
     return f"{what}: {'refused' if 'refused' in p.detail.lower() or 'connect' in p.detail.lower() else p.detail[:60]}"
 
 
-def notes(e: Engine) -> tuple[Note, ...]:
+def named(failure: Failure | None, deployment: str) -> Failure | None:
+    """The failure with the deployment's name in its hint, where the hint says `<deployment>`: a command to copy
+    should be one that runs."""
+    if failure is None or "<deployment>" not in failure.hint:
+        return failure
+    return replace(failure, hint=failure.hint.replace("<deployment>", deployment))
+
+
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """What the streams have read, beside the reducer's state: everything a snapshot says that the phase does not.
+    Gathered by the engine from its parts, so this module reads no engine."""
+
+    deployment: str
+    host_name: str
+    host: HostConfig
+    transport: Transport
+    preset: Preset
+    endpoint: str
+    #: whether the unit is read at all (a deployment without a manager has no phase from it, and no staleness)
+    can_control: bool
+    unit_seen_at: float | None
+    other_holder: LockInfo | None
+    collector_errors: Mapping[str, str]
+    metrics_state: MetricsState
+    listening: tuple[str, int] | None
+    last_probe: ProbeResult | None
+    gpus: GpuSnapshot | None
+    gpu_history: Mapping[int, tuple[float, ...]]
+    attribution: Attribution | None
+    throughput: ThroughputSample | None
+    tps_history: tuple[tuple[float, float], ...]
+    #: the start-up's ETA from the deployment's run history, for a state and its latest progress line, at a time
+    eta: Callable[[LifecycleState, str, float], PhaseEta | NoEta | None]
+
+
+def notes(e: Readings, s: LifecycleState) -> tuple[Note, ...]:
     """Everything worth a line beside the phase, the most pressing first."""
     out: list[Note] = []
     if e.other_holder is not None:
         out.append(Note(NoteSource.HOLDER, f"another bringup is at work: {e.other_holder.describe()}"))
-    mismatch = e.endpoint_mismatch()
+    mismatch = endpoint_mismatch(e.listening, s.invocation, e.endpoint)
     if mismatch:
         out.append(Note(NoteSource.PROBE, f"probe: {mismatch}"))
     link = getattr(e.transport, "status", "connected")
@@ -111,14 +162,13 @@ def resolved_release(server: str, version: str) -> ReleaseMatch:
     return resolve(server, version)
 
 
-def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
-    s = e.state
+def build_snapshot(s: LifecycleState, e: Readings, now: float | None = None) -> Snapshot:
     if now is not None:
         s = reduce(s, Tick(now), e.preset)  # the reducer's clock, moved to the moment shown (never back)
     unit = s.unit
     phase, stale, last = s.phase, "", None
     clock = now if now is not None else time.time()
-    if e.manager.can_control:
+    if e.can_control:
         if e.unit_seen_at is None:
             phase, last = Phase.UNKNOWN, None
             err = e.collector_errors.get("unit", "")
@@ -132,10 +182,11 @@ def build_snapshot(e: Engine, now: float | None = None) -> Snapshot:
         gpus_stale = clock - gpus.at
     return Snapshot(
         stale=stale, gpus_stale_for=gpus_stale, last_phase=last,
-        deployment=e.name, host=e.host_name, phase=phase, invocation=s.invocation,
-        timeline=s.timeline, failure=e.named(s.failure), stalled_for=s.stalled_for, unit=unit, gpus=gpus,
-        throughput=e.throughput, flags=unit.argv if unit else (), notes=notes(e),
-        endpoint=describe_probe(e.current_probe()), attribution=e.attribution(),
+        deployment=e.deployment, host=e.host_name, phase=phase, invocation=s.invocation,
+        timeline=s.timeline, failure=named(s.failure, e.deployment), stalled_for=s.stalled_for, unit=unit,
+        gpus=gpus, throughput=e.throughput, flags=unit.argv if unit else (), notes=notes(e, s),
+        endpoint=describe_probe(current_probe(e.last_probe, s)), attribution=e.attribution,
         latest_line=(latest := latest_progress(s.blocks.tail)), release_seen=s.release,
-        eta=e.history.eta(e.name, s, latest, clock),
-        release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None)
+        eta=e.eta(s, latest, clock),
+        release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None,
+        gpu_history=e.gpu_history, tps_history=e.tps_history, collector_errors=dict(e.collector_errors))

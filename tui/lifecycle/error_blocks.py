@@ -24,9 +24,10 @@ SHOWN_TAIL = 20
 NEAR = 3
 
 
-def opens_block(c: CleanLine, preset: Preset) -> bool:
-    """An error line, or one of the preset's fatal wordings (which a server may log at INFO)."""
-    return is_error_line(c) or bool(preset.fatal.search(c.text))
+def opens_block(c: CleanLine, preset: Preset, fatal: bool | None = None) -> bool:
+    """An error line, or one of the preset's fatal wordings (which a server may log at INFO); `fatal`: whether it is
+    one, when the caller has searched already."""
+    return is_error_line(c) or (fatal if fatal is not None else bool(preset.fatal.search(c.text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +56,9 @@ class ErrorBlocks:
         return ErrorBlocks(self.line_no + n, self.block, self.last_block, self.last_block_end,
                            (*self.tail, *shown)[-TAIL:])
 
-    def in_block(self, c: CleanLine, preset: Preset) -> bool:
-        """Whether a (counted, non-blank) line belongs to an error block."""
-        return opens_block(c, preset) or (bool(self.block) and continues_block(c))
+    def in_block(self, c: CleanLine, preset: Preset, fatal: bool | None = None) -> bool:
+        """Whether a (counted, non-blank) line belongs to an error block (`fatal`: as for `opens_block`)."""
+        return opens_block(c, preset, fatal) or (bool(self.block) and continues_block(c))
 
     def grouped(self, shown: str, in_block: bool) -> ErrorBlocks:
         """The counted line added to the open block, or, when it is none of a block's, the open block finished."""

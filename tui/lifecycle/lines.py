@@ -8,10 +8,11 @@ applied in the order they nest; nothing here can fail on arbitrary input (a hypo
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from enum import StrEnum
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 # What a server's text may not bring to a terminal (`terminal_safe`, the one rule; `sanitize` for a log line).
 # Stripped, not shown escaped, so that escape codes can neither act on the user's terminal (VTE and xterm.js act on
@@ -135,6 +136,58 @@ def is_warning_line(c: CleanLine) -> bool:
     """A line the errors view shows although it is no error line: logged at WARNING, or naming trouble in words
     (`failed`, `died`, `out of memory`). The reducer ignores these: a warning is no part of a failure's excerpt."""
     return c.level == "WARNING" or any(w in c.text for w in TROUBLE_WORDS)
+
+
+class LineKind(StrEnum):
+    """What a log line is to the errors view, decided once, by the engine, with the preset's fatal wordings: the
+    console only shows it. A block opened by an error or a warning line goes on over the lines that continue it."""
+
+    #: an error line (`is_error_line`), or one of the preset's fatal wordings, at whatever level it is logged
+    ERROR = "error"
+    #: a warning (`is_warning_line`): shown, though no part of a failure's excerpt
+    WARNING = "warning"
+    #: a line carrying on the block above it: a traceback's frames, a multi-line message
+    CONTINUATION = "continuation"
+    #: every other line: shown among all lines only
+    PLAIN = "plain"
+
+
+class Wordings(Protocol):
+    """A preset's list of wordings (its `fatal`): searched like a compiled regex."""
+
+    def search(self, text: str) -> object: ...
+
+
+def line_kind(raw: str, c: CleanLine, after: LineKind, fatal: bool = False) -> LineKind:
+    """The one classification of a line for the errors view: `raw` as read, `c` cleaned, `after` the kind of the
+    line before it, `fatal` whether it is one of the preset's fatal wordings (the reducer has searched for them
+    already: reducer.py's `reduce_classified`). Outside a block, a line without a trouble word in its raw text (the
+    level words among them) is plain: a traceback's shape alone (an indented line, a `File "..."` frame) is shown
+    only in a block that an error or a warning opened."""
+    if fatal:
+        return LineKind.ERROR
+    if after is LineKind.PLAIN and not any(w in raw for w in TROUBLE_WORDS):
+        return LineKind.PLAIN
+    if is_error_line(c):
+        return LineKind.ERROR
+    if is_warning_line(c):
+        return LineKind.WARNING
+    if after is not LineKind.PLAIN and continues_block(c):
+        return LineKind.CONTINUATION
+    return LineKind.PLAIN
+
+
+def line_kinds(texts: Iterable[str], fatal: Wordings | None = None,
+               after: LineKind = LineKind.PLAIN) -> tuple[LineKind, ...]:
+    """The kinds of lines read in a row, `fatal` the preset's fatal wordings. The engine classifies lines as its
+    reducer reads them (reducer.py's `reduce_classified`: each line cleaned and searched once); this is for lines
+    no reducer reads (a test's)."""
+    kinds = []
+    for text in texts:
+        c = clean(text)
+        after = line_kind(text, c, after, fatal is not None and bool(fatal.search(c.text)))
+        kinds.append(after)
+    return tuple(kinds)
 
 
 #: an HTTP access line (uvicorn's, a proxy's): a request answered, not the server saying how far it has got

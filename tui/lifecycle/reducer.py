@@ -36,7 +36,7 @@ from tui.lifecycle.failures import (
     terminated,
 )
 from tui.lifecycle.flags import current_values
-from tui.lifecycle.lines import CleanLine, clean
+from tui.lifecycle.lines import CleanLine, LineKind, clean, line_kind
 from tui.lifecycle.presets import Preset
 from tui.lifecycle.server_version import release_in_line, release_version
 from tui.lifecycle.state import (
@@ -196,18 +196,18 @@ def _starts_a_run(text: str, preset: Preset) -> bool:
     return any(m.phase == Phase.STARTING and m.pattern.search(text) for m in preset.markers)
 
 
-def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset) -> bool:
+def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset, fatal: bool | None = None) -> bool:
     """A line whose only effect on the state is to count as progress: the bulk of a serving server's output.
     Mirrors `_on_line` (every branch that can change more than the line count, the tail, last_progress and now
-    is excluded here)."""
+    is excluded here). `fatal`: whether the line is one of the preset's fatal wordings, when already searched."""
     if _is_another_run(s, ev) or s.phase in _ENDED or s.blocks.block:
         return False
-    return _says_nothing_new(s, c, preset)
+    return _says_nothing_new(s, c, preset, fatal)
 
 
-def _says_nothing_new(s: LifecycleState, c: CleanLine, preset: Preset) -> bool:
+def _says_nothing_new(s: LifecycleState, c: CleanLine, preset: Preset, fatal: bool | None) -> bool:
     t = c.text
-    if not t.strip() or s.blocks.in_block(c, preset):
+    if not t.strip() or s.blocks.in_block(c, preset, fatal):
         return False
     if preset.stopping is not None and preset.stopping.search(t):
         return False
@@ -435,11 +435,30 @@ def reduce_lines(s: LifecycleState, lines: Iterable[LogLine], preset: Preset) ->
     """Fold many log lines: the same state as `reduce` applied line by line (a property test checks), but a run
     of quiet lines costs one state copy instead of two per line; a burst of 20,000 lines/s must fit in the
     event loop next to the screen and the keys."""
+    return _fold(s, lines, preset, None, LineKind.PLAIN)
+
+
+def reduce_classified(s: LifecycleState, lines: Iterable[LogLine], preset: Preset,
+                      after: LineKind = LineKind.PLAIN) -> tuple[LifecycleState, tuple[LineKind, ...]]:
+    """`reduce_lines`, and each line's kind for the errors view (lines.py's `line_kind`, with the preset's fatal
+    wordings; `after`: the kind of the line before these): what the engine sends with the lines, so a line is
+    cleaned once and classified once, by the rules that decide the failure."""
+    kinds: list[LineKind] = []
+    return _fold(s, lines, preset, kinds, after), tuple(kinds)
+
+
+def _fold(s: LifecycleState, lines: Iterable[LogLine], preset: Preset, kinds: list[LineKind] | None,
+          after: LineKind) -> LifecycleState:
     n, last_at, now = 0, s.last_progress, s.now
     tail: deque[str] = deque(maxlen=TAIL)
     for ev in lines:
         c = clean(ev.text)
-        if _quiet(s, ev, c, preset):
+        fatal = None
+        if kinds is not None:  # the fatal wordings searched once, for the kind and for the reduction
+            fatal = bool(preset.fatal.search(c.text))
+            after = line_kind(ev.text, c, after, fatal)
+            kinds.append(after)
+        if _quiet(s, ev, c, preset, fatal):
             n, last_at, now = n + 1, ev.at, max(now, ev.at)
             tail.append(c.body)
             continue

@@ -23,6 +23,7 @@ from tui.serverfacts.refs import (
     dotted,
     iter_defs,
 )
+from tui.serverfacts.types import literal_values
 from tui.serverfacts.wheel import Package
 
 
@@ -267,6 +268,4 @@ class Resolver(Evaluator):
         return value
 
     def literal_values(self, node: ast.expr, scope: Scope) -> list[Any] | None:
-        from tui.serverfacts.types import literal_values  # types reads annotations through this resolver
-
         return literal_values(self, node, scope)

@@ -4,11 +4,26 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, Scope, ValueRef, dotted
-from tui.serverfacts.symbols import Resolver
+from tui.serverfacts.refs import UNRESOLVED, ClassRef, EnumMember, External, Scope, ValueRef, dotted
+
+
+class Lookups(Protocol):
+    """The name lookups an annotation is read through (symbols.py's `Resolver` has them). Declared here, not
+    imported: the resolver reads `Literal` values through this module, so each importing the other was a circle."""
+
+    def ref(self, node: ast.expr, scope: Scope) -> Any: ...
+
+    def eval(self, node: ast.expr | None, scope: Scope, call: Callable[..., Any] | None = None) -> Any: ...
+
+    def mro(self, cls: ClassRef, _seen: frozenset[int] = frozenset()) -> list[Any]: ...
+
+    def is_enum(self, cls: ClassRef) -> bool: ...
+
+    def enum_members(self, cls: ClassRef) -> list[EnumMember]: ...
 
 _SIMPLE = {
     "bool": "bool", "int": "int", "float": "float", "str": "str", "bytes": "str", "NoneType": "none",
@@ -40,7 +55,7 @@ def _short(ref: Any) -> str:
     return ""
 
 
-def unwrap_annotated(res: Resolver, node: ast.expr, scope: Scope) -> tuple[ast.expr, Scope, list[ast.expr]]:
+def unwrap_annotated(res: Lookups, node: ast.expr, scope: Scope) -> tuple[ast.expr, Scope, list[ast.expr]]:
     """The annotated type and its metadata expressions (`A[int, "help"]` -> int, ["help"]), following one alias."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
@@ -54,7 +69,7 @@ def unwrap_annotated(res: Resolver, node: ast.expr, scope: Scope) -> tuple[ast.e
     return node, scope, []
 
 
-def type_atoms(res: Resolver, node: ast.expr | None, scope: Scope, _depth: int = 0) -> tuple[TypeAtom, ...]:
+def type_atoms(res: Lookups, node: ast.expr | None, scope: Scope, _depth: int = 0) -> tuple[TypeAtom, ...]:
     if node is None or _depth > 25:
         return (TypeAtom("other", "?"),)
     d = _depth + 1
@@ -76,7 +91,7 @@ def type_atoms(res: Resolver, node: ast.expr | None, scope: Scope, _depth: int =
     return (TypeAtom("other", ast.unparse(node)[:40]),)
 
 
-def _named(res: Resolver, ref: Any, spelled: str, d: int) -> tuple[TypeAtom, ...]:
+def _named(res: Lookups, ref: Any, spelled: str, d: int) -> tuple[TypeAtom, ...]:
     if isinstance(ref, External):
         if ref.qualname in ("builtins.None", "types.NoneType"):
             return (TypeAtom("none"),)
@@ -112,7 +127,7 @@ def _named(res: Resolver, ref: Any, spelled: str, d: int) -> tuple[TypeAtom, ...
     return (TypeAtom("other", spelled or "?"),)
 
 
-def _subscript(res: Resolver, node: ast.Subscript, scope: Scope, d: int) -> tuple[TypeAtom, ...]:
+def _subscript(res: Lookups, node: ast.Subscript, scope: Scope, d: int) -> tuple[TypeAtom, ...]:
     base = res.ref(node.value, scope)
     name = _short(base)
     elts = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -159,7 +174,7 @@ def _dedupe(atoms: tuple[TypeAtom, ...]) -> tuple[TypeAtom, ...]:
     return tuple(out)
 
 
-def literal_values(res: Resolver, node: ast.expr, scope: Scope) -> list[Any] | None:
+def literal_values(res: Lookups, node: ast.expr, scope: Scope) -> list[Any] | None:
     """The values of a Literal (or a union of Literals) an expression names, or None."""
     atoms = type_atoms(res, node, scope)
     lits = [a for a in atoms if a.kind == "literal"]
@@ -168,7 +183,7 @@ def literal_values(res: Resolver, node: ast.expr, scope: Scope) -> list[Any] | N
     return [v for a in lits for v in a.values]
 
 
-def is_record_class(res: Resolver, cls: ClassRef) -> bool:
+def is_record_class(res: Lookups, cls: ClassRef) -> bool:
     """A dataclass, pydantic dataclass, vLLM `@config` class, msgspec Struct or pydantic model."""
     for c in res.mro(cls):
         if isinstance(c, External) and c.short in ("Struct", "BaseModel"):
