@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from tui.config import DeploymentConfig
 from tui.lifecycle.eta import estimate
 from tui.lifecycle.history import (
     ActionRecord,
@@ -40,10 +41,30 @@ from tui.lifecycle.history import (
 )
 from tui.lifecycle.reducer import LifecycleState
 from tui.lifecycle.state import STARTUP
-from tui.model import NoEta, Phase, PhaseEta
+from tui.model import Failure, GpuSnapshot, LockInfo, NoEta, Phase, PhaseEta
 
-if TYPE_CHECKING:
-    from .core import Engine
+from .gpus import GpuTracker
+
+
+class Watched(Protocol):
+    """What the recorder reads of the engine that watches the run: a narrow view, so this module imports no
+    engine (the engine calls it; nothing here calls back into it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def host_name(self) -> str: ...
+    @property
+    def dep(self) -> DeploymentConfig: ...
+    @property
+    def state(self) -> LifecycleState: ...
+    @property
+    def gpus(self) -> GpuSnapshot | None: ...
+    @property
+    def gpu(self) -> GpuTracker: ...
+    @property
+    def other_holder(self) -> LockInfo | None: ...
+    def named(self, failure: Failure | None) -> Failure | None: ...
 
 FILE = "history.json"
 LOCK = "history.lock"
@@ -139,14 +160,14 @@ class RunRecorder:
         self._steps: list[GpuStep] = []
         self._actions: list[ActionRecord] = []
 
-    def _gpu_step(self, e: Engine, step: str) -> GpuStep:
+    def _gpu_step(self, e: Watched, step: str) -> GpuStep:
         snap = e.gpus
         used = e.gpu.deployment_memory_mib(snap) if snap is not None else None
         att = e.gpu.attribution(running=e.state.unit is not None and e.state.unit.running)
         return GpuStep(self.clock(), step, used, att.current_mib if att else None,
                        att.previous_mib if att else None, att.other_mib if att else None)
 
-    def acted(self, e: Engine, action: str) -> None:
+    def acted(self, e: Watched, action: str) -> None:
         """The operator (or a restart) asked for `action`: its moment and the memory then, for the run it leads to
         (a stop belongs to what follows it as much as to what it ends)."""
         act = ActionRecord(self.clock(), who(), action)
@@ -155,7 +176,7 @@ class RunRecorder:
             self._actions.append(act)  # a stop of the run under way is its own action too
             self._changed(e)
 
-    def gpus_seen(self, e: Engine) -> None:
+    def gpus_seen(self, e: Watched) -> None:
         """A GPU sample: an action taken before the first one (a restart's stop, right after its engine started)
         gets the memory of the first one after it, who held what as near the step as was seen."""
         if self._lead_in and self._lead_in[-1][0].used_mib is None:
@@ -163,11 +184,11 @@ class RunRecorder:
             seen = self._gpu_step(e, step.step)
             self._lead_in[-1] = (replace(seen, at=step.at), act)
 
-    def changed(self, e: Engine) -> None:
+    def changed(self, e: Watched) -> None:
         """The phase picture changed: write the run's record."""
         self._changed(e)
 
-    def _changed(self, e: Engine) -> None:
+    def _changed(self, e: Watched) -> None:
         s = e.state
         if not s.invocation or not s.timeline or s.invocation_started is None:
             return
