@@ -271,9 +271,8 @@ def test_pids_are_host_pids(make: Callable[[str], Deployment]) -> None:
 def recreate(m: DockerManager, argv: list[str]) -> list[str]:
     """The manager's recreate of its (stopped) container with another command; what it told as it went."""
     told: list[str] = []
-    m.progress = lambda step, detail: told.append(detail)
     info = asyncio.run(m._container())
-    asyncio.run(m._recreate(info, argv))
+    asyncio.run(m._recreate(info, argv, lambda step, detail: told.append(detail)))
     return told
 
 

@@ -13,7 +13,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from tui.managers import LockInfo, ManagerError
+from tui.errors import PermanentError
+from tui.managers import LockInfo, LogHistory, ManagerError
 from tui.managers.lock_record import other_holder
 from tui.model import (
     FlagsKnown,
@@ -71,10 +72,9 @@ class UnitFollower:
         if seq < self._applied_seq and e.state.unit is not None:
             return e.state.unit
         self._applied_seq = seq
-        where = getattr(e.manager, "log_source", None)
-        if where is not None and unit.invocation:
+        if isinstance(e.manager, LogHistory) and unit.invocation:
             # the failure of a run with no recognised error line says where its whole log is
-            src = where(unit.invocation)
+            src = e.manager.log_source(unit.invocation)
             if src != e.state.log_source:
                 e.feed(LogSourceKnown(e.state.now, src))  # settings ride on the reducer's clock: `now` stays
         if (not unit.running and unit.active != "deactivating" and unit.invocation
@@ -107,10 +107,9 @@ class UnitFollower:
         """Read a run's log so far. For a run that has ended, its own ready line is the evidence it was ready (a
         generation can no longer be asked of it, and no older process can answer for it any more)."""
         e = self.engine
-        read_log = getattr(e.manager, "read_log", None)
-        if read_log is None:
+        if not isinstance(e.manager, LogHistory):
             return
-        lines: list[LogLine] = await read_log(invocation)
+        lines: list[LogLine] = await e.manager.read_log(invocation)
         probe = e.state.require_probe
         if ended:
             e.feed(ProbeRequired(e.state.now, False))
@@ -158,7 +157,7 @@ class UnitFollower:
                 await self.refresh_pids(unit)
                 await self.refresh_holder()
             except (TransportError, ManagerError, OSError) as err:
-                self.permanent_error = err if getattr(err, "permanent", False) else None
+                self.permanent_error = err if isinstance(err, PermanentError) else None
                 e.note_error("unit", str(err))
             with contextlib.suppress(TimeoutError):
                 ready_s = 2.0 if e.background else 1.0

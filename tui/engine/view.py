@@ -18,6 +18,7 @@ from tui.lifecycle.lines import latest_progress
 from tui.lifecycle.presets.facts import ReleaseMatch, resolve
 from tui.lifecycle.reducer import LifecycleState, reduce
 from tui.model import LogLine, Note, NoteSource, Phase, ProbeResult, Snapshot, Tick
+from tui.transport import link_status
 
 from .throughput import MetricsState
 
@@ -94,7 +95,7 @@ def notes(e: Engine) -> tuple[Note, ...]:
     mismatch = e.endpoint_mismatch()
     if mismatch:
         out.append(Note(NoteSource.PROBE, f"probe: {mismatch}"))
-    link = getattr(e.transport, "status", "connected")
+    link = link_status(e.transport)
     if link != "connected" and not e.host.is_local:
         out.append(Note(NoteSource.LINK, f"ssh {e.host.ssh}: {link}"))
     out += [Note(NoteSource(k), f"{k}: {v}") for k, v in e.collector_errors.items()]

@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentError, Report, unreported
 from tui.managers.container_state import command_of, engine_error, entrypoint_of, invocation_of
 from tui.managers.docker import DockerManager
 from tui.model import UnitState
@@ -244,7 +244,7 @@ class ComposeManager(DockerManager):
 
     # ------------------------------------------------------------------ start / stop
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         info = await self.inspect()
         if info is not None and (info.get("State") or {}).get("Running"):
             raise ManagerError(f"{self.target} is already running; stop it first")
@@ -253,7 +253,7 @@ class ComposeManager(DockerManager):
         await self._compose(["up", "-d", "--no-deps", self.service])
         self._info = None
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         info = await self.inspect()
         if info is None or not (info.get("State") or {}).get("Running"):
             return

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
@@ -106,6 +106,7 @@ def describe_command(command: Sequence[str]) -> str:
 class ProcessManager:
     kind = "process"
     can_control = True
+    sees_run = True
 
     def __init__(self, transport: Transport, run_dir: str, command: Sequence[str], env: dict[str, str],
                  *, stop_timeout: float = 60.0, python: str | None = None, log_max_bytes: int = LOG_MAX_BYTES) -> None:
@@ -189,7 +190,7 @@ class ProcessManager:
                          invocation=inv, exit_status=status, started_at=started, exited_at=rec.get("exited_at"),
                          argv=argv)
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         cur = await self.state()
         if cur.active in ("active", "activating", "deactivating"):
             raise ManagerError(f"already running (pid {cur.main_pid}); stop it first")
@@ -222,7 +223,7 @@ class ProcessManager:
                 return line.text.removeprefix("bringup: ")
         return f"cannot start {argv[0] if argv else '?'!r} (exit status {rec.get('exit_status')})"
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         rec = await self._read_json("current.json")
         cur = await self.state()
         if cur.active not in ("active", "activating", "deactivating") or not isinstance(rec, dict):
@@ -328,7 +329,7 @@ class ProcessManager:
             return saved
         return list(self.command)
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         await self.save_argv("previous", await self.read_argv())
         await self._write("argv.json", json.dumps(list(argv)).encode())
 

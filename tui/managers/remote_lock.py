@@ -28,6 +28,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from tui.errors import PermanentError as Permanent
 from tui.managers import LockHeld, LockInfo, ManagerError, PermanentError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
 from tui.transport import Transport, TransportError
@@ -160,7 +161,7 @@ class RemoteLock:
         except (TimeoutError, TransportError) as e:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
-            if getattr(e, "permanent", False):
+            if isinstance(e, Permanent):
                 raise
             raise ManagerError(f"could not take the lock on {self.transport.name}: {e}") from None
         if first != "locked":

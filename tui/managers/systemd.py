@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tui.lifecycle.journal import parse_entry
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentError, Report, unreported
 from tui.managers.exec_line import ExecLineError, parse, quote, rewrite, unit_exec, values
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
@@ -87,6 +87,7 @@ def exec_start_from_cat(text: str) -> list[str]:
 class SystemdManager:
     kind = "systemd"
     can_control = True
+    sees_run = True
 
     def __init__(self, transport: Transport, unit: str, *, sudo: bool = False, stop_timeout: float = 120.0) -> None:
         if not _UNIT_NAME.match(unit):
@@ -150,10 +151,10 @@ class SystemdManager:
             self._argv = (invocation, await self.read_argv())
         return self._argv[1]
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         await self._run(["systemctl", "start", "--no-block", self.unit], priv=True)
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         await self._run(["systemctl", "stop", self.unit], timeout=self.stop_timeout + 10, priv=True)
 
     async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
@@ -225,7 +226,7 @@ class SystemdManager:
         a `mktemp` in its own directory, 0644 once complete, renamed into place (removed if anything fails)."""
         await self._run(["sh", "-c", _WRITE, "bringup-write", path, str(len(data))], priv=True, input=data)
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         if not argv:
             raise ManagerError("refusing to write an empty ExecStart")
         dest = f"{self.dropin_dir}/{DROPIN}"

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from tui.errors import PermanentError
 from tui.lifecycle.flags import diff
-from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
+from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, Report
 from tui.model import Failure, Outcome, Phase, Step, UnitState
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
@@ -126,11 +127,10 @@ async def _started_after(engine: EngineView, ours: UnitState) -> UnitState | Non
         await engine.wait_changed(0.25)
 
 
-def _per_node(mgr: object, step: Callable[[Step], None] | None) -> None:
-    """A manager of several nodes reports each node's part of a step (`gpu-b: stopped in 1.2 s`), a container
-    manager its pulls and what a recreate cannot carry; None: the transaction is over, nothing more to report."""
-    if hasattr(mgr, "progress"):
-        mgr.progress = None if step is None else (lambda name, detail: step(Step(name, "running", detail)))
+def _reporting(step: Callable[[Step], None]) -> Report:
+    """What a manager tells during a step, as a line of that step: a manager of several nodes each node's part
+    (`gpu-b: stopped in 1.2 s`), a container manager its pulls and what a recreate cannot carry."""
+    return lambda name, detail: step(Step(name, "running", detail))
 
 
 def _guard(engine: EngineView, lock: AsyncLock, step: Callable[[Step], None], progress: Progress,
@@ -178,12 +178,10 @@ async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Calla
     async def locked(lock: AsyncLock, info: LockInfo, prefix: str = "") -> Outcome:
         guard = _guard(engine, lock, step, progress, info)
         guard.note_prefix = prefix
-        _per_node(mgr, guard.noting(step))  # from the flags on: each node's part of every step
         try:
             return await _locked_run(engine, new_argv, step, guard, steps, wait_ready=wait_ready,
                                      stop_first=stop_first, rollback=rollback, expect_argv=expect_argv)
         finally:
-            _per_node(mgr, None)
             await guard.done()
             if held is not None:
                 held.info = guard.info
@@ -214,7 +212,7 @@ async def run(engine: EngineView, new_argv: Sequence[str] | None, on_step: Calla
     except (ManagerError, TransportError) as e:
         step(Step("error", "failed", str(e)))
         return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       invocation=progress.started, refused=bool(getattr(e, "permanent", False)))
+                       invocation=progress.started, refused=isinstance(e, PermanentError))
     except asyncio.CancelledError:
         step(Step("interrupted", "failed", progress.left_in()))
         raise
@@ -251,6 +249,7 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
                        guard: LockGuard, *, wait_ready: bool, stop_first: bool) -> Outcome:
     """flags, stop, release, start, follow: every step on a lock proven still ours."""
     mgr = engine.manager
+    report = _reporting(step)
     progress = guard.progress
     progress.started, progress.ready = "", False
     old_argv = await mgr.read_argv()
@@ -261,7 +260,7 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
     changes = diff(old_argv, argv, engine.flag_specs)
     if changes:
         await guard.check()
-        await guard.act("flags", lambda: mgr.write_argv(argv), also_argv=[argv])
+        await guard.act("flags", lambda: mgr.write_argv(argv, report), also_argv=[argv])
         progress.flags = "; ".join(changes)
         step(Step("flags", "done", "flags written: " + progress.flags))
     else:
@@ -276,7 +275,7 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
         t0 = time.monotonic()
         progress.asked = "stop"
         async with stop_progress(engine, pids, step):
-            await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
+            await guard.act("stop", lambda: mgr.stop(report), also_runs=[(old_inv, False)])
         progress.stopped = True
         guard.saw(await engine.poll_unit())
         step(Step("stop", "done", f"stopped in {time.monotonic() - t0:.1f} s"))
@@ -301,7 +300,7 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
             return  # an attempt lost with the link went through
         asked = True
         progress.asked = "start"
-        await mgr.start(argv)
+        await mgr.start(argv, report)
     try:
         await guard.act("start", start, also_runs=[(old_inv, False)], also_new_run=True)
     except ManagerError as e:  # the manager says no process began (a command that cannot be run): never "started"
@@ -310,7 +309,7 @@ async def _transaction(engine: EngineView, new_argv: Sequence[str] | None, step:
         progress.asked = ""  # answered: nothing is under way
         step(Step("start", "failed", str(e)))
         return Outcome(False, engine.state.phase, f"not started: {e}; left: {progress.left_in()}",
-                       refused=bool(getattr(e, "permanent", False)))
+                       refused=isinstance(e, PermanentError))
     ours = await _new_invocation(engine, old_inv)
     progress.started = ours.invocation
     guard.saw(ours)
@@ -360,7 +359,6 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
             try:
                 return await _locked_stop(engine, guard.noting(step), guard, steps)
             finally:
-                _per_node(engine.manager, None)
                 await guard.done()
     except LockHeld as e:
         step(Step("lock", "failed", str(e)))
@@ -374,7 +372,7 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
     except (ManagerError, TransportError) as e:
         step(Step("error", "failed", str(e)))
         return Outcome(False, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
-                       refused=bool(getattr(e, "permanent", False)))
+                       refused=isinstance(e, PermanentError))
     except asyncio.CancelledError:
         step(Step("interrupted", "failed", progress.left_in()))
         raise
@@ -387,7 +385,6 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     unit = await engine.poll_unit()
     guard.saw(unit)
     # a stop already under way (deactivating: by hand, or one interrupted) is waited for like ours
-    _per_node(engine.manager, step)
     if not unit.running and not unit.lingering and unit.active != "deactivating":
         step(Step("stop", "skipped", "was not running"))
         return Outcome(True, Phase.STOPPED, "not running", steps=tuple(steps))
@@ -397,7 +394,7 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     t0 = time.monotonic()
     progress.asked = "stop"
     async with stop_progress(engine, pids, step):
-        await guard.act("stop", engine.manager.stop, also_runs=[(unit.invocation, False)])
+        await guard.act("stop", lambda: engine.manager.stop(_reporting(step)), also_runs=[(unit.invocation, False)])
     progress.stopped = True
     took = time.monotonic() - t0
     guard.saw(await engine.poll_unit())
