@@ -19,7 +19,7 @@ import pytest
 
 from tests.config_toml import ConfigFile
 from tests.test_remote import ROOT, SCRIPT, bringup, ssh_config, texec  # noqa: F401 - fixtures
-from tui.config import DeploymentConfig, FlagConfig, HostConfig
+from tui.config import FlagConfig, HostConfig, SystemdDeployment
 from tui.managers import ManagerError, PermanentError
 from tui.managers.systemd import SystemdManager
 from tui.transport.ssh import SshTransport
@@ -164,7 +164,7 @@ def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(units:
     cfg = ConfigFile(
         state_dir=tmp_path / "state",
         hosts={"testhost": HostConfig(ssh="testhost", ssh_config=str(ssh_config), gpu_source="none")},
-        deployments={"bx": DeploymentConfig(host="testhost", manager="systemd", unit="bx-env.service",
+        deployments={"bx": SystemdDeployment(host="testhost", manager="systemd", unit="bx-env.service",
                                             endpoint="http://127.0.0.1:9", stop_timeout_s=20,
                                             extra_flags=[FlagConfig(name="bx-flag", kind="int"),
                                                          FlagConfig(name="model-path", kind="str")])},

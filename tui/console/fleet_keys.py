@@ -40,9 +40,7 @@ class FleetKeys(LogKeys):
         raise NotImplementedError
 
     def action_pick(self) -> None:
-        from tui.managers.process import describe_command
-
-        names = [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ {d.host_label}")
+        names = [(n, f"{d.manager} {d.what_runs} @ {d.host_label}")
                  for n, d in self.settings.deployments.items()]
         if len(names) <= 1:
             self.notify("only one deployment is configured")

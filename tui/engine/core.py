@@ -86,7 +86,7 @@ class Engine(StreamReadouts):
         self.release_query = ReleaseQuery()
         self.probe_poke = asyncio.Event()
         self.dep = dep
-        self.state: LifecycleState = initial(logs_available=dep.manager != "none",
+        self.state: LifecycleState = initial(logs_available=self.manager.sees_run,
                                              stall_after=dep.stall_after_s or settings.probe.stall_after_s)
         self.collector_errors: dict[str, str] = {}
         self.last_probe: ProbeResult | None = None

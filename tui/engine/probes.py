@@ -45,7 +45,7 @@ async def probe_loop(engine: Engine) -> None:
     while True:
         engine.tput.probes = engine.prober.generated  # the prober is replaced when a port forward opens
         s = engine.state
-        unit_running = s.unit is None or s.unit.running or engine.dep.manager == "none"
+        unit_running = s.unit is None or s.unit.running or not engine.manager.sees_run
         if engine.paused or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
             await asyncio.sleep(interval)
             continue

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.lifecycle.flags import describe_command as describe_command  # its old home: kept importable here
 from tui.managers import ManagerError, PermanentError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private
@@ -89,18 +90,6 @@ def parse_log_line(raw: str, invocation: str) -> LogLine | None:
     except ValueError:
         return None
     return LogLine(at=at, text=text if sep else "", invocation=invocation)
-
-
-def describe_command(command: Sequence[str]) -> str:
-    """The program, and for `python -m module` the module: "python3" alone says nothing of what runs."""
-    if not command:
-        return "?"
-    name = Path(command[0]).name
-    if name.startswith("python") and "-m" in command[1:4]:
-        i = command.index("-m", 1)
-        if i + 1 < len(command):
-            return f"{name} -m {command[i + 1]}"
-    return name
 
 
 class ProcessManager:
