@@ -21,8 +21,7 @@ from tui.config import ConfigError, HostConfig, Settings, load, parse_deployment
 from tui.deployments import MANAGERS, Deployment, DeploymentConfig
 from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
-from tui.managers import LockHeld, LogHistory, Manager, ManagerError, Report, unreported
-from tui.managers import PermanentError as ManagerPermanent
+from tui.managers import LockHeld, LogHistory, Manager, ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.compose import ComposeManager
 from tui.managers.docker import DockerManager
 from tui.managers.multinode import MultiNodeManager, Node, _named
@@ -123,17 +122,17 @@ def test_nodes_of_each_variant_take_their_own_keys() -> None:
 
 def test_permanent_errors_are_one_type() -> None:
     assert issubclass(PermanentTransportError, TransportError) and issubclass(PermanentTransportError, PermanentError)
-    assert issubclass(ManagerPermanent, ManagerError) and issubclass(ManagerPermanent, PermanentError)
+    assert issubclass(PermanentManagerError, ManagerError) and issubclass(PermanentManagerError, PermanentError)
     for transient in (TransportError("refused", kind="refused"), ManagerError("busy"), LockHeld("held")):
         assert not isinstance(transient, PermanentError)
         assert _read_error_code(transient) == ExitCode.FAILED
     for permanent in (PermanentTransportError("host key changed", kind="host-key-changed"),
-                      ManagerPermanent("unit x not found")):
+                      PermanentManagerError("unit x not found")):
         assert _read_error_code(permanent) == ExitCode.USAGE
 
 
 def test_a_node_named_error_keeps_its_permanence() -> None:
-    for e in (PermanentTransportError("auth", kind="auth"), ManagerPermanent("no unit"), TransportError("reset"),
+    for e in (PermanentTransportError("auth", kind="auth"), PermanentManagerError("no unit"), TransportError("reset"),
               ManagerError("busy")):
         named = _named("gpu-b", e)
         assert str(named).startswith("gpu-b: ") or str(named).startswith("node gpu-b: ")

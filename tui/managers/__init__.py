@@ -1,7 +1,9 @@
 """Service managers: how a deployment's server is started, stopped, observed and configured.
 
 `systemd` (a unit on a host), `process` (a command bringup supervises itself; the demo and hosts without
-systemd) and `none` (observe only). The engine and the restart protocol only see this interface.
+systemd), `docker`, `compose` and `none` (observe only), each built from its config variant through
+registry.py. The engine and the restart protocol only see this interface, and what a manager can do beyond it is
+declared (`can_control`, `sees_run`, `LogHistory`), never looked up by name.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class LockHeld(ManagerError):
         self.holder = holder
 
 
-class PermanentError(ManagerError, Permanent):
+class PermanentManagerError(ManagerError, Permanent):
     """Waiting will not fix it (the unit does not exist, sudo is refused): a command says so and exits at once."""
 
 

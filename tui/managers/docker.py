@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tui.managers import AsyncLock, ManagerError, PermanentError, Report, unreported
+from tui.managers import AsyncLock, ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.container_create import create_options, env_to_file, split_command, unsupported
 from tui.managers.container_state import (
     command_of,
@@ -68,7 +68,7 @@ class DockerManager:
                  image: str = "", run_args: Sequence[str] = (), command: Sequence[str] = (),
                  stop_timeout: float = 120.0) -> None:
         if not NAME.match(container):
-            raise PermanentError(f"not a container name: {container!r} (letters, digits, _ . -)")
+            raise PermanentManagerError(f"not a container name: {container!r} (letters, digits, _ . -)")
         self.transport = transport
         self.container = container
         self.state_dir = state_dir.rstrip("/")
@@ -104,7 +104,7 @@ class DockerManager:
         if res.rc != 0:
             err = engine_error(self.engine, self.transport.name, "inspect", res.error_text, res.rc,
                                name=self.container)
-            if isinstance(err, PermanentError) and "not found" in str(err):
+            if isinstance(err, PermanentManagerError) and "not found" in str(err):
                 self._info = None
                 return None
             raise err
@@ -118,8 +118,9 @@ class DockerManager:
     async def _container(self) -> dict[str, Any]:
         info = await self.inspect()
         if info is None:
-            raise PermanentError(f"{self.transport.name}: container {self.container} not found (`{self.engine} ps "
-                                 "-a` lists what is there; set image and command to let bringup create it)")
+            raise PermanentManagerError(
+                f"{self.transport.name}: container {self.container} not found (`{self.engine} ps "
+                "-a` lists what is there; set image and command to let bringup create it)")
         return info
 
     # ------------------------------------------------------------------ bringup's records on the host
@@ -133,7 +134,7 @@ class DockerManager:
         if not self._dir_made:
             res = await self.transport.run(["mkdir", "-p", "-m", "700", self.state_dir], timeout=10)
             if res.rc != 0:
-                raise PermanentError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
+                raise PermanentManagerError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
             await self.transport.run(["chmod", "go-rwx", self.state_dir], timeout=10)  # not ours: left as it is
             self._dir_made = True
 
@@ -242,7 +243,7 @@ class DockerManager:
         own = str(info.get("Image") or "")
         try:
             icfg = await self._image_config(tag) if tag else {}
-        except PermanentError:
+        except PermanentManagerError:
             icfg = {}  # the tag is gone: the container's image is still there, by its ID
         if not own or _image_id(str(icfg.get("Id") or "")) == _image_id(own):
             return tag, icfg

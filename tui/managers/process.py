@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.lifecycle.flags import describe_command as describe_command  # its old home: kept importable here
-from tui.managers import ManagerError, PermanentError, Report, unreported
+from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
@@ -196,7 +196,7 @@ class ProcessManager:
             rec = await self._read_json("current.json")
             if isinstance(rec, dict) and rec.get("invocation") == inv:
                 if not int(rec.get("pid") or 0) and rec.get("exited_at") is not None:
-                    raise PermanentError(await self._start_error(rec, inv, argv))
+                    raise PermanentManagerError(await self._start_error(rec, inv, argv))
                 return
             await asyncio.sleep(0.05)
         raise ManagerError("the supervisor did not report the server's start within 5 s")
@@ -331,6 +331,6 @@ class ProcessManager:
 
     def lock(self, purpose: str, change: str = "") -> FileLock:
         if self.transport.name != "local":
-            raise PermanentError("the process manager runs servers on this machine only (host = 'local'): use "
-                                 "manager = 'systemd' for a remote host")
+            raise PermanentManagerError("the process manager runs servers on this machine only (host = 'local'): use "
+                                        "manager = 'systemd' for a remote host")
         return FileLock(self._p("restart.lock"), purpose, change)

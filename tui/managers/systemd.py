@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tui.lifecycle.journal import parse_entry
-from tui.managers import ManagerError, PermanentError, Report, unreported
+from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.exec_line import ExecLineError, parse, quote, rewrite, unit_exec, values
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
@@ -91,7 +91,7 @@ class SystemdManager:
 
     def __init__(self, transport: Transport, unit: str, *, sudo: bool = False, stop_timeout: float = 120.0) -> None:
         if not _UNIT_NAME.match(unit):
-            raise PermanentError(f"not a systemd service name: {unit!r} (expected NAME.service)")
+            raise PermanentManagerError(f"not a systemd service name: {unit!r} (expected NAME.service)")
         self.transport = transport
         self.unit = unit
         self.sudo = sudo
@@ -114,12 +114,13 @@ class SystemdManager:
         if res.rc != 0:
             err = res.error_text or res.text.strip()
             if "a password is required" in err or "sudo:" in err:
-                raise PermanentError(f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
-                                   f"root: set sudo = true for this host and allow passwordless sudo for it ({err})")
+                raise PermanentManagerError(
+                    f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
+                    f"root: set sudo = true for this host and allow passwordless sudo for it ({err})")
             if ("Access denied" in err or "Interactive authentication required" in err or "not permitted" in err
                     or "Permission denied" in err):
-                raise PermanentError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
-                                   "sudo = true for this host, or connect as a user allowed to manage the unit")
+                raise PermanentManagerError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
+                                          "sudo = true for this host, or connect as a user allowed to manage the unit")
             raise ManagerError(f"{self.transport.name}: `{' '.join(argv[:3])}` failed (exit {res.rc}): {err[:300]}")
         return res.text
 
@@ -131,8 +132,8 @@ class SystemdManager:
         p = parse_show(text)
         self._cgroup = p.get("ControlGroup", "")
         if p.get("LoadState") == "not-found":
-            raise PermanentError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
-                               f"'*sglang*'` lists what is there)")
+            raise PermanentManagerError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
+                                      f"'*sglang*'` lists what is there)")
         status = p.get("ExecMainStatus", "")
         exit_status = int(status) if status.lstrip("-").isdigit() else None
         code = p.get("ExecMainCode", "")
@@ -253,22 +254,24 @@ class SystemdManager:
 
     def _exec_start_for(self, cat: str, argv: list[str], dest: str) -> str | None:
         """The ExecStart= bringup's drop-in sets for `argv` (None: the unit's own, no drop-in), from the unit as
-        `systemctl cat` shows it; PermanentError, naming the construct, when it cannot be written exactly."""
+        `systemctl cat` shows it; PermanentManagerError, naming the construct, when it cannot be written exactly."""
         where = f"{self.unit} on {self.transport.name}"
         later = [f for f in unit_exec(cat).setters if f != dest and f.endswith(".conf")
                  and f.rsplit("/", 1)[-1] > DROPIN]
         if later:
-            raise PermanentError(f"{where}: ExecStart= is also set in {', '.join(later)}, which systemd reads after "
-                                 f"bringup's {DROPIN}: the flags bringup writes would not be run; move that "
-                                 "ExecStart= into the unit file, or into a drop-in that sorts before "
-                                 f"{DROPIN}")
+            raise PermanentManagerError(
+                f"{where}: ExecStart= is also set in {', '.join(later)}, which systemd reads after "
+                f"bringup's {DROPIN}: the flags bringup writes would not be run; move that "
+                "ExecStart= into the unit file, or into a drop-in that sorts before "
+                f"{DROPIN}")
         own = unit_exec(cat, without=dest)
         if not own.lines:
-            raise PermanentError(f"{where}: no ExecStart= outside bringup's drop-in: nothing to rewrite")
+            raise PermanentManagerError(f"{where}: no ExecStart= outside bringup's drop-in: nothing to rewrite")
         if len(own.lines) > 1:
-            raise PermanentError(f"{where}: {len(own.lines)} ExecStart= command lines in effect (Type=oneshot runs "
-                                 f"them one after the other, from {', '.join(sorted({x.source for x in own.lines}))})"
-                                 ": bringup rewrites a unit with one")
+            raise PermanentManagerError(
+                f"{where}: {len(own.lines)} ExecStart= command lines in effect (Type=oneshot runs "
+                f"them one after the other, from {', '.join(sorted({x.source for x in own.lines}))})"
+                ": bringup rewrites a unit with one")
         line = own.lines[0]
         try:
             line = parse(line.written, line.source)  # strict: what systemd would not read is said, not guessed
@@ -276,7 +279,7 @@ class SystemdManager:
                 return None
             return rewrite(line, argv, own.origins)
         except ExecLineError as e:
-            raise PermanentError(f"{where}: cannot rewrite its ExecStart= exactly: {e}") from None
+            raise PermanentManagerError(f"{where}: cannot rewrite its ExecStart= exactly: {e}") from None
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
         data = await self.transport.read_file(f"{self.dropin_dir}/bringup-{which}.json")
