@@ -148,7 +148,7 @@ def main() -> None:
                 gpus = f"{2 * j},{2 * j + 1}"
                 th(i, "exec", "sh", "-c", f"cat > /etc/systemd/system/{UNIT.format(j)}", inp=unit_text(port, gpus))
                 deps[f"dep-{i}-{j}"] = SystemdDeployment(host=f"host-{i}", manager="systemd", unit=UNIT.format(j),
-                                                        endpoint=f"http://127.0.0.1:{port}", gpus=[2 * j, 2 * j + 1])
+                                                         endpoint=f"http://127.0.0.1:{port}", gpus=[2 * j, 2 * j + 1])
             th(i, "exec", "sh", "-c", "rm -rf /var/lib/bringup-sim/holders; systemctl daemon-reload")
         cfg = ConfigFile(state_dir=d / "state", probe=ProbeConfig.model_validate({}), hosts=hosts,
                          deployments=deps).write(d / "config.toml")

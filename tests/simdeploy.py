@@ -61,8 +61,8 @@ def process_deployment(command: Sequence[str], port: int, **settings: Any) -> De
     """A `process` deployment of the simulated server on host `simhost` (see sim_host); `settings` are the other
     DeploymentConfig keys the test sets."""
     return ProcessDeployment(host="simhost", manager="process", command=list(command),
-                            endpoint=f"http://127.0.0.1:{port}", gpus=ALL_GPUS, release_tolerance_mib=512,
-                            **settings)
+                             endpoint=f"http://127.0.0.1:{port}", gpus=ALL_GPUS, release_tolerance_mib=512,
+                             **settings)
 
 
 def hosts_on_testhost(ssh_config: Path, *, tester: bool = False) -> dict[str, HostConfig]:
@@ -86,7 +86,7 @@ def sim_port_on_testhost() -> int:
 def systemd_deployment(port: int, host: str = "testhost", **settings: Any) -> DeploymentConfig:
     """The simulated server as the test host's systemd unit, listening on `port` (the host shares our network)."""
     return SystemdDeployment(host=host, manager="systemd", unit=UNIT, endpoint=f"http://127.0.0.1:{port}",
-                            **settings)
+                             **settings)
 
 
 def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1, sim_args: Sequence[str] = ()) -> Path:

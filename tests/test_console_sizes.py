@@ -44,7 +44,7 @@ def settings(tmp: Path) -> Settings:
     hosts = {h: HostConfig(gpu_source="none") for h in ("gpu-a", "gpu-b", "gpu-c")}
     command = [sys.executable, "-c", "pass"]
     deps = {r.name: parse_deployment({"host": r.host, "manager": "process", "command": command,
-                                                     "endpoint": f"http://127.0.0.1:{free_port()}"})
+                                      "endpoint": f"http://127.0.0.1:{free_port()}"})
             for r in ROWS}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 

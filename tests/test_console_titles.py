@@ -36,7 +36,7 @@ def settings(tmp: Path) -> Settings:
     hosts = {h: HostConfig(gpu_source="none") for h in set(HOSTS.values())}
     command = [sys.executable, "-c", "pass", "--tp-size", "8"]
     deps = {n: parse_deployment({"host": h, "manager": "process", "command": command,
-                                                "endpoint": f"http://127.0.0.1:{free_port()}"})
+                                 "endpoint": f"http://127.0.0.1:{free_port()}"})
             for n, h in HOSTS.items()}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 

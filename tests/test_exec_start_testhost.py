@@ -165,9 +165,9 @@ def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(units:
         state_dir=tmp_path / "state",
         hosts={"testhost": HostConfig(ssh="testhost", ssh_config=str(ssh_config), gpu_source="none")},
         deployments={"bx": SystemdDeployment(host="testhost", manager="systemd", unit="bx-env.service",
-                                            endpoint="http://127.0.0.1:9", stop_timeout_s=20,
-                                            extra_flags=[FlagConfig(name="bx-flag", kind="int"),
-                                                         FlagConfig(name="model-path", kind="str")])},
+                                             endpoint="http://127.0.0.1:9", stop_timeout_s=20,
+                                             extra_flags=[FlagConfig(name="bx-flag", kind="int"),
+                                                          FlagConfig(name="model-path", kind="str")])},
     ).write(tmp_path / "bringup.toml")
     host("systemctl", "start", "bx-env.service")
     before = argv_of("bx-env.service")

@@ -85,7 +85,7 @@ def fleet_settings(tmp: Path, names: dict[str, str]) -> Settings:
     hosts = {h: HostConfig(gpu_source="none") for h in set(names.values())}
     command = [sys.executable, "-c", "pass"]
     deps = {n: parse_deployment({"host": h, "manager": "process", "command": command,
-                                                "endpoint": f"http://127.0.0.1:{free_port()}"})
+                                 "endpoint": f"http://127.0.0.1:{free_port()}"})
             for n, h in names.items()}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 
@@ -343,7 +343,7 @@ def real_fleet_config(tmp: Path) -> Path:
     ssh_config = tmp / "ssh_config"
     ssh_config.write_text(f"Host downhost\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
     deps["far"] = parse_deployment({"host": "down", "manager": "systemd", "unit": "sglang.service",
-                                                   "endpoint": f"http://127.0.0.1:{free_port()}"})
+                                    "endpoint": f"http://127.0.0.1:{free_port()}"})
     hosts = {"simhost": sim_host(tmp / "simgpu"), "down": HostConfig(ssh="downhost", ssh_config=str(ssh_config))}
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
                       deployments=deps).write(tmp / "config.toml")

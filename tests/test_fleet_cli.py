@@ -38,7 +38,7 @@ def two_on_one_box(tmp: Path) -> Path:
     ssh_config = tmp / "ssh_config"
     ssh_config.write_text(f"Host downhost\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
     deps["far"] = parse_deployment({"host": "down", "manager": "systemd", "unit": "sglang.service",
-                                                   "endpoint": f"http://127.0.0.1:{free_port()}"})
+                                    "endpoint": f"http://127.0.0.1:{free_port()}"})
     hosts = {"simhost": sim_host(tmp / "simgpu"), "down": HostConfig(ssh="downhost", ssh_config=str(ssh_config))}
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
                       deployments=deps).write(tmp / "config.toml")

@@ -108,7 +108,7 @@ def settings(tmp: Path) -> Settings:
     command = [sys.executable, "-c", "pass"]
     layout = {"sim-c": ("gpu-a", [0, 1]), "sim-d": ("gpu-a", [2, 3]), "sim-x": ("gpu-b", [2, 3])}
     deps = {n: parse_deployment({"host": h, "manager": "process", "command": command, "gpus": g,
-                                                "endpoint": f"http://127.0.0.1:{free_port()}"})
+                                 "endpoint": f"http://127.0.0.1:{free_port()}"})
             for n, (h, g) in layout.items()}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 

@@ -158,11 +158,11 @@ def two_nodes(tmp: Path, *, worker: tuple[str, ...] = (), head: tuple[str, ...] 
         if "--sim-gpus" not in h.nvidia_smi:
             h.nvidia_smi += ["--sim-gpus", "4"]
     dep = ProcessDeployment(manager="process", endpoint=f"http://127.0.0.1:{port}", release_tolerance_mib=512,
-                           stop_timeout_s=20, release_timeout_s=60, nodes=[
-                               NodeConfig(host="node-a", gpus=[0, 1, 2, 3],
-                                          command=node_command(0, port, rdv, tmp / "gpu-a", *head)),
-                               NodeConfig(host="node-b", gpus=[0, 1, 2, 3],
-                                          command=node_command(1, port, rdv, tmp / "gpu-b", *worker))])
+                            stop_timeout_s=20, release_timeout_s=60, nodes=[
+                                NodeConfig(host="node-a", gpus=[0, 1, 2, 3],
+                                           command=node_command(0, port, rdv, tmp / "gpu-a", *head)),
+                                NodeConfig(host="node-b", gpus=[0, 1, 2, 3],
+                                           command=node_command(1, port, rdv, tmp / "gpu-b", *worker))])
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
                       deployments={"mn": dep}).write(tmp / "config.toml")
 

@@ -92,7 +92,7 @@ def test_status_of_a_run_with_a_large_log_is_bounded_in_memory_and_names_the_fai
     cmd = server(tmp_path, 100)
     cfg = ConfigFile(state_dir=state, hosts={"h": HostConfig(gpu_source="none")},
                      deployments={"d": ProcessDeployment(host="h", manager="process", command=cmd, log_max_mib=1024,
-                                                        endpoint=f"http://127.0.0.1:{free_port()}")}
+                                                         endpoint=f"http://127.0.0.1:{free_port()}")}
                      ).write(tmp_path / "bringup.toml")
 
     async def run_it() -> None:

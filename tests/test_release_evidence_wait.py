@@ -39,7 +39,7 @@ class FakeEngine:
     def __init__(self, readings: Callable[[int], GpuSnapshot | None], *, gpu_source: str = "nvidia-smi",
                  grace: float | None = None, gone_after: float = 0.0) -> None:
         self.dep = ProcessDeployment(host="h", manager="process", command=["server"], gpus=[0],
-                                    unverified_release_grace_s=grace)
+                                     unverified_release_grace_s=grace)
         self.settings = _Settings(HostConfig(gpu_source=gpu_source))  # type: ignore[arg-type]
         self.readings = readings
         self.polls = 0

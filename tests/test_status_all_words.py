@@ -43,7 +43,7 @@ CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception|Timeout)\b:")
 
 def container(name: str) -> DeploymentConfig:
     return parse_deployment({"host": "local", "manager": "docker", "container": f"bringup-{name}",
-                                            "endpoint": f"http://127.0.0.1:{free_port()}"})
+                             "endpoint": f"http://127.0.0.1:{free_port()}"})
 
 
 def config(tmp: Path, deps: dict[str, DeploymentConfig], name: str = "config.toml") -> Path:

@@ -1,4 +1,5 @@
-"""Configuration: pydantic-settings models, file discovery and one-line error messages.
+"""Configuration: the settings, file discovery and one-line error messages (a deployment's models are in
+deployments.py, the built-in demo's in demo_deployment.py; both kept importable from here).
 
 Sources, strongest first: command-line overrides, `BRINGUP_...` environment variables (nested with `__`, e.g.
 `BRINGUP_UI__REFRESH_HZ=4`), then the TOML file found by `discover()`. A deployment named `demo` (the embedded
