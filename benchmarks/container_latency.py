@@ -36,7 +36,7 @@ from _simbench import ROOT, free_port, machine, summary
 
 from tests.config_toml import ConfigFile
 from tests.simdeploy import ALL_GPUS, sim_host
-from tui.config import DeploymentConfig, ProbeConfig, load
+from tui.config import DockerDeployment, ProbeConfig, load
 from tui.engine import Engine
 from tui.managers.container_state import stamp_key
 from tui.model import Phase
@@ -57,7 +57,7 @@ class Deployment:
         cmd = ["python3", "-u", "-m", "tui.sim", "--host", "0.0.0.0", "--port", str(self.port), "--tp-size", "8",
                "--enable-metrics", "--sim-state-dir", "/simgpu", "--time-scale", str(time_scale),
                *(["--scenario", scenario] if scenario else [])]
-        d = DeploymentConfig(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
+        d = DockerDeployment(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
                              release_tolerance_mib=512, stop_timeout_s=20, engine=engine, manager="docker",
                              container=self.container, image=IMAGE, command=cmd,
                              run_args=["--pid", "host", *init, "-p", f"127.0.0.1:{self.port}:{self.port}",

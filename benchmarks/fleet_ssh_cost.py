@@ -34,7 +34,7 @@ from fleet_cost import start_all  # noqa: E402
 
 from tests.config_toml import ConfigFile  # noqa: E402
 from tests.ports import free_port  # noqa: E402
-from tui.config import DeploymentConfig, HostConfig, ProbeConfig, UIConfig  # noqa: E402
+from tui.config import HostConfig, ProbeConfig, SystemdDeployment, UIConfig  # noqa: E402
 
 SCRIPT = ROOT / ".ci" / "testhost.sh"
 OUT = ROOT / "benchmarks" / "results" / "fleet_ssh_cost.json"
@@ -147,8 +147,8 @@ def main() -> None:
                 port = free_port()
                 gpus = f"{2 * j},{2 * j + 1}"
                 th(i, "exec", "sh", "-c", f"cat > /etc/systemd/system/{UNIT.format(j)}", inp=unit_text(port, gpus))
-                deps[f"dep-{i}-{j}"] = DeploymentConfig(host=f"host-{i}", manager="systemd", unit=UNIT.format(j),
-                                                        endpoint=f"http://127.0.0.1:{port}", gpus=[2 * j, 2 * j + 1])
+                deps[f"dep-{i}-{j}"] = SystemdDeployment(host=f"host-{i}", manager="systemd", unit=UNIT.format(j),
+                                                         endpoint=f"http://127.0.0.1:{port}", gpus=[2 * j, 2 * j + 1])
             th(i, "exec", "sh", "-c", "rm -rf /var/lib/bringup-sim/holders; systemctl daemon-reload")
         cfg = ConfigFile(state_dir=d / "state", probe=ProbeConfig.model_validate({}), hosts=hosts,
                          deployments=deps).write(d / "config.toml")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
-from tui.config import DeploymentConfig, HostConfig, NodeConfig, ProbeConfig
+from tui.config import HostConfig, NodeConfig, ProbeConfig, SystemdDeployment
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / ".ci" / "testhost.sh"
@@ -71,9 +71,9 @@ def node_config(tmp: Path, *, worker: tuple[str, ...] = (), head: tuple[str, ...
         cfg = tmp / f"ssh-{name}"
         th(second, "ssh-config", str(cfg))
         hosts[name] = HostConfig(ssh="testhost", ssh_config=str(cfg))
-    dep = DeploymentConfig(manager="systemd", unit=UNIT, endpoint=f"http://127.0.0.1:{port}",
-                           release_tolerance_mib=512, release_timeout_s=120,
-                           nodes=[NodeConfig(host="node-a", gpus=[0, 1, 2, 3]),
-                                  NodeConfig(host="node-b", gpus=[0, 1, 2, 3])])
+    dep = SystemdDeployment(manager="systemd", unit=UNIT, endpoint=f"http://127.0.0.1:{port}",
+                            release_tolerance_mib=512, release_timeout_s=120,
+                            nodes=[NodeConfig(host="node-a", gpus=[0, 1, 2, 3]),
+                                   NodeConfig(host="node-b", gpus=[0, 1, 2, 3])])
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig(interval_s=0.3), hosts=hosts,
                       deployments={"mn": dep}).write(tmp / "bringup.toml")

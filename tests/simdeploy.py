@@ -13,7 +13,16 @@ from typing import Any
 
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
-from tui.config import DeploymentConfig, FlagConfig, HostConfig, ProbeConfig, Settings, load
+from tui.config import (
+    DeploymentConfig,
+    FlagConfig,
+    HostConfig,
+    ProbeConfig,
+    ProcessDeployment,
+    Settings,
+    SystemdDeployment,
+    load,
+)
 
 __all__ = [
     "ConfigFile",
@@ -51,9 +60,9 @@ def sim_host(sim_state: Path) -> HostConfig:
 def process_deployment(command: Sequence[str], port: int, **settings: Any) -> DeploymentConfig:
     """A `process` deployment of the simulated server on host `simhost` (see sim_host); `settings` are the other
     DeploymentConfig keys the test sets."""
-    return DeploymentConfig(host="simhost", manager="process", command=list(command),
-                            endpoint=f"http://127.0.0.1:{port}", gpus=ALL_GPUS, release_tolerance_mib=512,
-                            **settings)
+    return ProcessDeployment(host="simhost", manager="process", command=list(command),
+                             endpoint=f"http://127.0.0.1:{port}", gpus=ALL_GPUS, release_tolerance_mib=512,
+                             **settings)
 
 
 def hosts_on_testhost(ssh_config: Path, *, tester: bool = False) -> dict[str, HostConfig]:
@@ -76,8 +85,8 @@ def sim_port_on_testhost() -> int:
 
 def systemd_deployment(port: int, host: str = "testhost", **settings: Any) -> DeploymentConfig:
     """The simulated server as the test host's systemd unit, listening on `port` (the host shares our network)."""
-    return DeploymentConfig(host=host, manager="systemd", unit=UNIT, endpoint=f"http://127.0.0.1:{port}",
-                            **settings)
+    return SystemdDeployment(host=host, manager="systemd", unit=UNIT, endpoint=f"http://127.0.0.1:{port}",
+                             **settings)
 
 
 def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1, sim_args: Sequence[str] = ()) -> Path:

@@ -34,6 +34,7 @@ from tui.config import (
     discover,
     load,
 )
+from tui.deployments import MANAGERS
 from tui.lifecycle.flags import parse_changes, unknown_flag
 from tui.lifecycle.presets import FlagValueError, get_preset
 
@@ -231,8 +232,8 @@ def _bounds(model: type[BaseModel], name: str) -> list[Any]:
     return found
 
 
-MODELS: list[type[BaseModel]] = [HostConfig, FlagConfig, NodeConfig, DeploymentConfig, ProbeConfig, UIConfig,
-                                 Settings]
+MODELS: list[type[BaseModel]] = [HostConfig, FlagConfig, NodeConfig, DeploymentConfig, *MANAGERS.values(),
+                                 ProbeConfig, UIConfig, Settings]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)

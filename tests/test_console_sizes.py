@@ -16,7 +16,7 @@ from tests.config_toml import ConfigFile
 from tests.pilot_wait import until
 from tests.ports import free_port
 from tui.app import ControlConsoleApp
-from tui.config import DeploymentConfig, HostConfig, Settings, load
+from tui.config import HostConfig, Settings, load, parse_deployment
 from tui.console.overview import FLEET_SCREEN
 from tui.model import Phase
 from tui.screens.fleet import FleetScreen
@@ -43,8 +43,8 @@ ROWS = [
 def settings(tmp: Path) -> Settings:
     hosts = {h: HostConfig(gpu_source="none") for h in ("gpu-a", "gpu-b", "gpu-c")}
     command = [sys.executable, "-c", "pass"]
-    deps = {r.name: DeploymentConfig.model_validate({"host": r.host, "manager": "process", "command": command,
-                                                     "endpoint": f"http://127.0.0.1:{free_port()}"})
+    deps = {r.name: parse_deployment({"host": r.host, "manager": "process", "command": command,
+                                      "endpoint": f"http://127.0.0.1:{free_port()}"})
             for r in ROWS}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 

@@ -16,7 +16,7 @@ from tests.config_toml import ConfigFile
 from tests.pilot_wait import until
 from tests.ports import free_port
 from tui.app import ControlConsoleApp
-from tui.config import DeploymentConfig, HostConfig, Settings, load
+from tui.config import HostConfig, Settings, load, parse_deployment
 from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
 from tui.messages import RestartFinished
@@ -35,8 +35,8 @@ HOSTS = {"sim-c": "gpu-a", "sim-d": "gpu-b", "sim-e": "gpu-a"}
 def settings(tmp: Path) -> Settings:
     hosts = {h: HostConfig(gpu_source="none") for h in set(HOSTS.values())}
     command = [sys.executable, "-c", "pass", "--tp-size", "8"]
-    deps = {n: DeploymentConfig.model_validate({"host": h, "manager": "process", "command": command,
-                                                "endpoint": f"http://127.0.0.1:{free_port()}"})
+    deps = {n: parse_deployment({"host": h, "manager": "process", "command": command,
+                                 "endpoint": f"http://127.0.0.1:{free_port()}"})
             for n, h in HOSTS.items()}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 

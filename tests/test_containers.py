@@ -36,7 +36,7 @@ import pytest
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
 from tests.simdeploy import ALL_GPUS, sim_host
-from tui.config import DeploymentConfig, ProbeConfig
+from tui.config import ProbeConfig, parse_deployment
 from tui.managers.docker import DockerManager
 from tui.model import LogLine
 from tui.transport.local import LocalTransport
@@ -125,8 +125,8 @@ class Deployment:
         return ["--pid", "host", *init, "-p", f"127.0.0.1:{self.port}:{self.port}", "-v", f"{self.simgpu}:/simgpu"]
 
     def write(self, **dep: Any) -> None:
-        d = DeploymentConfig(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
-                             release_tolerance_mib=512, stop_timeout_s=20, engine=self.engine, **dep)
+        d = parse_deployment(dict(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
+                                   release_tolerance_mib=512, stop_timeout_s=20, engine=self.engine, **dep))
         ConfigFile(state_dir=self.tmp / "state", probe=ProbeConfig(interval_s=0.3),
                    hosts={"simhost": sim_host(self.simgpu)}, deployments={self.name: d}).write(self.config)
 
@@ -271,9 +271,8 @@ def test_pids_are_host_pids(make: Callable[[str], Deployment]) -> None:
 def recreate(m: DockerManager, argv: list[str]) -> list[str]:
     """The manager's recreate of its (stopped) container with another command; what it told as it went."""
     told: list[str] = []
-    m.progress = lambda step, detail: told.append(detail)
     info = asyncio.run(m._container())
-    asyncio.run(m._recreate(info, argv))
+    asyncio.run(m._recreate(info, argv, lambda step, detail: told.append(detail)))
     return told
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
-from tui.config import DeploymentConfig, HostConfig, ProbeConfig
+from tui.config import DockerDeployment, HostConfig, ProbeConfig
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def test_a_docker_deployment_over_ssh_comes_up_and_a_flag_change_recreates_it(tm
     ssh = tmp_path / "ssh_config"
     th("ssh-config", str(ssh))
     port, name = free_port(), f"bu-ssh-{uuid.uuid4().hex[:8]}"
-    dep = DeploymentConfig(host="far", manager="docker", container=name, image=IMAGE,
+    dep = DockerDeployment(host="far", manager="docker", container=name, image=IMAGE,
                            run_args=["--init", "-p", f"127.0.0.1:{port}:{port}"],
                            command=["python3", "-u", "-m", "tui.sim", "--host", "0.0.0.0", "--port", str(port),
                                     "--tp-size", "8", "--sim-state-dir", "/tmp/simgpu", "--time-scale", "0.1"],

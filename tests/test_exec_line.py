@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tui.managers import PermanentError
+from tui.managers import PermanentManagerError
 from tui.managers.exec_line import ExecLineError, Origins, assignments, parse, quote, read, rewrite, unit_exec, values
 from tui.managers.systemd import SystemdManager, exec_start_from_cat
 from tui.transport import CommandResult
@@ -237,14 +237,16 @@ async def test_the_manager_refuses_what_it_cannot_write_exactly() -> None:
     mgr = SystemdManager(host, "sglang@a.service")  # type: ignore[arg-type]
     before = await mgr.read_argv()
     i = before.index("--model-path")
-    with pytest.raises(PermanentError, match=r"sglang@a.service on fakehost: cannot rewrite its ExecStart= exactly: "
-                                             r"the value of --model-path is \$\{MODEL\}, set by Environment=MODEL="):
+    with pytest.raises(PermanentManagerError,
+                       match=r"sglang@a.service on fakehost: cannot rewrite its ExecStart= exactly: "
+                             r"the value of --model-path is \$\{MODEL\}, set by Environment=MODEL="):
         await mgr.write_argv(before[:i] + before[i + 2:] + ["--model-path", "/m"])
     host.files["/etc/systemd/system/sglang@a.service.d/override.conf"] = b"[Service]\nExecStart=\nExecStart=/bin/y\n"
-    with pytest.raises(PermanentError, match=r"ExecStart= is also set in .*override\.conf, which systemd reads after "
-                                             r"bringup.s 50-bringup\.conf"):
+    with pytest.raises(PermanentManagerError,
+                       match=r"ExecStart= is also set in .*override\.conf, which systemd reads after "
+                             r"bringup.s 50-bringup\.conf"):
         await mgr.write_argv(["/bin/y", "--x"])
     host = FakeHost({"/etc/systemd/system/o.service": "[Service]\nType=oneshot\nExecStart=/bin/a\nExecStart=/bin/b\n"})
-    with pytest.raises(PermanentError, match="2 ExecStart= command lines in effect"):
+    with pytest.raises(PermanentManagerError, match="2 ExecStart= command lines in effect"):
         await SystemdManager(host, "o.service").write_argv(["/bin/a", "--x"])  # type: ignore[arg-type]
     assert not [c for c in host.commands if "bringup-write" in c]  # nothing written

@@ -19,8 +19,8 @@ import pytest
 
 from tests.config_toml import ConfigFile
 from tests.test_remote import ROOT, SCRIPT, bringup, ssh_config, texec  # noqa: F401 - fixtures
-from tui.config import DeploymentConfig, FlagConfig, HostConfig
-from tui.managers import ManagerError, PermanentError
+from tui.config import FlagConfig, HostConfig, SystemdDeployment
+from tui.managers import ManagerError, PermanentManagerError
 from tui.managers.systemd import SystemdManager
 from tui.transport.ssh import SshTransport
 
@@ -128,14 +128,14 @@ async def test_a_change_to_a_variable_or_a_specifier_is_refused_naming_it(units:
     mgr = SystemdManager(transport, "bx-env.service")
     flags = await mgr.read_argv()
     i = flags.index("--model-path")
-    with pytest.raises(PermanentError) as e:
+    with pytest.raises(PermanentManagerError) as e:
         await mgr.write_argv([*flags[:i], *flags[i + 2:], "--model-path", "/models/other"])
     assert ("the value of --model-path is ${MODEL}, set by Environment=MODEL=/models/kimi in "
             "/etc/systemd/system/bx-env.service: change it there") in str(e.value)
     mgr = SystemdManager(transport, "bx@a.service")
     flags = await mgr.read_argv()
     j = flags.index("--name")
-    with pytest.raises(PermanentError, match="the value of --name is %N, filled in by systemd"):
+    with pytest.raises(PermanentManagerError, match="the value of --name is %N, filled in by systemd"):
         await mgr.write_argv([*flags[:j], *flags[j + 2:]])
     assert host("ls", "-A", "/etc/systemd/system/").count("bx") == 3  # no drop-in directory made for either
 
@@ -149,11 +149,11 @@ async def test_a_unit_bringup_cannot_rewrite_exactly_is_refused_with_nothing_wri
          input="[Service]\nType=oneshot\nExecStart=/bin/true one\nExecStart=/bin/true two\n")
     host("systemctl", "daemon-reload")
     mgr = SystemdManager(transport, "bx-env.service")
-    with pytest.raises(PermanentError, match=r"ExecStart= is also set in /etc/systemd/system/bx-env\.service\.d/"
+    with pytest.raises(PermanentManagerError, match=r"ExecStart= is also set in /etc/systemd/system/bx-env\.service\.d/"
                                              r"override\.conf, which systemd reads after bringup's"):
         await mgr.write_argv([*await mgr.read_argv(), "--x"])
     mgr = SystemdManager(transport, "bx-colon.service")
-    with pytest.raises(PermanentError, match="2 ExecStart= command lines in effect"):
+    with pytest.raises(PermanentManagerError, match="2 ExecStart= command lines in effect"):
         await mgr.write_argv([*await mgr.read_argv(), "--x"])
     assert "50-bringup.conf" not in host("sh", "-c", "ls -A /etc/systemd/system/bx-*.d 2>/dev/null; true")
 
@@ -164,10 +164,10 @@ def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(units:
     cfg = ConfigFile(
         state_dir=tmp_path / "state",
         hosts={"testhost": HostConfig(ssh="testhost", ssh_config=str(ssh_config), gpu_source="none")},
-        deployments={"bx": DeploymentConfig(host="testhost", manager="systemd", unit="bx-env.service",
-                                            endpoint="http://127.0.0.1:9", stop_timeout_s=20,
-                                            extra_flags=[FlagConfig(name="bx-flag", kind="int"),
-                                                         FlagConfig(name="model-path", kind="str")])},
+        deployments={"bx": SystemdDeployment(host="testhost", manager="systemd", unit="bx-env.service",
+                                             endpoint="http://127.0.0.1:9", stop_timeout_s=20,
+                                             extra_flags=[FlagConfig(name="bx-flag", kind="int"),
+                                                          FlagConfig(name="model-path", kind="str")])},
     ).write(tmp_path / "bringup.toml")
     host("systemctl", "start", "bx-env.service")
     before = argv_of("bx-env.service")

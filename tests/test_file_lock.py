@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.managers import LockHeld, PermanentError
+from tui.managers import LockHeld, PermanentManagerError
 from tui.managers.file_lock import FileLock
 
 
@@ -22,7 +22,7 @@ async def test_a_link_at_the_locks_path_is_refused_and_nothing_is_written_throug
     victim.write_text("precious\n")
     lock = tmp_path / "restart.lock"
     lock.symlink_to(victim)
-    with pytest.raises(PermanentError, match="symbolic link"):
+    with pytest.raises(PermanentManagerError, match="symbolic link"):
         async with FileLock(str(lock), "restart"):
             pass
     assert victim.read_text() == "precious\n"

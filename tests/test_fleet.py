@@ -18,7 +18,7 @@ from tests.pilot_wait import until
 from tests.ports import free_port
 from tests.simdeploy import process_deployment, sim_command, sim_host
 from tui.app import ConsoleApp, ControlConsoleApp
-from tui.config import DeploymentConfig, HostConfig, ProbeConfig, Settings, load
+from tui.config import HostConfig, ProbeConfig, Settings, load, parse_deployment
 from tui.console.overview import FLEET_SCREEN
 from tui.model import (
     Failure,
@@ -84,8 +84,8 @@ def fleet_settings(tmp: Path, names: dict[str, str]) -> Settings:
     """Deployments (name -> host) on hosts of this machine: engines are built, nothing is started."""
     hosts = {h: HostConfig(gpu_source="none") for h in set(names.values())}
     command = [sys.executable, "-c", "pass"]
-    deps = {n: DeploymentConfig.model_validate({"host": h, "manager": "process", "command": command,
-                                                "endpoint": f"http://127.0.0.1:{free_port()}"})
+    deps = {n: parse_deployment({"host": h, "manager": "process", "command": command,
+                                 "endpoint": f"http://127.0.0.1:{free_port()}"})
             for n, h in names.items()}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 
@@ -342,8 +342,8 @@ def real_fleet_config(tmp: Path) -> Path:
             for name, port in zip(("sim-a", "sim-b"), ports, strict=True)}
     ssh_config = tmp / "ssh_config"
     ssh_config.write_text(f"Host downhost\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
-    deps["far"] = DeploymentConfig.model_validate({"host": "down", "manager": "systemd", "unit": "sglang.service",
-                                                   "endpoint": f"http://127.0.0.1:{free_port()}"})
+    deps["far"] = parse_deployment({"host": "down", "manager": "systemd", "unit": "sglang.service",
+                                    "endpoint": f"http://127.0.0.1:{free_port()}"})
     hosts = {"simhost": sim_host(tmp / "simgpu"), "down": HostConfig(ssh="downhost", ssh_config=str(ssh_config))}
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
                       deployments=deps).write(tmp / "config.toml")

@@ -15,7 +15,7 @@ import pytest
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
 from tests.simdeploy import process_deployment, sim_command, sim_host
-from tui.config import DeploymentConfig, HostConfig, ProbeConfig
+from tui.config import HostConfig, ProbeConfig, parse_deployment
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,8 @@ def two_on_one_box(tmp: Path) -> Path:
                                         stop_timeout_s=20).model_copy(update={"gpus": gpus})
     ssh_config = tmp / "ssh_config"
     ssh_config.write_text(f"Host downhost\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
-    deps["far"] = DeploymentConfig.model_validate({"host": "down", "manager": "systemd", "unit": "sglang.service",
-                                                   "endpoint": f"http://127.0.0.1:{free_port()}"})
+    deps["far"] = parse_deployment({"host": "down", "manager": "systemd", "unit": "sglang.service",
+                                    "endpoint": f"http://127.0.0.1:{free_port()}"})
     hosts = {"simhost": sim_host(tmp / "simgpu"), "down": HostConfig(ssh="downhost", ssh_config=str(ssh_config))}
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
                       deployments=deps).write(tmp / "config.toml")

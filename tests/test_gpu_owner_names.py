@@ -15,7 +15,7 @@ from tests.config_toml import ConfigFile
 from tests.pilot_wait import until
 from tests.ports import free_port
 from tui.app import ControlConsoleApp
-from tui.config import DeploymentConfig, HostConfig, Settings, load
+from tui.config import HostConfig, Settings, load, parse_deployment
 from tui.engine.fleet import Fleet
 from tui.engine.updates import GpusSampled
 from tui.lifecycle.release import NamedHolder, Neighbours, attribute, held_by_neighbours
@@ -107,8 +107,8 @@ def settings(tmp: Path) -> Settings:
     hosts = {h: HostConfig(gpu_source="none") for h in ("gpu-a", "gpu-b")}
     command = [sys.executable, "-c", "pass"]
     layout = {"sim-c": ("gpu-a", [0, 1]), "sim-d": ("gpu-a", [2, 3]), "sim-x": ("gpu-b", [2, 3])}
-    deps = {n: DeploymentConfig.model_validate({"host": h, "manager": "process", "command": command, "gpus": g,
-                                                "endpoint": f"http://127.0.0.1:{free_port()}"})
+    deps = {n: parse_deployment({"host": h, "manager": "process", "command": command, "gpus": g,
+                                 "endpoint": f"http://127.0.0.1:{free_port()}"})
             for n, (h, g) in layout.items()}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
 

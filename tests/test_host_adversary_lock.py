@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_remote import ssh_config, texec  # noqa: F401 - fixtures
-from tui.managers import LockHeld, PermanentError
+from tui.managers import LockHeld, PermanentManagerError
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd import SystemdManager
 from tui.transport.ssh import SshTransport
@@ -132,7 +132,7 @@ async def test_a_lock_directory_someone_else_could_write_is_refused_at_once_with
         host: list[int], root: SshTransport, setup: str, reason: str) -> None:
     texec("sh", "-c", setup)
     t0 = time.monotonic()
-    with pytest.raises(PermanentError) as e:
+    with pytest.raises(PermanentManagerError) as e:
         async with RemoteLock(root, f"{TRIAL}/bx.lock", "restart"):
             pass
     assert time.monotonic() - t0 < 10
@@ -150,7 +150,7 @@ async def test_a_user_without_root_gets_a_directory_of_its_own_and_its_checks(ho
         pass
     d = path.rsplit("/", 1)[0]
     texec("sh", "-c", f"chown root {d}")  # someone else's now: refused, naming it
-    with pytest.raises(PermanentError, match=f"{d} belongs to root \\(uid 0\\), not to uid {uid}"):
+    with pytest.raises(PermanentManagerError, match=f"{d} belongs to root \\(uid 0\\), not to uid {uid}"):
         async with mgr.lock("restart"):
             pass
 
@@ -182,7 +182,7 @@ async def test_a_link_planted_where_the_record_goes_writes_nothing_through_it(ho
 async def test_a_link_at_the_lock_files_path_is_refused_and_its_target_unchanged(host: list[int],
                                                                                  root: SshTransport) -> None:
     texec("sh", "-c", f"mkdir -p -m 755 {LOCK_DIR}; ln -sfn {VICTIM} {LOCK}")
-    with pytest.raises(PermanentError, match=f"{LOCK} is a symbolic link"):
+    with pytest.raises(PermanentManagerError, match=f"{LOCK} is a symbolic link"):
         async with SystemdManager(root, UNIT).lock("restart"):
             pass
     assert texec("cat", VICTIM) == "precious\n"

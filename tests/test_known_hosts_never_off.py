@@ -23,6 +23,7 @@ import asyncssh
 import pytest
 
 from tests.test_ssh_faults import HostInfo, host_status
+from tui.errors import PermanentError
 from tui.transport import TransportError
 from tui.transport.ssh import SshTransport, known_hosts_for
 
@@ -123,7 +124,7 @@ async def test_no_known_hosts_file_means_every_host_key_is_unknown_and_refused(
     err = await attempt(cfg)
     assert err is not None, f"{case}: connected without checking the host key"
     msg = str(err)
-    assert err.permanent and err.kind == "host-key-unknown", msg
+    assert isinstance(err, PermanentError) and err.kind == "host-key-unknown", msg
     assert head(msg) == head(str(base)) == f"testhost: unknown SSH host key for [127.0.0.1]:{testhost.port}", msg
     assert "refusing to connect" in msg and str(cfg) in msg and "CHANGED" not in msg, msg
     real = next(ln for ln in testhost.known_hosts if " ssh-ed25519 " in ln).split(None, 1)[1]
@@ -187,4 +188,4 @@ async def test_a_jump_host_with_user_known_hosts_none_is_refused(testhost: HostI
         f.write(f"Host jump\n    HostName 127.0.0.1\n    Port {testhost.port}\n    User root\n"
                 f"    IdentityFile {testhost.key}\n    IdentitiesOnly yes\n    UserKnownHostsFile none\n")
     err = await attempt(cfg)
-    assert err is not None and err.permanent and "ProxyJump host jump" in str(err), err
+    assert err is not None and isinstance(err, PermanentError) and "ProxyJump host jump" in str(err), err

@@ -20,7 +20,7 @@ import pytest
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
 from tests.simdeploy import PY, sim_host
-from tui.config import ConfigError, DeploymentConfig, HostConfig, NodeConfig, ProbeConfig, load
+from tui.config import ConfigError, HostConfig, NodeConfig, ProbeConfig, ProcessDeployment, load, parse_deployment
 from tui.engine.node_gpus import merge
 from tui.lifecycle.lines import clean, node_tag
 from tui.lifecycle.nodes import describe_gpus, gpu_key, node_argv, pid_key
@@ -117,7 +117,7 @@ def test_merged_gpus_are_keyed_by_node_and_a_missing_node_is_no_proof_of_release
 
 
 def test_config_of_nodes(tmp_path: Path) -> None:
-    dep = DeploymentConfig.model_validate({"manager": "systemd", "unit": "sglang.service", "nodes": [
+    dep = parse_deployment({"manager": "systemd", "unit": "sglang.service", "nodes": [
         {"host": "a", "gpus": [0, 1]}, {"host": "b", "gpus": "all"}]})
     assert dep.host == "a" and dep.multinode and dep.nodes[1].gpus == [] and dep.host_label == "a,b"
     for bad, words in (
@@ -126,7 +126,7 @@ def test_config_of_nodes(tmp_path: Path) -> None:
             ({"manager": "none", "nodes": [{"host": "a"}, {"host": "b"}]}, "systemd' or 'process"),
             ({"manager": "systemd", "unit": "u", "host": "b", "nodes": [{"host": "a"}, {"host": "b"}]}, "head")):
         with pytest.raises(ValueError, match=words):
-            DeploymentConfig.model_validate(bad)
+            parse_deployment(bad)
     cfg = tmp_path / "c.toml"
     cfg.write_text('[deployments.x]\nmanager = "systemd"\nunit = "u"\nnodes = [{ host = "local" }, '
                    '{ host = "gpu-z" }]\n')
@@ -157,12 +157,12 @@ def two_nodes(tmp: Path, *, worker: tuple[str, ...] = (), head: tuple[str, ...] 
     for h in hosts.values():
         if "--sim-gpus" not in h.nvidia_smi:
             h.nvidia_smi += ["--sim-gpus", "4"]
-    dep = DeploymentConfig(manager="process", endpoint=f"http://127.0.0.1:{port}", release_tolerance_mib=512,
-                           stop_timeout_s=20, release_timeout_s=60, nodes=[
-                               NodeConfig(host="node-a", gpus=[0, 1, 2, 3],
-                                          command=node_command(0, port, rdv, tmp / "gpu-a", *head)),
-                               NodeConfig(host="node-b", gpus=[0, 1, 2, 3],
-                                          command=node_command(1, port, rdv, tmp / "gpu-b", *worker))])
+    dep = ProcessDeployment(manager="process", endpoint=f"http://127.0.0.1:{port}", release_tolerance_mib=512,
+                            stop_timeout_s=20, release_timeout_s=60, nodes=[
+                                NodeConfig(host="node-a", gpus=[0, 1, 2, 3],
+                                           command=node_command(0, port, rdv, tmp / "gpu-a", *head)),
+                                NodeConfig(host="node-b", gpus=[0, 1, 2, 3],
+                                           command=node_command(1, port, rdv, tmp / "gpu-b", *worker))])
     return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
                       deployments={"mn": dep}).write(tmp / "config.toml")
 

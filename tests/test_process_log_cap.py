@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.config_toml import ConfigFile
 from tests.ports import free_port
-from tui.config import DeploymentConfig, HostConfig
+from tui.config import HostConfig, ProcessDeployment
 from tui.managers.process import HEAD_BYTES, TAIL_BYTES, LogFile, ProcessManager, plan_read
 from tui.transport.local import LocalTransport
 
@@ -91,8 +91,8 @@ def test_status_of_a_run_with_a_large_log_is_bounded_in_memory_and_names_the_fai
     state = tmp_path / "state"
     cmd = server(tmp_path, 100)
     cfg = ConfigFile(state_dir=state, hosts={"h": HostConfig(gpu_source="none")},
-                     deployments={"d": DeploymentConfig(host="h", manager="process", command=cmd, log_max_mib=1024,
-                                                        endpoint=f"http://127.0.0.1:{free_port()}")}
+                     deployments={"d": ProcessDeployment(host="h", manager="process", command=cmd, log_max_mib=1024,
+                                                         endpoint=f"http://127.0.0.1:{free_port()}")}
                      ).write(tmp_path / "bringup.toml")
 
     async def run_it() -> None:

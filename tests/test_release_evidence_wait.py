@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from tui.cli.args import UsageError, build_parser
-from tui.config import DeploymentConfig, HostConfig
+from tui.config import HostConfig, ProcessDeployment
 from tui.exit_codes import ExitCode
 from tui.model import GpuSample, GpuSnapshot, Outcome, Phase, Result, Step, UnitState
 from tui.ops.errors import ReleaseUnverified
@@ -38,8 +38,8 @@ class FakeEngine:
 
     def __init__(self, readings: Callable[[int], GpuSnapshot | None], *, gpu_source: str = "nvidia-smi",
                  grace: float | None = None, gone_after: float = 0.0) -> None:
-        self.dep = DeploymentConfig(host="h", manager="process", command=["server"], gpus=[0],
-                                    unverified_release_grace_s=grace)
+        self.dep = ProcessDeployment(host="h", manager="process", command=["server"], gpus=[0],
+                                     unverified_release_grace_s=grace)
         self.settings = _Settings(HostConfig(gpu_source=gpu_source))  # type: ignore[arg-type]
         self.readings = readings
         self.polls = 0

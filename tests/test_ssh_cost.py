@@ -17,7 +17,7 @@ import pytest
 from tests.test_remote import ROOT, SCRIPT, texec
 from tui.config import HostConfig
 from tui.engine.build import make_transport
-from tui.managers import PermanentError
+from tui.managers import PermanentManagerError
 from tui.managers.systemd import SystemdManager
 from tui.managers.systemd_show import ShowBatch, batch_for, split_blocks
 from tui.transport import CommandResult
@@ -49,7 +49,7 @@ async def test_units_read_together_are_one_command_and_each_gets_its_own(transpo
         # the cgroup came with the reading: the run's processes need no command of their own for it
         pids = await managers[HOST_UNITS.index(unit)].pids(st)
         assert pids is not None and pid in pids
-    assert isinstance(got[2], PermanentError) and "no-such-unit-here.service not found" in str(got[2])
+    assert isinstance(got[2], PermanentManagerError) and "no-such-unit-here.service not found" in str(got[2])
     # asked alone, a unit is read alone, as before
     before = batch.commands
     assert (await managers[0].state()).main_pid == got[0].main_pid  # type: ignore[union-attr]

@@ -27,6 +27,7 @@ import asyncssh
 import pytest
 
 from tests.e2e_helpers import free_port
+from tui.errors import PermanentError
 from tui.transport import TransportError
 from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport, classify
 
@@ -211,7 +212,7 @@ async def test_a_blackholed_link_is_declared_dead_within_15_s_then_reconnects(
         await asyncio.wait_for(stream, 15)  # the stream ends, with an error, instead of hanging
     declared = time.monotonic() - cut
     print(f"\nlink declared dead {declared:.1f} s after the blackhole: {ended.value}")
-    assert declared <= 15 and not ended.value.permanent and "dead" in str(ended.value)
+    assert declared <= 15 and not isinstance(ended.value, PermanentError) and "dead" in str(ended.value)
     assert not t.connected and t.status.startswith("disconnected") and "dead" in t.status
     assert t.last_error is not None and t.last_error.kind == "lost"
     assert t.last_seen < cut + 1  # nothing came from the host since
@@ -283,7 +284,7 @@ async def test_a_changed_host_key_says_changed_and_is_permanent(testhost: HostIn
     err = await failure(t)
     await t.close()
     msg = str(err)
-    assert err.permanent and err.kind == "host-key-changed", msg
+    assert isinstance(err, PermanentError) and err.kind == "host-key-changed", msg
     kh = tmp_path / "known_hosts"
     assert "has CHANGED" in msg and f"{kh}:2" in msg and "man-in-the-middle" in msg, msg
     assert f"ssh-keygen -R '{name}' -f {kh}" in msg, msg
@@ -303,7 +304,7 @@ async def test_an_unknown_host_key_is_permanent_and_names_the_files_in_use(testh
     status = t.status
     await t.close()
     msg = str(err)
-    assert err.permanent and err.kind == "host-key-unknown", msg
+    assert isinstance(err, PermanentError) and err.kind == "host-key-unknown", msg
     assert "unknown SSH host key" in msg and str(tmp_path / "known_hosts") in msg and str(cfg) in msg, msg
     assert f"[127.0.0.1]:{testhost.port}" in msg and "ssh testhost" in msg and "CHANGED" not in msg, msg
     real = next(ln for ln in testhost.known_hosts if " ssh-ed25519 " in ln).split(None, 1)[1]
@@ -320,7 +321,7 @@ async def test_authentication_refused_is_permanent(testhost: HostInfo, tmp_path:
     t = SshTransport("testhost", config=[str(cfg)])
     err = await failure(t)
     await t.close()
-    assert err.permanent and err.kind == "auth" and "permission denied" in str(err), err
+    assert isinstance(err, PermanentError) and err.kind == "auth" and "permission denied" in str(err), err
 
 
 # ---------------------------------------------------------------------------------------------- transient or not
@@ -333,7 +334,7 @@ async def test_a_refused_port_is_not_permanent(tmp_path: Path) -> None:
     t = SshTransport("gpu-box", config=[str(cfg)])
     err = await failure(t)
     await t.close()
-    assert not err.permanent and err.kind == "refused" and "SSH connection refused" in str(err), err
+    assert not isinstance(err, PermanentError) and err.kind == "refused" and "SSH connection refused" in str(err), err
     assert t.last_error is err
 
 
@@ -349,7 +350,7 @@ async def test_a_host_name_that_does_not_resolve_is_permanent(tmp_path: Path) ->
     t = SshTransport("gpu-box", config=[str(cfg)])
     err = await failure(t)
     await t.close()
-    assert err.permanent and err.kind == "unknown-host", err
+    assert isinstance(err, PermanentError) and err.kind == "unknown-host", err
 
 
 def test_which_errors_are_permanent() -> None:
@@ -363,7 +364,7 @@ def test_which_errors_are_permanent() -> None:
                  asyncssh.ConnectionLost("Server not responding to keepalive"), asyncssh.ConnectionLost("x"),
                  socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
                  OSError(113, "No route to host"), asyncssh.ChannelOpenError(2, "open failed")]
-    assert all(classify("h", e).permanent for e in permanent)
-    assert not any(classify("h", e, dead_after_s=dead).permanent for e in transient)
+    assert all(isinstance(classify("h", e), PermanentError) for e in permanent)
+    assert not any(isinstance(classify("h", e, dead_after_s=dead), PermanentError) for e in transient)
     assert "no reply from the host for 9 s" in str(classify("h", transient[3], dead_after_s=dead))
     assert dead <= 10

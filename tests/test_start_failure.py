@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentManagerError
 from tui.managers.process import ProcessManager
 from tui.transport.local import LocalTransport
 
@@ -24,7 +24,7 @@ async def test_a_command_that_cannot_be_executed_fails_the_start_naming_it(tmp_p
         prog.chmod(0o644)
     run_dir = tmp_path / "run"
     mgr = ProcessManager(LocalTransport(), str(run_dir), [str(prog), "--port", "1"], {})
-    with pytest.raises(PermanentError) as e:
+    with pytest.raises(PermanentManagerError) as e:
         await mgr.start(mgr.command)
     why = str(e.value)
     assert "\n" not in why
@@ -43,6 +43,6 @@ async def test_a_relative_command_says_where_it_was_looked_for(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     mgr = ProcessManager(LocalTransport(), str(tmp_path / "run"), [".venv/bin/python", "-m", "server"], {})
-    with pytest.raises(PermanentError) as e:
+    with pytest.raises(PermanentManagerError) as e:
         await mgr.start(mgr.command)
     assert str(e.value) == f"cannot start '.venv/bin/python': No such file or directory (relative to {tmp_path})"

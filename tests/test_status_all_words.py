@@ -24,7 +24,7 @@ from tests.config_toml import ConfigFile
 from tests.ports import free_port
 from tests.simdeploy import process_deployment, sim_command, sim_host
 from tui.cli.report import render_status, snapshot_dict
-from tui.config import DeploymentConfig, load
+from tui.config import DeploymentConfig, load, parse_deployment
 from tui.model import Phase, Snapshot
 
 #: a stand-in for the docker CLI: the container's name says which error it gives
@@ -42,8 +42,8 @@ CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception|Timeout)\b:")
 
 
 def container(name: str) -> DeploymentConfig:
-    return DeploymentConfig.model_validate({"host": "local", "manager": "docker", "container": f"bringup-{name}",
-                                            "endpoint": f"http://127.0.0.1:{free_port()}"})
+    return parse_deployment({"host": "local", "manager": "docker", "container": f"bringup-{name}",
+                             "endpoint": f"http://127.0.0.1:{free_port()}"})
 
 
 def config(tmp: Path, deps: dict[str, DeploymentConfig], name: str = "config.toml") -> Path:

@@ -1,4 +1,5 @@
-"""Configuration: pydantic-settings models, file discovery and one-line error messages.
+"""Configuration: the settings, file discovery and one-line error messages (a deployment's models are in
+deployments.py, the built-in demo's in demo_deployment.py; both kept importable from here).
 
 Sources, strongest first: command-line overrides, `BRINGUP_...` environment variables (nested with `__`, e.g.
 `BRINGUP_UI__REFRESH_HZ=4`), then the TOML file found by `discover()`. A deployment named `demo` (the embedded
@@ -8,67 +9,45 @@ simulated SGLang server) always exists so that `bringup demo` works with no conf
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
-    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
     TomlConfigSettingsSource,
 )
 
-from tui.lifecycle.presets import FlagSpec, preset_names
+# the models and the demo live in their own modules; every name is kept importable from here, its old home
+from tui.demo_deployment import DEFAULT_DEMO_PORT as DEFAULT_DEMO_PORT
+from tui.demo_deployment import DEMO as DEMO
+from tui.demo_deployment import DEMO_PORT as DEMO_PORT
+from tui.demo_deployment import demo_deployment as demo_deployment
+from tui.demo_deployment import demo_port as demo_port
+from tui.deployments import MANAGERS, Deployment, Strict, unknown_manager
+from tui.deployments import ComposeDeployment as ComposeDeployment
+from tui.deployments import ConfigError as ConfigError
+from tui.deployments import DeploymentConfig as DeploymentConfig
+from tui.deployments import DockerDeployment as DockerDeployment
+from tui.deployments import FlagConfig as FlagConfig
+from tui.deployments import GpuIndex as GpuIndex
+from tui.deployments import HostConfig as HostConfig
+from tui.deployments import NodeConfig as NodeConfig
+from tui.deployments import NoManagerDeployment as NoManagerDeployment
+from tui.deployments import ProcessDeployment as ProcessDeployment
+from tui.deployments import Seconds as Seconds
+from tui.deployments import SystemdDeployment as SystemdDeployment
+from tui.deployments import parse_deployment as parse_deployment
 
-DEMO = "demo"
 _TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
-_HOST_PORT = re.compile(r"[^:]+:\d+")  # host:port (an IPv6 address has more than one colon)
-DEFAULT_DEMO_PORT = 30999
-
-#: a number of seconds: more than zero, and finite (a NaN or an infinity is no deadline anyone meant)
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-#: a GPU index on its host
-GpuIndex = Annotated[int, Field(ge=0)]
-
-
-class ConfigError(Exception):
-    """A config problem, phrased for the user: names the file, the key and what is wrong."""
-
-
-def demo_port() -> int:
-    """The built-in demo's port: $BRINGUP_DEMO_PORT, else 30999. A value that is no port is a ConfigError naming the
-    variable (one line, exit 2), raised by load(), never at import: `bringup --version` works whatever it says."""
-    text = os.environ.get("BRINGUP_DEMO_PORT", "").strip()
-    if not text:
-        return DEFAULT_DEMO_PORT
-    try:
-        port = int(text, 10)
-    except ValueError:
-        raise ConfigError(f"BRINGUP_DEMO_PORT (environment): {text!r} is not a port number (1-65535)") from None
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"BRINGUP_DEMO_PORT (environment): {text} is out of range: a port is 1-65535")
-    return port
-
-
-def _demo_port_or_default() -> int:
-    try:
-        return demo_port()
-    except ConfigError:  # said by load(), as one line, by every command that reads the config
-        return DEFAULT_DEMO_PORT
-
-
-#: the demo's port as help texts name it (read at import; load() checks the variable and uses demo_port())
-DEMO_PORT = _demo_port_or_default()
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
@@ -76,244 +55,6 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     deployment, config key or server flag."""
     close = difflib.get_close_matches(word, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class HostConfig(Strict):
-    """Where servers run. `ssh` is a host name or a Host alias of the ssh_config file; empty means this machine.
-
-    User, Port, ProxyJump and IdentityFile are given in that file (~/.ssh/config, or the file named by
-    `ssh_config`), never in `ssh` itself: `user@host` and `host:port` are not understood there.
-    """
-
-    ssh: str = ""
-    #: an ssh_config file read instead of ~/.ssh/config (aliases, User, Port, ProxyJump, IdentityFile...)
-    ssh_config: str = ""
-    sudo: bool = False
-    #: how to read GPUs: auto (NVML locally, else nvidia-smi), nvml, nvidia-smi, none
-    gpu_source: Literal["auto", "nvml", "nvidia-smi", "none"] = "auto"
-    nvidia_smi: list[str] = Field(default_factory=lambda: ["nvidia-smi"])
-    #: where the process manager keeps pid files, logs and flag history (default: bringup's state dir)
-    state_dir: str = ""
-
-    @field_validator("ssh")
-    @classmethod
-    def _plain_destination(cls, v: str) -> str:
-        if "@" in v or _HOST_PORT.fullmatch(v):
-            raise ValueError(f"{v!r}: user@ and :port are not understood here; put User and Port in a Host block "
-                             "of ~/.ssh/config (or of the file named by ssh_config) and give its alias")
-        return v
-
-    @property
-    def is_local(self) -> bool:
-        return not self.ssh
-
-
-class FlagConfig(Strict):
-    """A server option the preset does not know, declared by the user."""
-
-    name: str
-    kind: Literal["bool", "int", "float", "str", "choice"] = "bool"
-    help: str = ""
-    choices: list[str] = Field(default_factory=list)
-    key: str = ""
-
-    def spec(self) -> FlagSpec:
-        return FlagSpec(self.name.lstrip("-"), self.kind, self.help, tuple(self.choices), key=self.key)
-
-
-def _gpu_list(v: object) -> object:
-    """`gpus`: a list, or "all" (also from the environment: BRINGUP_DEPLOYMENTS__K26__GPUS='[0, 1]' or 0,1)."""
-    if not isinstance(v, str):
-        return v
-    text = v.strip()
-    if text.lower() == "all":
-        return []  # every GPU on the host, as with no list at all
-    try:
-        parsed = json.loads(text) if text.startswith("[") else [int(x) for x in text.split(",")]
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, list):
-        return parsed
-    raise ValueError(f'a list of GPU indices such as [0, 1, 2, 3], or "all"; not {v!r}')
-
-
-class NodeConfig(Strict):
-    """One node of a deployment that spans several hosts. The first node is the head: it serves HTTP."""
-
-    host: str
-    #: the node's own unit (systemd; default: the deployment's `unit`) or command line (process)
-    unit: str = ""
-    command: list[str] = Field(default_factory=list)
-    gpus: Annotated[list[GpuIndex], NoDecode] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    #: whether flags edited for the deployment are written to this node's command line (false for a node that
-    #: runs something else, a `ray start --block` worker)
-    flags: bool = True
-
-    @field_validator("gpus", mode="before")
-    @classmethod
-    def _all_gpus(cls, v: object) -> object:
-        return _gpu_list(v)
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _argv_list(cls, v: object) -> object:
-        if isinstance(v, str):
-            raise ValueError(f'an argv list such as {json.dumps(v.split()[:3])[:-1]}, ...], not a shell string')
-        return v
-
-
-class DeploymentConfig(Strict):
-    host: str = "local"
-    manager: Literal["systemd", "process", "none", "docker", "compose"] = "process"
-    unit: str = ""
-    command: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    #: docker/compose: the container engine's CLI on the host (podman where its CLI agrees)
-    engine: Literal["docker", "podman"] = "docker"
-    #: docker: the container's name (compose: found by the project and service when empty)
-    container: str = ""
-    #: docker: the image and `docker run` options to create the container with when it does not exist
-    #: (its command is `command`); an existing container is recreated from its own configuration
-    image: str = ""
-    run_args: list[str] = Field(default_factory=list)
-    #: compose: the project directory (holding docker-compose.yml) and the service
-    compose_dir: str = ""
-    service: str = ""
-    #: compose: the Compose CLI (default: docker-compose, or podman-compose with engine = "podman")
-    compose_command: list[str] = Field(default_factory=list)
-    preset: str = "sglang"
-    endpoint: str = "http://127.0.0.1:30000"
-    #: the GPUs the server uses; empty (or "all", the default) means every GPU on the host
-    gpus: Annotated[list[GpuIndex], NoDecode] = Field(default_factory=list)  # NoDecode: "all" from the env too
-    #: flags shown first in the flags panel (default: every flag the preset knows)
-    flags: list[str] = Field(default_factory=list)
-    extra_flags: list[FlagConfig] = Field(default_factory=list)
-    #: seconds to wait for the old run's GPU memory to be released before giving up a restart
-    release_timeout_s: Seconds = 600.0
-    #: when the host's GPU readings cannot be had at all (nvidia-smi missing, hanging, not permitted), a restart,
-    #: a stop and every sweep configuration wait for them up to release_timeout_s and then refuse: no readings is
-    #: no evidence of release. Set this to accept the risk of a CUDA OOM: start (or call the stop done) this many
-    #: seconds after the old run's processes are gone, without readings. Unset: refuse.
-    unverified_release_grace_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    #: memory (MiB per GPU) above the pre-start baseline still counted as released
-    release_tolerance_mib: float = Field(default=1024.0, ge=0, allow_inf_nan=False)
-    stop_timeout_s: Seconds = 120.0
-    #: process: the cap of one run's log on disk, MiB (its head kept, one previous part, the live file)
-    log_max_mib: int = Field(default=256, ge=3)
-    ready_timeout_s: Seconds = 1800.0
-    #: roll back to the last flags that reached ready when a restart fails
-    auto_rollback: bool = False
-    #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
-    hide_flags: list[str] = Field(default_factory=list)
-    #: this deployment's STALLED threshold, when not `probe.stall_after_s` (a server slower or faster than most:
-    #: the demo's runs at its time scale)
-    stall_after_s: Seconds | None = None
-    #: the nodes of a deployment that spans several hosts, head first (empty: one node, `host`)
-    nodes: list[NodeConfig] = Field(default_factory=list)
-    #: flags whose value is each node's own, besides those the preset knows (SGLang `--node-rank`, ...)
-    node_flags: list[str] = Field(default_factory=list)
-
-    @property
-    def host_label(self) -> str:
-        """The host as the console and the CLI name it: the built-in demo's host is this machine; a deployment over
-        several nodes is on each node's host, head first."""
-        if len(self.nodes) > 1:
-            return ",".join(dict.fromkeys(n.host for n in self.nodes))
-        return "local" if self.host == "demo-host" else self.host
-
-    @field_validator("command", "run_args", "compose_command", mode="before")
-    @classmethod
-    def _argv_list(cls, v: object) -> object:
-        if isinstance(v, str):  # never split here: a shell's quoting rules are exactly what bringup keeps out
-            raise ValueError(f'an argv list such as {json.dumps(v.split()[:3])[:-1]}, ...], not a shell string')
-        return v
-
-    @field_validator("gpus", mode="before")
-    @classmethod
-    def _all_gpus(cls, v: object) -> object:
-        return _gpu_list(v)
-
-    @field_validator("preset")
-    @classmethod
-    def _known_preset(cls, v: str) -> str:
-        if v not in preset_names():
-            raise ValueError(f"unknown preset {v!r}; known presets: {', '.join(preset_names())}")
-        return v
-
-    @field_validator("endpoint")
-    @classmethod
-    def _http(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"endpoint must start with http:// or https://, got {v!r}")
-        try:
-            url = urlsplit(v)
-            port = url.port
-        except ValueError:  # `:99999`, `:abc`
-            port = 0
-        if port == 0:
-            raise ValueError(f"endpoint {v!r}: its port must be a number 1-65535")
-        if not url.hostname:
-            raise ValueError(f"endpoint {v!r} names no host (http://HOST:PORT)")
-        return v.rstrip("/")
-
-    @property
-    def multinode(self) -> bool:
-        return len(self.nodes) > 1
-
-    @model_validator(mode="after")
-    def _manager_needs(self) -> DeploymentConfig:
-        if self.nodes:
-            return self._nodes_need()
-        if self.manager == "systemd" and not self.unit:
-            raise ValueError("manager = 'systemd' needs unit = 'NAME.service'")
-        if self.manager == "process" and not self.command:
-            raise ValueError("manager = 'process' needs command = ['program', 'arg', ...]")
-        return self._container_needs()
-
-    def _container_needs(self) -> DeploymentConfig:
-        if self.manager == "docker" and not self.container:
-            raise ValueError("manager = 'docker' needs container = 'NAME' (and image = '...' with command = [...] "
-                             "to let bringup create it)")
-        if self.manager == "docker" and self.image and not self.command:
-            raise ValueError("image = ... needs command = ['program', 'arg', ...]: the container's command")
-        if self.manager == "compose" and not (self.compose_dir and self.service):
-            raise ValueError("manager = 'compose' needs compose_dir = '/path/to/project' and service = 'NAME'")
-        if self.manager not in ("docker", "compose"):
-            for key in ("container", "image", "run_args", "compose_dir", "service"):
-                if key in self.model_fields_set:
-                    raise ValueError(f"{key} is for manager = 'docker' or 'compose', not {self.manager!r}")
-        return self
-
-    def _nodes_need(self) -> DeploymentConfig:
-        if self.manager not in ("systemd", "process"):
-            raise ValueError(f"nodes: a deployment over several nodes needs manager = 'systemd' or 'process', "
-                             f"not {self.manager!r}")
-        if self.gpus:
-            raise ValueError("nodes: give each node its own gpus = [...], not the deployment's")
-        if "host" in self.model_fields_set and self.host != self.nodes[0].host:
-            raise ValueError(f"host = {self.host!r} but the first node (the head, which serves HTTP) is on "
-                             f"{self.nodes[0].host!r}; leave host out")
-        seen: set[tuple[str, str]] = set()
-        for i, n in enumerate(self.nodes):
-            what = f"nodes[{i}] (host {n.host!r})"
-            if self.manager == "systemd" and not (n.unit or self.unit):
-                raise ValueError(f"{what}: manager = 'systemd' needs unit = 'NAME.service' (the node's or the "
-                                 "deployment's)")
-            if self.manager == "process" and not n.command:
-                raise ValueError(f"{what}: manager = 'process' needs the node's own command = [...]")
-            ident = (n.host, n.unit or self.unit or str(i))
-            if self.manager == "systemd" and ident in seen:
-                raise ValueError(f"{what}: the same unit on the same host twice")
-            seen.add(ident)
-        self.host = self.nodes[0].host
-        if self.manager == "systemd" and not self.unit:
-            self.unit = self.nodes[0].unit
-        return self
 
 
 class ProbeConfig(Strict):
@@ -342,7 +83,7 @@ class Settings(BaseSettings):
     serve_max_sessions: int = Field(default=4, ge=1, le=64)
     state_dir: str = ""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
-    deployments: dict[str, DeploymentConfig] = Field(default_factory=dict)
+    deployments: dict[str, Deployment] = Field(default_factory=dict)
     probe: ProbeConfig = Field(default_factory=ProbeConfig)  # type: ignore[arg-type]
     ui: UIConfig = Field(default_factory=UIConfig)  # type: ignore[arg-type]
     #: set by load(): the config file read, whether files were searched for at all, whether the file was named
@@ -430,31 +171,6 @@ def _absolute(path: Path) -> Path:
         return path.expanduser().absolute()
 
 
-def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0,
-                    port: int | None = None) -> tuple[HostConfig, DeploymentConfig]:
-    """The built-in demo: the simulated SGLang server as a `process` deployment on this machine (on
-    $BRINGUP_DEMO_PORT's port unless `port` is given)."""
-    port = demo_port() if port is None else port
-    sim_state = str(state_dir / "demo" / "sim-gpus")
-    cmd = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",
-           "--ep-size", "8", "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--sim-load", "4",
-           "--sim-state-dir", sim_state, "--time-scale", f"{time_scale:g}"]
-    if scenario == "dflash-graph-crash":  # the K2.6 DFlash configuration, spelled out so the flags panel shows it
-        cmd += ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "z-lab/Kimi-K2.6-DFlash",
-                "--speculative-dflash-block-size", "8"]
-    if scenario:
-        cmd += ["--scenario", scenario]
-    host = HostConfig(gpu_source="nvidia-smi",
-                      nvidia_smi=[sys.executable, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", sim_state])
-    dep = DeploymentConfig(host="demo-host", manager="process", command=cmd, preset="sglang",
-                           hide_flags=["--sim-", "--time-scale", "--scenario"],  # the simulator's own
-                           endpoint=f"http://127.0.0.1:{port}", gpus=list(range(8)),
-                           release_timeout_s=120.0, release_tolerance_mib=512.0, stop_timeout_s=30.0,
-                           # the simulated minute runs at the time scale, and so does the time it takes to stall
-                           stall_after_s=max(1.0, 60.0 * time_scale) if time_scale != 1.0 else None)
-    return host, dep
-
-
 def discover(explicit: str | None) -> Path | None:
     """The config file to use: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml."""
     return find_config(explicit)[0]
@@ -515,12 +231,13 @@ def _env_source(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _close_key(loc: tuple[Any, ...]) -> str:
-    """`did you mean` for an unknown key, among the keys of the section it is in."""
+def _close_key(loc: tuple[Any, ...], variant: type[BaseModel] | None = None) -> str:
+    """`did you mean` for an unknown key, among the keys of the section it is in (a deployment's: those of its
+    manager's variant)."""
     if not loc:
         return ""
-    section: type[BaseModel] = Settings
-    for part in loc[:-1]:
+    section: type[BaseModel] = Settings if variant is None else variant
+    for part in loc[:-1] if variant is None else loc[2:-1]:
         if part in section.model_fields:
             ann = section.model_fields[part].annotation
             inner = getattr(ann, "__args__", (ann,))[-1]  # dict[str, X] -> X
@@ -540,6 +257,20 @@ def _settings_error(e: SettingsError) -> str:
     names = " or ".join(found) or prefix
     return (f"environment: {names}: not the JSON its key needs (a table such as '{{\"KEY\": \"value\"}}' or a "
             "list such as '[\"a\", \"b\"]')")
+
+
+def _deployment_error(err: ErrorDetails) -> tuple[tuple[Any, ...], type[BaseModel] | None, str]:
+    """A problem's place, the variant it is in, and its words, as the user reads them: a deployment's variant
+    is its `manager`, not a level of the file (`deployments.k26.unit`, not `deployments.k26.systemd.unit`), and a
+    manager that is none of the kinds is said as of a key with a choice, not as pydantic's union tag."""
+    loc, msg = tuple(err["loc"]), err["msg"].removeprefix("Value error, ")
+    if len(loc) < 2 or loc[0] != "deployments":
+        return loc, None, msg
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return (*loc[:2], "manager"), None, unknown_manager(err.get("input"))
+    if len(loc) >= 3 and loc[2] in MANAGERS:
+        return (*loc[:2], *loc[3:]), MANAGERS[str(loc[2])], msg
+    return loc, None, msg
 
 
 def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str = "",
@@ -566,12 +297,11 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
     except ValidationError as e:
         msgs = []
         for err in e.errors():
-            key = _loc(err["loc"]) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
+            loc, variant, msg = _deployment_error(err)
+            key = _loc(loc) or "(top level)"
             if err["type"] == "extra_forbidden":
-                msg = "unknown key" + _close_key(err["loc"])
-            var = _env_source(err["loc"])
-            loc = err["loc"]
+                msg = "unknown key" + _close_key(loc, variant)
+            var = _env_source(loc)
             if var and len(loc) >= 2 and loc[0] in ("deployments", "hosts") and \
                     loc[1] not in (in_file.get(loc[0]) or {}):
                 # the variable names a deployment (or host) the file does not have: that is the mistake, not

@@ -1,6 +1,6 @@
 """`bringup demo`: the console on the built-in simulated SGLang deployment.
 
-The demo is an ordinary `process` deployment (see config.demo_deployment); nothing in the engine knows it is
+The demo is an ordinary `process` deployment (its set-up: demo_deployment.py); nothing in the engine knows it is
 simulated. Starting it goes through the same protocol as any start, so even the demo waits for GPU memory.
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from tui.config import DEMO, Settings
+from tui.config import DEMO, ProcessDeployment, Settings
 from tui.engine import STALE_AFTER_S, Engine
 from tui.managers import ManagerError
 from tui.ops import restart as protocol
@@ -30,7 +30,7 @@ async def prepare(w: Engine, say: Callable[[str], None] = _stderr, *, restart_ru
     this call started (or restarted) it: only then is it this process's to stop on exit. A demo already running as
     wanted, started by `bringup start demo` or another console, is left running. `say` tells the user what
     happened (the console shows it: its stderr is behind the screen)."""
-    wanted = list(w.dep.command)
+    wanted = list(w.dep.command) if isinstance(w.dep, ProcessDeployment) else []
     unit = await w.poll_unit()
     current = list(unit.argv) if unit.running else None
     if current == wanted:

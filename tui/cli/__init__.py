@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tui.config import DEMO, ConfigError, Settings, load
+from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, UsageError, FlagValueError) as e:
         return error(str(e), ExitCode.USAGE, as_json)  # one problem a line, each a whole error line
     except (ManagerError, TransportError) as e:
-        return error(str(e), ExitCode.USAGE if getattr(e, "permanent", False) else ExitCode.FAILED, as_json)
+        return error(str(e), ExitCode.USAGE if isinstance(e, PermanentError) else ExitCode.FAILED, as_json)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         if as_json:

@@ -22,6 +22,7 @@ import httpx
 
 from tui.collectors.probes import error_words
 from tui.config import Settings
+from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
 from tui.lifecycle.nodes import host_names, node_name, split_gpu
 from tui.managers import ManagerError
@@ -119,7 +120,7 @@ async def cmd_status_all(settings: Settings, args: argparse.Namespace) -> int:
 def _read_error_code(err: BaseException) -> ExitCode:
     """The exit code `status NAME` gives when the deployment cannot be read (tui/cli/__init__.py `main`): 2 for a
     permanent error (an unknown host key, a unit that is not there), else 1."""
-    return ExitCode.USAGE if getattr(err, "permanent", False) else ExitCode.FAILED
+    return ExitCode.USAGE if isinstance(err, PermanentError) else ExitCode.FAILED
 
 
 async def cmd_wait_many(settings: Settings, args: argparse.Namespace) -> int:

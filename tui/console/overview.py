@@ -21,9 +21,7 @@ FLEET_SCREEN = "fleet"
 
 def choices(settings: Settings) -> list[tuple[str, str]]:
     """The picker's list: each configured deployment, with what runs it and where."""
-    from tui.managers.process import describe_command
-
-    return [(n, f"{d.manager} {d.unit or describe_command(d.command)} @ {d.host_label}")
+    return [(n, f"{d.manager} {d.what_runs} @ {d.host_label}")
             for n, d in settings.deployments.items()]
 
 

@@ -4,7 +4,6 @@ each chosen from the config. Kept apart from the engine so that what runs is not
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from tui.collectors.probes import Prober
@@ -13,9 +12,8 @@ from tui.lifecycle.nodes import gpu_key
 from tui.lifecycle.presets import Preset
 from tui.managers import Manager
 from tui.managers.multinode import MultiNodeManager, Node
-from tui.managers.none import NoManager
-from tui.managers.process import ProcessManager
-from tui.transport import Transport
+from tui.managers.registry import Place, build_manager
+from tui.transport import Forwarding, Transport
 from tui.transport.local import LocalTransport
 
 from .host_gpus import HostGpuStream
@@ -31,18 +29,8 @@ def make_transport(host: HostConfig) -> Transport:
 
 def make_manager(settings: Settings, name: str, dep: DeploymentConfig, host: HostConfig,
                  transport: Transport) -> Manager:
-    if dep.manager == "process":
-        root = host.state_dir or str(settings.state_path())
-        run_dir = str(Path(root).expanduser() / "deployments" / name)
-        return ProcessManager(transport, run_dir, dep.command, dep.env, stop_timeout=dep.stop_timeout_s,
-                              log_max_bytes=dep.log_max_mib << 20)
-    if dep.manager == "none":
-        return NoManager()
-    if dep.manager in ("docker", "compose"):
-        return make_container_manager(settings, name, dep, host, transport)
-    from tui.managers.systemd import SystemdManager
-
-    return SystemdManager(transport, dep.unit, sudo=host.sudo, stop_timeout=dep.stop_timeout_s)
+    """The manager of a deployment of one node, of its kind (managers/registry.py)."""
+    return build_manager(dep, Place(settings, name, host, transport))
 
 
 @dataclass
@@ -56,18 +44,11 @@ class NodeLink:
     gpus: HostGpuStream
 
 
-def node_deployment(dep: DeploymentConfig, i: int) -> DeploymentConfig:
-    """Node i of a deployment as a deployment of one node: its unit or command, its env, its GPUs."""
-    n = dep.nodes[i]
-    return dep.model_copy(update={"host": n.host, "unit": n.unit or dep.unit, "command": list(n.command),
-                                  "env": {**dep.env, **n.env}, "gpus": list(n.gpus), "nodes": []})
-
-
 def make_multinode(settings: Settings, name: str, dep: DeploymentConfig, preset: Preset,
                    links: list[NodeLink]) -> MultiNodeManager:
     nodes = []
     for i, link in enumerate(links):
-        one = node_deployment(dep, i)
+        one = dep.node(i)
         nodes.append(Node(link.name, make_manager(settings, f"{name}/node-{i}", one, link.host, link.transport),
                           flags=dep.nodes[i].flags))
     return MultiNodeManager(nodes, (*preset.node_flags, *(f.lstrip("-") for f in dep.node_flags)))
@@ -83,24 +64,6 @@ def gpu_keys(dep: DeploymentConfig) -> list[int]:
     return [gpu_key(i, g) for i, n in enumerate(dep.nodes) for g in n.gpus]
 
 
-def make_container_manager(settings: Settings, name: str, dep: DeploymentConfig, host: HostConfig,
-                           transport: Transport) -> Manager:
-    """bringup's records of a container deployment live on the container's host: under the state dir here, and
-    under the SSH user's home (a path relative to it) on another host, unless the host names its own."""
-    root = host.state_dir or (str(settings.state_path()) if host.is_local else ".local/state/bringup")
-    state_dir = str(Path(root).expanduser() / "deployments" / name) if host.is_local else f"{root}/deployments/{name}"
-    if dep.manager == "compose":
-        from tui.managers.compose import ComposeManager
-
-        compose = dep.compose_command or (["podman-compose"] if dep.engine == "podman" else ["docker-compose"])
-        return ComposeManager(transport, dep.compose_dir, dep.service, state_dir, engine=dep.engine,
-                              compose=compose, container=dep.container, stop_timeout=dep.stop_timeout_s)
-    from tui.managers.docker import DockerManager
-
-    return DockerManager(transport, dep.container, state_dir, engine=dep.engine, image=dep.image,
-                         run_args=dep.run_args, command=dep.command, stop_timeout=dep.stop_timeout_s)
-
-
 def make_prober(settings: Settings, endpoint: str, preset: Preset) -> Prober:
     return Prober(endpoint, timeout=settings.probe.timeout_s, tokens=settings.probe.generation_tokens,
                   health_path=preset.health_path, models_path=preset.models_path)
@@ -109,9 +72,8 @@ def make_prober(settings: Settings, endpoint: str, preset: Preset) -> Prober:
 async def forwarded_endpoint(transport: Transport, endpoint: str) -> str | None:
     """An endpoint on the remote host's loopback is reached through a port forward on the SSH connection: the
     local URL that reaches it, or None where the transport forwards nothing or the endpoint is not on loopback."""
-    forward = getattr(transport, "forward", None)
     u = urlsplit(endpoint)
-    if forward is None or u.hostname not in ("127.0.0.1", "localhost", "::1"):
+    if not isinstance(transport, Forwarding) or u.hostname not in ("127.0.0.1", "localhost", "::1"):
         return None
-    local = await forward(u.hostname, u.port or (443 if u.scheme == "https" else 80))
+    local = await transport.forward(u.hostname, u.port or (443 if u.scheme == "https" else 80))
     return f"{u.scheme}://127.0.0.1:{local}{u.path}"

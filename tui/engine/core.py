@@ -108,7 +108,7 @@ class Engine:
         #: the deployment's run history (the operator's own file): each run's record, and the ETA read from it
         self.history = RunRecorder(HistoryStore(history_path(settings.state_path(), name)))
         self.dep = dep
-        self.state: LifecycleState = initial(logs_available=dep.manager != "none",
+        self.state: LifecycleState = initial(logs_available=self.manager.sees_run,
                                              stall_after=dep.stall_after_s or settings.probe.stall_after_s)
         self.collector_errors = CollectorErrors(lambda note: self.emit(CollectorFailed(note)))
         self.last_probe: ProbeResult | None = None
@@ -133,7 +133,7 @@ class Engine:
             watch_holders=lambda: self.watch_holders, host_name=self.host_name)
         self.probes = ProbeLoop(
             lambda: self.prober, lambda: self.state, self.cadence, interval_s=settings.probe.interval_s,
-            unmanaged=dep.manager == "none", paused=lambda: self.paused, ask_release=self.ask_release,
+            unmanaged=not self.manager.sees_run, paused=lambda: self.paused, ask_release=self.ask_release,
             answered=self._probe_answered)
         self._last_line_mono = 0.0
         #: the kind of the last line classified: an error block goes on into the next batch

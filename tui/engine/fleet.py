@@ -21,7 +21,7 @@ from tui.config import DEMO, HostConfig, Settings
 from tui.lifecycle.lines import LineKind
 from tui.lifecycle.release import Neighbours
 from tui.model import LogLine, Snapshot
-from tui.transport import Transport
+from tui.transport import Transport, link_status
 
 from .build import NodeLink, make_transport
 from .core import Engine
@@ -49,7 +49,7 @@ class HostLink:
     def down(self) -> str:
         """Why the host cannot be reached now ("" when it can, or is not known not to): the SSH link's own word
         ("reconnecting (attempt 3): ... connection refused"). A local host is never down."""
-        status = str(getattr(self.transport, "status", "connected"))
+        status = link_status(self.transport)
         return "" if self.config.is_local or status in _LINK_OK else status
 
 

@@ -211,7 +211,7 @@ class RunRecorder:
             deployment=e.name, invocation=s.invocation, started_at=s.invocation_started,
             argv=tuple(unit.argv) if unit is not None else (), timeline=s.timeline, phase=s.phase, now=self.clock(),
             failure=e.named(s.failure), release=s.release.version if s.release is not None else "",
-            host=e.host_name, unit=e.dep.unit,
+            host=e.host_name, unit=e.dep.what_runs,
             gpu_used_mib=self._steps[-1].used_mib if self._steps else None,
             gpu_steps=tuple(self._steps), actions=tuple(self._actions))
         try:

@@ -15,8 +15,9 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
+from tui.errors import PermanentError
 from tui.lifecycle.reducer import LifecycleState
-from tui.managers import LockInfo, Manager, ManagerError
+from tui.managers import LockInfo, LogHistory, Manager, ManagerError
 from tui.managers.lock_record import other_holder
 from tui.model import (
     Event,
@@ -90,10 +91,9 @@ class UnitFollower:
         if seq < self._applied_seq and (known := self._state().unit) is not None:
             return known
         self._applied_seq = seq
-        where = getattr(self.manager, "log_source", None)
-        if where is not None and unit.invocation:
+        if isinstance(self.manager, LogHistory) and unit.invocation:
             # the failure of a run with no recognised error line says where its whole log is
-            src = where(unit.invocation)
+            src = self.manager.log_source(unit.invocation)
             if src != self._state().log_source:
                 self._feed(LogSourceKnown(self._state().now, src))  # settings ride on the reducer's clock
         if (not unit.running and unit.active != "deactivating" and unit.invocation
@@ -125,10 +125,9 @@ class UnitFollower:
     async def replay_history(self, invocation: str, ended: bool = False) -> None:
         """Read a run's log so far. For a run that has ended, its own ready line is the evidence it was ready (a
         generation can no longer be asked of it, and no older process can answer for it any more)."""
-        read_log = getattr(self.manager, "read_log", None)
-        if read_log is None:
+        if not isinstance(self.manager, LogHistory):
             return
-        lines: list[LogLine] = await read_log(invocation)
+        lines: list[LogLine] = await self.manager.read_log(invocation)
         self._read_back(lines, ended)
 
     def poke(self) -> None:
@@ -162,7 +161,7 @@ class UnitFollower:
                 await self._pids(unit)
                 await self.refresh_holder()
             except (TransportError, ManagerError, OSError) as err:
-                self.permanent_error = err if getattr(err, "permanent", False) else None
+                self.permanent_error = err if isinstance(err, PermanentError) else None
                 self._errors.failed("unit", str(err))
             with contextlib.suppress(TimeoutError):
                 ready_s = 2.0 if self._background() else 1.0

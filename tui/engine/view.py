@@ -35,7 +35,7 @@ from tui.model import (
     ThroughputSample,
     Tick,
 )
-from tui.transport import Transport
+from tui.transport import Transport, link_status
 
 from .throughput import MetricsState
 
@@ -145,7 +145,7 @@ def notes(e: Readings, s: LifecycleState) -> tuple[Note, ...]:
     mismatch = endpoint_mismatch(e.listening, s.invocation, e.endpoint)
     if mismatch:
         out.append(Note(NoteSource.PROBE, f"probe: {mismatch}"))
-    link = getattr(e.transport, "status", "connected")
+    link = link_status(e.transport)
     if link != "connected" and not e.host.is_local:
         out.append(Note(NoteSource.LINK, f"ssh {e.host.ssh}: {link}"))
     out += [Note(NoteSource(k), f"{k}: {v}") for k, v in e.collector_errors.items()]

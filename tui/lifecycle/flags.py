@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 
@@ -145,3 +146,15 @@ def diff(old: Sequence[str], new: Sequence[str], specs: Sequence[FlagSpec]) -> l
     if not out and list(old) != list(new):
         out.append("~ other arguments changed")
     return out
+
+
+def describe_command(command: Sequence[str]) -> str:
+    """The program, and for `python -m module` the module: "python3" alone says nothing of what runs."""
+    if not command:
+        return "?"
+    name = PurePath(command[0]).name
+    if name.startswith("python") and "-m" in command[1:4]:
+        i = command.index("-m", 1)
+        if i + 1 < len(command):
+            return f"{name} -m {command[i + 1]}"
+    return name

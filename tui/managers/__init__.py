@@ -1,14 +1,17 @@
 """Service managers: how a deployment's server is started, stopped, observed and configured.
 
 `systemd` (a unit on a host), `process` (a command bringup supervises itself; the demo and hosts without
-systemd) and `none` (observe only). The engine and the restart protocol only see this interface.
+systemd), `docker`, `compose` and `none` (observe only), each built from its config variant through
+registry.py. The engine and the restart protocol only see this interface, and what a manager can do beyond it is
+declared (`can_control`, `sees_run`, `LogHistory`), never looked up by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from tui.errors import PermanentError as Permanent
 from tui.managers.lock_record import lock_info_from as lock_info_from  # its old home: kept importable here
 from tui.model import LockInfo, LogLine, UnitState
 
@@ -25,10 +28,8 @@ class LockHeld(ManagerError):
         self.holder = holder
 
 
-class PermanentError(ManagerError):
+class PermanentManagerError(ManagerError, Permanent):
     """Waiting will not fix it (the unit does not exist, sudo is refused): a command says so and exits at once."""
-
-    permanent = True
 
 
 def refusal(holder: LockInfo | None) -> LockHeld:
@@ -38,17 +39,33 @@ def refusal(holder: LockInfo | None) -> LockHeld:
     return LockHeld(f"another bringup is already restarting this deployment: {holder.describe()}", holder)
 
 
+class Report(Protocol):
+    """How a manager tells the step it is in what it does meanwhile (a node stopped, an image pulled, what a
+    recreate cannot carry over): a restart shows each as a line of its step. Passed to the call it belongs to,
+    so that what is told always reaches the one who asked."""
+
+    def __call__(self, step: str, detail: str) -> None: ...
+
+
+def unreported(step: str, detail: str) -> None:
+    """No one is listening (the engine's own calls, a test)."""
+
+
 class Manager(Protocol):
     kind: str
     #: what the confirmation dialog and messages call the thing being restarted
     target: str
+    #: whether bringup starts, stops and changes the flags of this server (false: observe only)
     can_control: bool
+    #: whether `state()` says if the server runs and `follow()` gives its log (false: only probes tell, and the
+    #: lifecycle is read from them alone)
+    sees_run: bool
 
     async def state(self) -> UnitState: ...
 
-    async def start(self, argv: Sequence[str]) -> None: ...
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None: ...
 
-    async def stop(self) -> None: ...
+    async def stop(self, report: Report = unreported) -> None: ...
 
     def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
         """Log lines of the given invocation from its first line on, then live; ends when that run has ended."""
@@ -58,7 +75,7 @@ class Manager(Protocol):
         """The server command line the next start will use."""
         ...
 
-    async def write_argv(self, argv: Sequence[str]) -> None: ...
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None: ...
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
         """`previous` (before the last write) or `ready` (the last argv that reached ready)."""
@@ -70,6 +87,20 @@ class Manager(Protocol):
 
     async def pids(self, unit: UnitState) -> set[int] | None:
         """Every process of the current run (the server and its children), or None if it cannot be known."""
+        ...
+
+
+@runtime_checkable
+class LogHistory(Protocol):
+    """A manager that keeps each run's log after it ended: an ended run's log tells how it ended (a crash's
+    traceback) and the console says where the whole of it is. An observe-only manager has none."""
+
+    def log_source(self, invocation: str) -> str:
+        """Where the run's whole log is, for the user to read (a journalctl command, a file)."""
+        ...
+
+    async def read_log(self, invocation: str) -> list[LogLine]:
+        """The run's log so far, bounded (its head and its end when long)."""
         ...
 
 

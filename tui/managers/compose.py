@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.container_state import command_of, engine_error, entrypoint_of, invocation_of
 from tui.managers.docker import DockerManager
 from tui.model import UnitState
@@ -114,7 +114,7 @@ class ComposeManager(DockerManager):
                  compose: Sequence[str] = ("docker-compose",), container: str = "", project: str = "",
                  stop_timeout: float = 120.0) -> None:
         if not _SERVICE.match(service):
-            raise PermanentError(f"not a Compose service name: {service!r}")
+            raise PermanentManagerError(f"not a Compose service name: {service!r}")
         self.compose_dir = compose_dir.rstrip("/") or "/"
         self.service = service
         self.compose = list(compose)
@@ -162,8 +162,8 @@ class ComposeManager(DockerManager):
     async def _container(self) -> dict[str, Any]:
         info = await self.inspect()
         if info is None:
-            raise PermanentError(f"{self.transport.name}: service {self.service} of {self.compose_dir} has no "
-                                 f"container yet")
+            raise PermanentManagerError(f"{self.transport.name}: service {self.service} of {self.compose_dir} has no "
+                                        f"container yet")
         return info
 
     async def state(self) -> UnitState:
@@ -179,8 +179,9 @@ class ComposeManager(DockerManager):
             return
         services = (await self._compose(["config", "--services"], timeout=60)).split()
         if self.service not in services:
-            raise PermanentError(f"{self.transport.name}: the Compose project in {self.compose_dir} has no service "
-                                 f"{self.service} (its services: {', '.join(services) or 'none'})")
+            raise PermanentManagerError(
+                f"{self.transport.name}: the Compose project in {self.compose_dir} has no service "
+                f"{self.service} (its services: {', '.join(services) or 'none'})")
         self._services = services
 
     # ------------------------------------------------------------------ the project's files
@@ -189,8 +190,9 @@ class ComposeManager(DockerManager):
         for name in PROJECT_FILES:
             if await self.transport.read_file(f"{self.compose_dir}/{name}") is not None:
                 return name
-        raise PermanentError(f"{self.transport.name}: no docker-compose.yml (nor {', '.join(PROJECT_FILES[1:])}) in "
-                             f"{self.compose_dir}")
+        raise PermanentManagerError(
+            f"{self.transport.name}: no docker-compose.yml (nor {', '.join(PROJECT_FILES[1:])}) in "
+            f"{self.compose_dir}")
 
     async def _files(self) -> list[str]:
         """-f for the project's file, its own override if it has one (as Compose finds them), then ours."""
@@ -224,8 +226,8 @@ class ComposeManager(DockerManager):
                 lines = lines[-1:]  # Compose v1's own failure: its last line says what it was
             err = " ".join(" ".join(lines).split())[:300]
             if "no such service" in err.lower():
-                raise PermanentError(f"{self.transport.name}: the Compose project in {self.compose_dir} has no "
-                                     f"service {self.service} ({err})")
+                raise PermanentManagerError(f"{self.transport.name}: the Compose project in {self.compose_dir} has no "
+                                            f"service {self.service} ({err})")
             raise engine_error(self.engine, self.transport.name, args[0], err, res.rc, name=self.service,
                                image="the service's image", tool=self._program)
         return res.text
@@ -244,7 +246,7 @@ class ComposeManager(DockerManager):
 
     # ------------------------------------------------------------------ start / stop
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         info = await self.inspect()
         if info is not None and (info.get("State") or {}).get("Running"):
             raise ManagerError(f"{self.target} is already running; stop it first")
@@ -253,7 +255,7 @@ class ComposeManager(DockerManager):
         await self._compose(["up", "-d", "--no-deps", self.service])
         self._info = None
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         info = await self.inspect()
         if info is None or not (info.get("State") or {}).get("Running"):
             return

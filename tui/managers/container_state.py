@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tui.lifecycle.failures import OOM_KILLED
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentManagerError
 from tui.model import UnitState
 
 #: exit statuses of a run that was stopped, not crashed: 0, and SIGTERM as a Python server without a handler
@@ -120,8 +120,9 @@ def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, na
     # Compose v1 ends a traceback with "Error while fetching server API version: (... the socket's error)"
     v1 = "fetching server api version" in low
     if "permission denied" in low and ("socket" in low or "docker.sock" in low or v1):
-        return PermanentError(f"{where}: permission denied on the {engine} socket: add the user to the `{engine}` "
-                              f"group (usermod -aG {engine} USER, then log in again) ({err})")
+        return PermanentManagerError(
+            f"{where}: permission denied on the {engine} socket: add the user to the `{engine}` "
+            f"group (usermod -aG {engine} USER, then log in again) ({err})")
     if "cannot connect to the docker daemon" in low or "is the docker daemon running" in low or \
             "cannot connect to podman" in low or "couldn't connect to docker daemon" in low or v1:
         return ManagerError(f"{where}: the {engine} daemon is not running (start it: systemctl start {engine}) "
@@ -129,24 +130,25 @@ def engine_error(engine: str, where: str, what: str, stderr: str, rc: int, *, na
     if "could not select device driver" in low or "unresolvable cdi devices" in low:
         fix = "generate its CDI spec (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)" \
             if engine == "podman" else f"restart {engine}"
-        return PermanentError(f"{where}: the NVIDIA container runtime is missing: install nvidia-container-toolkit "
-                              f"and {fix}, or remove the GPU request ({err})")
+        return PermanentManagerError(
+            f"{where}: the NVIDIA container runtime is missing: install nvidia-container-toolkit "
+            f"and {fix}, or remove the GPU request ({err})")
     if "port is already allocated" in low or "address already in use" in low:
         port = re.search(r":(\d+)(?: failed|: bind)", err)
         which = f"port {port[1]}" if port else "a published port"
-        return PermanentError(f"{where}: {which} is already taken on the host: stop what holds it, or publish "
-                              f"another port ({err})")
+        return PermanentManagerError(f"{where}: {which} is already taken on the host: stop what holds it, or publish "
+                                     f"another port ({err})")
     if ("unable to find image" in low or "no such image" in low or "pull access denied" in low
             or "manifest unknown" in low or "repository does not exist" in low
             or "image not known" in low or "did not resolve to an alias" in low
             or "initializing source docker://" in low):
-        return PermanentError(f"{where}: image {image or '?'} is not on the host and could not be pulled: "
-                              f"`{engine} load` or build it there ({err})")
+        return PermanentManagerError(f"{where}: image {image or '?'} is not on the host and could not be pulled: "
+                                     f"`{engine} load` or build it there ({err})")
     if "no such container" in low or "no such object" in low or "no container with name" in low:
-        return PermanentError(f"{where}: container {name or '?'} not found (`{engine} ps -a` lists what is "
-                              f"there) ({err})")
+        return PermanentManagerError(f"{where}: container {name or '?'} not found (`{engine} ps -a` lists what is "
+                                     f"there) ({err})")
     if ("executable file not found" in low or "no such file or directory" in low) and "exec" in low:
-        return PermanentError(f"{where}: the container's command cannot be run ({err})")
+        return PermanentManagerError(f"{where}: the container's command cannot be run ({err})")
     return ManagerError(f"{where}: `{tool or engine} {what}` failed: {err}")
 
 
@@ -177,6 +179,7 @@ def pull_error(engine: str, where: str, image: str, stderr: str, rc: int) -> Man
     err = " ".join(last.split())[:300] or f"exit {rc}"
     low = err.lower()
     why = next((w for w, signs in _PULL_REASONS if any(x in low for x in signs)), "")
-    return PermanentError(f"{where}: image {image} is not on the host and could not be pulled"
-                          f"{': ' + why if why else ''}: `{engine} load` or build it there, or fix the image name "
-                          f"or registry access ({err})")
+    return PermanentManagerError(
+        f"{where}: image {image} is not on the host and could not be pulled"
+        f"{': ' + why if why else ''}: `{engine} load` or build it there, or fix the image name "
+        f"or registry access ({err})")

@@ -23,10 +23,10 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tui.managers import AsyncLock, ManagerError, PermanentError
+from tui.managers import AsyncLock, ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.container_create import create_options, env_to_file, split_command, unsupported
 from tui.managers.container_state import (
     command_of,
@@ -62,12 +62,13 @@ RESUME_MARGIN_NS = 5_000_000_000
 class DockerManager:
     kind = "docker"
     can_control = True
+    sees_run = True
 
     def __init__(self, transport: Transport, container: str, state_dir: str, *, engine: str = "docker",
                  image: str = "", run_args: Sequence[str] = (), command: Sequence[str] = (),
                  stop_timeout: float = 120.0) -> None:
         if not NAME.match(container):
-            raise PermanentError(f"not a container name: {container!r} (letters, digits, _ . -)")
+            raise PermanentManagerError(f"not a container name: {container!r} (letters, digits, _ . -)")
         self.transport = transport
         self.container = container
         self.state_dir = state_dir.rstrip("/")
@@ -80,9 +81,6 @@ class DockerManager:
         self._dir_made = False
         #: the last inspect record of the container (None: there is none)
         self._info: dict[str, Any] | None = None
-        #: what the current step is doing, in words (a pull, what a recreate cannot carry over); the restart
-        #: protocol sets it to report them as steps
-        self.progress: Callable[[str, str], None] | None = None
         #: what the last recreate could not carry over
         self._caveats: list[str] = []
 
@@ -91,10 +89,6 @@ class DockerManager:
     @property
     def where(self) -> str:
         return f"{self.transport.name}: {self.engine}"
-
-    def _tell(self, step: str, detail: str) -> None:
-        if self.progress is not None:
-            self.progress(step, detail)
 
     async def _cli(self, args: Sequence[str], timeout: float = 30.0, *, what: str = "", input: bytes | None = None
                    ) -> str:
@@ -110,7 +104,7 @@ class DockerManager:
         if res.rc != 0:
             err = engine_error(self.engine, self.transport.name, "inspect", res.error_text, res.rc,
                                name=self.container)
-            if isinstance(err, PermanentError) and "not found" in str(err):
+            if isinstance(err, PermanentManagerError) and "not found" in str(err):
                 self._info = None
                 return None
             raise err
@@ -124,8 +118,9 @@ class DockerManager:
     async def _container(self) -> dict[str, Any]:
         info = await self.inspect()
         if info is None:
-            raise PermanentError(f"{self.transport.name}: container {self.container} not found (`{self.engine} ps "
-                                 "-a` lists what is there; set image and command to let bringup create it)")
+            raise PermanentManagerError(
+                f"{self.transport.name}: container {self.container} not found (`{self.engine} ps "
+                "-a` lists what is there; set image and command to let bringup create it)")
         return info
 
     # ------------------------------------------------------------------ bringup's records on the host
@@ -139,7 +134,7 @@ class DockerManager:
         if not self._dir_made:
             res = await self.transport.run(["mkdir", "-p", "-m", "700", self.state_dir], timeout=10)
             if res.rc != 0:
-                raise PermanentError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
+                raise PermanentManagerError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
             await self.transport.run(["chmod", "go-rwx", self.state_dir], timeout=10)  # not ours: left as it is
             self._dir_made = True
 
@@ -186,20 +181,21 @@ class DockerManager:
 
     # ------------------------------------------------------------------ start / stop
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         if not argv:
             raise ManagerError("refusing to start a container with an empty command")
         info = await self.inspect()
         if info is None:
-            await self._create_new(argv)
+            await self._create_new(argv, report)
         elif (info.get("State") or {}).get("Running"):
             raise ManagerError(f"{self.target} is already running; stop it first")
         elif command_of(info) != list(argv):
-            await self._recreate(info, argv)
+            await self._recreate(info, argv, report)
         await self._cli(["start", self.container], timeout=60)
         self._info = None
 
-    async def _image_config(self, image: str, *, pull: bool = False) -> dict[str, Any]:
+    async def _image_config(self, image: str, *, pull: bool = False, report: Report = unreported
+                            ) -> dict[str, Any]:
         """`image inspect` of the image; one not on the host is pulled first when `pull`, and a pull that fails
         says so in one line (the image, why)."""
         res = await self.transport.run([self.engine, "image", "inspect", image], timeout=30)
@@ -208,12 +204,12 @@ class DockerManager:
                                image=image)
             if not (pull and "is not on the host" in str(err)):
                 raise err
-            self._tell("start", f"pulling image {image} ({self.engine} pull on {self.transport.name})")
+            report("start", f"pulling image {image} ({self.engine} pull on {self.transport.name})")
             t0 = time.monotonic()
             pulled = await self.transport.run([self.engine, "pull", image], timeout=PULL_TIMEOUT_S)
             if pulled.rc != 0:
                 raise pull_error(self.engine, self.transport.name, image, pulled.error_text or pulled.text, pulled.rc)
-            self._tell("start", f"pulled image {image} in {time.monotonic() - t0:.0f} s")
+            report("start", f"pulled image {image} in {time.monotonic() - t0:.0f} s")
             return await self._image_config(image)
         try:
             data = json.loads(res.text)
@@ -221,10 +217,11 @@ class DockerManager:
             data = None
         return data[0] if isinstance(data, list) and data else {}
 
-    async def _create_new(self, argv: Sequence[str]) -> None:
+    async def _create_new(self, argv: Sequence[str], report: Report) -> None:
         if not self.image:
             await self._container()
-        entry = ((await self._image_config(self.image, pull=True)).get("Config") or {}).get("Entrypoint") or []
+        image = await self._image_config(self.image, pull=True, report=report)
+        entry = (image.get("Config") or {}).get("Entrypoint") or []
         ep, cmd = split_command(argv, entry)
         await self._create(["--name", self.container, *self.run_args, *ep, self.image, *cmd],
                            len(self.run_args) + 2)
@@ -238,7 +235,7 @@ class DockerManager:
         await self._cli(["create", *options, *args[n_options:]], timeout=120, what="create",
                         input=env.encode() if env else None)
 
-    async def _image_of(self, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    async def _image_of(self, info: dict[str, Any], report: Report) -> tuple[str, dict[str, Any]]:
         """The image to make the container again from, and its `image inspect`: its tag while the tag still names
         the container's own image, else that image by ID (a tag moved by a pull or a build since must not change
         the image under a flag change)."""
@@ -246,23 +243,23 @@ class DockerManager:
         own = str(info.get("Image") or "")
         try:
             icfg = await self._image_config(tag) if tag else {}
-        except PermanentError:
+        except PermanentManagerError:
             icfg = {}  # the tag is gone: the container's image is still there, by its ID
         if not own or _image_id(str(icfg.get("Id") or "")) == _image_id(own):
             return tag, icfg
-        self._tell("start", f"the tag {tag} now names another image than the container's: recreating it from its "
+        report("start", f"the tag {tag} now names another image than the container's: recreating it from its "
                             f"own image {_image_id(own)[:12]} (recreate it by hand to move to the new one)")
         return own, await self._image_config(own)
 
-    async def _recreate(self, info: dict[str, Any], argv: Sequence[str]) -> None:
+    async def _recreate(self, info: dict[str, Any], argv: Sequence[str], report: Report) -> None:
         """The container again, with the new command: the old one is renamed aside until the new one exists, and
         put back if it cannot be made."""
-        image, icfg = await self._image_of(info)
+        image, icfg = await self._image_of(info, report)
         opts, more_networks = create_options(info, icfg, self.engine)
         ep, cmd = split_command(argv, (icfg.get("Config") or {}).get("Entrypoint") or [])
         self._caveats = unsupported(info)
         for what in self._caveats:
-            self._tell("start", f"not carried over by the recreate: the {what} (a new, empty one takes its place; "
+            report("start", f"not carried over by the recreate: the {what} (a new, empty one takes its place; "
                                 "a named volume keeps its data)")
         aside = f"{self.container}-bringup-old-{str(info.get('Id', ''))[:8]}"
         await self._cli(["rename", self.container, aside])
@@ -280,7 +277,7 @@ class DockerManager:
         """What the last recreate could not carry over (anonymous volumes); each was told as it happened."""
         return list(self._caveats)
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         info = await self.inspect()
         if info is None or not (info.get("State") or {}).get("Running"):
             return
@@ -440,7 +437,7 @@ class DockerManager:
             return command_of(info)
         return list(self.command)
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         if not argv:
             raise ManagerError("refusing to write an empty command")
         info = await self.inspect()

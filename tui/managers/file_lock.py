@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from tui.managers import LockHeld, LockInfo, PermanentError, refusal
+from tui.managers import LockHeld, LockInfo, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
 
 
@@ -42,11 +42,11 @@ class FileLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         except OSError as e:  # not someone else's lock: ours cannot be had at all
             why = "it is a symbolic link" if os.path.islink(self.path) else e.strerror
-            raise PermanentError(f"cannot open the lock {self.path}: {why}") from None
+            raise PermanentManagerError(f"cannot open the lock {self.path}: {why}") from None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise PermanentError(f"cannot use the lock {self.path}: not a regular file")
+            raise PermanentManagerError(f"cannot use the lock {self.path}: not a regular file")
         if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o600:
             os.fchmod(fd, 0o600)  # one made by an older bringup (0644): no one else may open it
         try:

@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from tui.lifecycle.lines import node_tag
 from tui.lifecycle.nodes import node_argv, pid_key
-from tui.managers import AsyncLock, Manager, ManagerError
+from tui.managers import AsyncLock, LogHistory, Manager, ManagerError, Report, unreported
 from tui.model import LockInfo, LogLine, UnitState
 from tui.transport import TransportError
 from tui.words import plural
@@ -48,15 +48,13 @@ class Node:
 def _named(name: str, e: Exception) -> Exception:
     """The same error, saying which node it came from (its kind and permanence kept)."""
     if isinstance(e, TransportError):
-        return TransportError(f"node {name}: {e}", permanent=e.permanent, kind=e.kind)
-    err = type(e)(f"node {name}: {e}") if isinstance(e, ManagerError) else ManagerError(f"node {name}: {e}")
-    if getattr(e, "permanent", False):
-        err.permanent = True  # type: ignore[attr-defined]
-    return err
+        return type(e)(f"node {name}: {e}", kind=e.kind)
+    return type(e)(f"node {name}: {e}") if isinstance(e, ManagerError) else ManagerError(f"node {name}: {e}")
 
 
 class MultiNodeManager:
     can_control = True
+    sees_run = True
 
     def __init__(self, nodes: Sequence[Node], node_flags: Sequence[str]) -> None:
         self.nodes = list(nodes)
@@ -64,8 +62,6 @@ class MultiNodeManager:
         head = self.nodes[0].manager
         self.kind = head.kind
         self.target = f"{head.target} on {plural(len(self.nodes), 'node')} ({', '.join(n.name for n in self.nodes)})"
-        #: per step of a restart, per node ("gpu-b: stopped in 1.2 s"); the restart protocol sets it
-        self.progress: Callable[[str, str], None] | None = None
         #: head invocation -> the worker invocations bound to that run ("" while not yet seen)
         self._bound: dict[str, list[str]] = {}
         self._head = ""  # the head invocation last seen
@@ -76,10 +72,6 @@ class MultiNodeManager:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)
-
-    def _tell(self, step: str, detail: str) -> None:
-        if self.progress is not None:
-            self.progress(step, detail)
 
     async def _each(self, fn: Callable[[Node], Awaitable[T]]) -> list[T]:
         """`fn` on every node at once; the first failure, named by its node, is raised once all have answered."""
@@ -179,27 +171,27 @@ class MultiNodeManager:
     def _node_units(self, unit: UnitState) -> tuple[UnitState, ...] | None:
         return self._parts.get(unit.invocation)
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         """Head first (it hosts the rendezvous) with `argv`, then each worker with its own command line (written
         with the head's by write_argv)."""
         for i, n in enumerate(self.nodes):
             line = list(argv) if i == 0 else await n.manager.read_argv()
-            self._tell("start", f"{n.name}: starting" + (" (head)" if i == 0 else ""))
+            report("start", f"{n.name}: starting" + (" (head)" if i == 0 else ""))
             try:
                 await n.manager.start(line)
             except (TransportError, ManagerError, OSError) as e:
                 raise _named(n.name, e) from e
-            self._tell("start", f"{n.name}: start asked")
+            report("start", f"{n.name}: start asked")
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         """Every node at once: a worker left running holds its GPUs and its end of the collectives. A node that
         cannot be reached does not keep the others running: they are stopped, and the error names it."""
         async def one(n: Node) -> None:
             loop = asyncio.get_running_loop()
             t0 = loop.time()
-            self._tell("stop", f"{n.name}: stopping")
+            report("stop", f"{n.name}: stopping")
             await n.manager.stop()
-            self._tell("stop", f"{n.name}: stopped in {loop.time() - t0:.1f} s")
+            report("stop", f"{n.name}: stopped in {loop.time() - t0:.1f} s")
         got = await asyncio.gather(*(one(n) for n in self.nodes), return_exceptions=True)
         failed = [(n, g) for n, g in zip(self.nodes, got, strict=True) if isinstance(g, BaseException)]
         if not failed:
@@ -266,8 +258,8 @@ class MultiNodeManager:
                 await asyncio.gather(*tasks.values(), return_exceptions=True)
 
     def log_source(self, invocation: str) -> str:
-        where = getattr(self.nodes[0].manager, "log_source", None)
-        head = where(invocation) if where is not None else ""
+        head_mgr = self.nodes[0].manager
+        head = head_mgr.log_source(invocation) if isinstance(head_mgr, LogHistory) else ""
         return f"{head} (head); each node's own log on its host" if head else ""
 
     async def read_log(self, invocation: str) -> list[LogLine]:
@@ -277,12 +269,13 @@ class MultiNodeManager:
             return []
         out: list[LogLine] = []
         for i, st in enumerate(parts):
-            read = getattr(self.nodes[i].manager, "read_log", None)
-            if read is None or not st.invocation:
+            mgr = self.nodes[i].manager
+            if not isinstance(mgr, LogHistory) or not st.invocation:
                 continue
             tag = node_tag(self.nodes[i].name)
             with contextlib.suppress(TransportError, ManagerError, OSError):
-                out += [LogLine(ln.at, tag + ln.text, invocation, ln.cursor) for ln in await read(st.invocation)]
+                lines = await mgr.read_log(st.invocation)
+                out += [LogLine(ln.at, tag + ln.text, invocation, ln.cursor) for ln in lines]
         out.sort(key=lambda ln: ln.at)
         return out
 
@@ -303,7 +296,7 @@ class MultiNodeManager:
     async def read_argv(self) -> list[str]:
         return await self.nodes[0].manager.read_argv()
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         """The head's line as given; each worker's with the same edit (node_argv). Every node's new line is
         computed before any is written: a node that cannot be read leaves every node as it was."""
         lines = await self._each(lambda n: n.manager.read_argv())
@@ -319,7 +312,7 @@ class MultiNodeManager:
                 if written:  # the nodes disagree now: say which have the new line (a retry writes every node again)
                     err.args = (f"{err.args[0]}; the new flags are written on {', '.join(written)} only",)
                 raise err from e
-            self._tell("flags", f"{n.name}: flags written")
+            report("flags", f"{n.name}: flags written")
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
         return await self.nodes[0].manager.read_saved_argv(which)
@@ -352,7 +345,7 @@ class NodesLock:
             if isinstance(e, TimeoutError):
                 raise ManagerError(f"a node did not answer within {REACH_TIMEOUT_S:g} s: nothing was stopped") from e
             if isinstance(e, TransportError):
-                raise TransportError(f"{e}: nothing was stopped", permanent=e.permanent, kind=e.kind) from e
+                raise type(e)(f"{e}: nothing was stopped", kind=e.kind) from e
             if isinstance(e, ManagerError):
                 raise ManagerError(f"{e}: nothing was stopped") from e
             raise

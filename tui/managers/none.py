@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from tui.managers import AsyncLock, ManagerError
+from tui.managers import AsyncLock, ManagerError, Report, unreported
 from tui.model import LogLine, UnitState
 
 
@@ -12,14 +12,15 @@ class NoManager:
     kind = "none"
     target = "an unmanaged server"
     can_control = False
+    sees_run = False
 
     async def state(self) -> UnitState:
         return UnitState(active="unknown")
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         raise ManagerError("this deployment is observe-only (manager = 'none'): bringup cannot start it")
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         raise ManagerError("this deployment is observe-only (manager = 'none'): bringup cannot stop it")
 
     async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
@@ -29,7 +30,7 @@ class NoManager:
     async def read_argv(self) -> list[str]:
         return []
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         raise ManagerError("this deployment is observe-only (manager = 'none'): its flags cannot be changed")
 
     async def read_saved_argv(self, which: str) -> list[str] | None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tui.managers import ManagerError, PermanentError
+from tui.lifecycle.flags import describe_command as describe_command  # its old home: kept importable here
+from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
@@ -91,21 +92,10 @@ def parse_log_line(raw: str, invocation: str) -> LogLine | None:
     return LogLine(at=at, text=text if sep else "", invocation=invocation)
 
 
-def describe_command(command: Sequence[str]) -> str:
-    """The program, and for `python -m module` the module: "python3" alone says nothing of what runs."""
-    if not command:
-        return "?"
-    name = Path(command[0]).name
-    if name.startswith("python") and "-m" in command[1:4]:
-        i = command.index("-m", 1)
-        if i + 1 < len(command):
-            return f"{name} -m {command[i + 1]}"
-    return name
-
-
 class ProcessManager:
     kind = "process"
     can_control = True
+    sees_run = True
 
     def __init__(self, transport: Transport, run_dir: str, command: Sequence[str], env: dict[str, str],
                  *, stop_timeout: float = 60.0, python: str | None = None, log_max_bytes: int = LOG_MAX_BYTES) -> None:
@@ -189,7 +179,7 @@ class ProcessManager:
                          invocation=inv, exit_status=status, started_at=started, exited_at=rec.get("exited_at"),
                          argv=argv)
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         cur = await self.state()
         if cur.active in ("active", "activating", "deactivating"):
             raise ManagerError(f"already running (pid {cur.main_pid}); stop it first")
@@ -206,7 +196,7 @@ class ProcessManager:
             rec = await self._read_json("current.json")
             if isinstance(rec, dict) and rec.get("invocation") == inv:
                 if not int(rec.get("pid") or 0) and rec.get("exited_at") is not None:
-                    raise PermanentError(await self._start_error(rec, inv, argv))
+                    raise PermanentManagerError(await self._start_error(rec, inv, argv))
                 return
             await asyncio.sleep(0.05)
         raise ManagerError("the supervisor did not report the server's start within 5 s")
@@ -222,7 +212,7 @@ class ProcessManager:
                 return line.text.removeprefix("bringup: ")
         return f"cannot start {argv[0] if argv else '?'!r} (exit status {rec.get('exit_status')})"
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         rec = await self._read_json("current.json")
         cur = await self.state()
         if cur.active not in ("active", "activating", "deactivating") or not isinstance(rec, dict):
@@ -328,7 +318,7 @@ class ProcessManager:
             return saved
         return list(self.command)
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         await self.save_argv("previous", await self.read_argv())
         await self._write("argv.json", json.dumps(list(argv)).encode())
 
@@ -341,6 +331,6 @@ class ProcessManager:
 
     def lock(self, purpose: str, change: str = "") -> FileLock:
         if self.transport.name != "local":
-            raise PermanentError("the process manager runs servers on this machine only (host = 'local'): use "
-                                 "manager = 'systemd' for a remote host")
+            raise PermanentManagerError("the process manager runs servers on this machine only (host = 'local'): use "
+                                        "manager = 'systemd' for a remote host")
         return FileLock(self._p("restart.lock"), purpose, change)

@@ -28,7 +28,8 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from tui.managers import LockHeld, LockInfo, ManagerError, PermanentError, refusal
+from tui.errors import PermanentError as Permanent
+from tui.managers import LockHeld, LockInfo, ManagerError, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
 from tui.transport import Transport, TransportError
 
@@ -160,7 +161,7 @@ class RemoteLock:
         except (TimeoutError, TransportError) as e:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
-            if getattr(e, "permanent", False):
+            if isinstance(e, Permanent):
                 raise
             raise ManagerError(f"could not take the lock on {self.transport.name}: {e}") from None
         if first != "locked":
@@ -175,7 +176,7 @@ class RemoteLock:
             why = first.removeprefix("refused: ")
             hint = (" (set sudo = true for this host and allow passwordless sudo for it)"
                     if "password is required" in first else "")
-            raise PermanentError(f"cannot take {where}: {why}{hint}")
+            raise PermanentManagerError(f"cannot take {where}: {why}{hint}")
         self._stream, self.info, self._lost = stream, info, False
         self._watch = asyncio.create_task(self._watch_stream(stream), name="bringup-lock-watch")
         return info

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tui.lifecycle.journal import parse_entry
-from tui.managers import ManagerError, PermanentError
+from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.exec_line import ExecLineError, parse, quote, rewrite, unit_exec, values
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
@@ -87,10 +87,11 @@ def exec_start_from_cat(text: str) -> list[str]:
 class SystemdManager:
     kind = "systemd"
     can_control = True
+    sees_run = True
 
     def __init__(self, transport: Transport, unit: str, *, sudo: bool = False, stop_timeout: float = 120.0) -> None:
         if not _UNIT_NAME.match(unit):
-            raise PermanentError(f"not a systemd service name: {unit!r} (expected NAME.service)")
+            raise PermanentManagerError(f"not a systemd service name: {unit!r} (expected NAME.service)")
         self.transport = transport
         self.unit = unit
         self.sudo = sudo
@@ -113,12 +114,13 @@ class SystemdManager:
         if res.rc != 0:
             err = res.error_text or res.text.strip()
             if "a password is required" in err or "sudo:" in err:
-                raise PermanentError(f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
-                                   f"root: set sudo = true for this host and allow passwordless sudo for it ({err})")
+                raise PermanentManagerError(
+                    f"{self.transport.name}: `{argv[0]} {argv[1] if len(argv) > 1 else ''}` needs "
+                    f"root: set sudo = true for this host and allow passwordless sudo for it ({err})")
             if ("Access denied" in err or "Interactive authentication required" in err or "not permitted" in err
                     or "Permission denied" in err):
-                raise PermanentError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
-                                   "sudo = true for this host, or connect as a user allowed to manage the unit")
+                raise PermanentManagerError(f"{self.transport.name}: permission denied for `{' '.join(argv[:3])}`: set "
+                                          "sudo = true for this host, or connect as a user allowed to manage the unit")
             raise ManagerError(f"{self.transport.name}: `{' '.join(argv[:3])}` failed (exit {res.rc}): {err[:300]}")
         return res.text
 
@@ -130,8 +132,8 @@ class SystemdManager:
         p = parse_show(text)
         self._cgroup = p.get("ControlGroup", "")
         if p.get("LoadState") == "not-found":
-            raise PermanentError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
-                               f"'*sglang*'` lists what is there)")
+            raise PermanentManagerError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
+                                      f"'*sglang*'` lists what is there)")
         status = p.get("ExecMainStatus", "")
         exit_status = int(status) if status.lstrip("-").isdigit() else None
         code = p.get("ExecMainCode", "")
@@ -150,10 +152,10 @@ class SystemdManager:
             self._argv = (invocation, await self.read_argv())
         return self._argv[1]
 
-    async def start(self, argv: Sequence[str]) -> None:
+    async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         await self._run(["systemctl", "start", "--no-block", self.unit], priv=True)
 
-    async def stop(self) -> None:
+    async def stop(self, report: Report = unreported) -> None:
         await self._run(["systemctl", "stop", self.unit], timeout=self.stop_timeout + 10, priv=True)
 
     async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
@@ -225,7 +227,7 @@ class SystemdManager:
         a `mktemp` in its own directory, 0644 once complete, renamed into place (removed if anything fails)."""
         await self._run(["sh", "-c", _WRITE, "bringup-write", path, str(len(data))], priv=True, input=data)
 
-    async def write_argv(self, argv: Sequence[str]) -> None:
+    async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         if not argv:
             raise ManagerError("refusing to write an empty ExecStart")
         dest = f"{self.dropin_dir}/{DROPIN}"
@@ -252,22 +254,24 @@ class SystemdManager:
 
     def _exec_start_for(self, cat: str, argv: list[str], dest: str) -> str | None:
         """The ExecStart= bringup's drop-in sets for `argv` (None: the unit's own, no drop-in), from the unit as
-        `systemctl cat` shows it; PermanentError, naming the construct, when it cannot be written exactly."""
+        `systemctl cat` shows it; PermanentManagerError, naming the construct, when it cannot be written exactly."""
         where = f"{self.unit} on {self.transport.name}"
         later = [f for f in unit_exec(cat).setters if f != dest and f.endswith(".conf")
                  and f.rsplit("/", 1)[-1] > DROPIN]
         if later:
-            raise PermanentError(f"{where}: ExecStart= is also set in {', '.join(later)}, which systemd reads after "
-                                 f"bringup's {DROPIN}: the flags bringup writes would not be run; move that "
-                                 "ExecStart= into the unit file, or into a drop-in that sorts before "
-                                 f"{DROPIN}")
+            raise PermanentManagerError(
+                f"{where}: ExecStart= is also set in {', '.join(later)}, which systemd reads after "
+                f"bringup's {DROPIN}: the flags bringup writes would not be run; move that "
+                "ExecStart= into the unit file, or into a drop-in that sorts before "
+                f"{DROPIN}")
         own = unit_exec(cat, without=dest)
         if not own.lines:
-            raise PermanentError(f"{where}: no ExecStart= outside bringup's drop-in: nothing to rewrite")
+            raise PermanentManagerError(f"{where}: no ExecStart= outside bringup's drop-in: nothing to rewrite")
         if len(own.lines) > 1:
-            raise PermanentError(f"{where}: {len(own.lines)} ExecStart= command lines in effect (Type=oneshot runs "
-                                 f"them one after the other, from {', '.join(sorted({x.source for x in own.lines}))})"
-                                 ": bringup rewrites a unit with one")
+            raise PermanentManagerError(
+                f"{where}: {len(own.lines)} ExecStart= command lines in effect (Type=oneshot runs "
+                f"them one after the other, from {', '.join(sorted({x.source for x in own.lines}))})"
+                ": bringup rewrites a unit with one")
         line = own.lines[0]
         try:
             line = parse(line.written, line.source)  # strict: what systemd would not read is said, not guessed
@@ -275,7 +279,7 @@ class SystemdManager:
                 return None
             return rewrite(line, argv, own.origins)
         except ExecLineError as e:
-            raise PermanentError(f"{where}: cannot rewrite its ExecStart= exactly: {e}") from None
+            raise PermanentManagerError(f"{where}: cannot rewrite its ExecStart= exactly: {e}") from None
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
         data = await self.transport.read_file(f"{self.dropin_dir}/bringup-{which}.json")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from tui.errors import PermanentError
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
 from tui.managers.lock_record import is_other_taking
 from tui.model import Step, StepStatus, UnitState
@@ -132,7 +133,7 @@ class LockGuard:
                 self._checked = time.monotonic()
                 return
             except (TransportError, ManagerError) as e:
-                if getattr(e, "permanent", False) and not isinstance(e, LockHeld):
+                if isinstance(e, PermanentError) and not isinstance(e, LockHeld):
                     raise  # an unknown host key, a unit gone: said as such (exit 2), not as a lost lock
                 if isinstance(e, LockHeld) or time.monotonic() > deadline:
                     self.step(Step("lock", StepStatus.FAILED, f"lost the lock and could not take it back: {e}"))
@@ -176,7 +177,7 @@ class LockGuard:
                 await action()
                 break
             except TransportError as e:
-                if getattr(e, "permanent", False) or attempt == 2:
+                if isinstance(e, PermanentError) or attempt == 2:
                     raise
                 self.step(Step(what, StepStatus.RUNNING,
                                f"connection lost during {what} ({e}); retrying once it is back"))

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from tui.errors import PermanentError
 from tui.lifecycle.flags import diff
-from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError
+from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, Report
 from tui.model import Failure, Outcome, Phase, Result, Step, StepStatus, UnitState
 from tui.ops.change import ChangePlan
 from tui.ops.engine_view import EngineView
@@ -128,11 +129,10 @@ async def _started_after(engine: EngineView, ours: UnitState) -> UnitState | Non
         await engine.wait_changed(0.25)
 
 
-def _per_node(mgr: object, step: Callable[[Step], None] | None) -> None:
-    """A manager of several nodes reports each node's part of a step (`gpu-b: stopped in 1.2 s`), a container
-    manager its pulls and what a recreate cannot carry; None: the transaction is over, nothing more to report."""
-    if hasattr(mgr, "progress"):
-        mgr.progress = None if step is None else (lambda name, detail: step(Step(name, StepStatus.RUNNING, detail)))
+def _reporting(step: Callable[[Step], None]) -> Report:
+    """What a manager tells during a step, as a line of that step: a manager of several nodes each node's part
+    (`gpu-b: stopped in 1.2 s`), a container manager its pulls and what a recreate cannot carry."""
+    return lambda name, detail: step(Step(name, StepStatus.RUNNING, detail))
 
 
 def _guard(engine: EngineView, lock: AsyncLock, step: Callable[[Step], None], progress: Progress,
@@ -172,7 +172,7 @@ Target = ChangePlan | Sequence[str] | None
 def _failed_or_refused(e: Exception) -> Result:
     """A manager's or transport's error: refused when trying again as it is will not help (an unknown host key, a
     unit not found), failed otherwise."""
-    return Result.REFUSED if getattr(e, "permanent", False) else Result.FAILED
+    return Result.REFUSED if isinstance(e, PermanentError) else Result.FAILED
 
 
 async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None], *,
@@ -194,12 +194,10 @@ async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None
     async def locked(lock: AsyncLock, info: LockInfo, prefix: str = "") -> Outcome:
         guard = _guard(engine, lock, step, progress, info)
         guard.note_prefix = prefix
-        _per_node(mgr, guard.noting(step))  # from the flags on: each node's part of every step
         try:
             return await _locked_run(engine, target, step, guard, steps, wait_ready=wait_ready,
                                      stop_first=stop_first, rollback=rollback, ready_timeout_s=timeout)
         finally:
-            _per_node(mgr, None)
             await guard.done()
             if held is not None:
                 held.info = guard.info
@@ -280,6 +278,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
     """flags, stop, release, start, follow: every step on a lock proven still ours. `old_argv`: the flags as read
     under the lock; `changes`: the change from them to `argv`, in words ([] for none)."""
     mgr = engine.manager
+    report = _reporting(step)
     progress = guard.progress
     progress.started, progress.ready = "", False
     guard.argv = old_argv
@@ -287,7 +286,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
     guard.saw(unit)
     if changes:
         await guard.check()
-        await guard.act("flags", lambda: mgr.write_argv(argv), also_argv=[argv])
+        await guard.act("flags", lambda: mgr.write_argv(argv, report), also_argv=[argv])
         progress.flags = "; ".join(changes)
         step(Step("flags", StepStatus.DONE, "flags written: " + progress.flags))
     else:
@@ -302,7 +301,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
         t0 = time.monotonic()
         progress.asked = "stop"
         async with stop_progress(engine, pids, step):
-            await guard.act("stop", mgr.stop, also_runs=[(old_inv, False)])
+            await guard.act("stop", lambda: mgr.stop(report), also_runs=[(old_inv, False)])
         progress.stopped = True
         guard.saw(await engine.poll_unit())
         step(Step("stop", StepStatus.DONE, f"stopped in {time.monotonic() - t0:.1f} s"))
@@ -327,7 +326,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
             return  # an attempt lost with the link went through
         asked = True
         progress.asked = "start"
-        await mgr.start(argv)
+        await mgr.start(argv, report)
     try:
         await guard.act("start", start, also_runs=[(old_inv, False)], also_new_run=True)
     except ManagerError as e:  # the manager says no process began (a command that cannot be run): never "started"
@@ -386,7 +385,6 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
             try:
                 return await _locked_stop(engine, guard.noting(step), guard, steps)
             finally:
-                _per_node(engine.manager, None)
                 await guard.done()
     except LockHeld as e:
         step(Step("lock", StepStatus.FAILED, str(e)))
@@ -413,7 +411,6 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     unit = await engine.poll_unit()
     guard.saw(unit)
     # a stop already under way (deactivating: by hand, or one interrupted) is waited for like ours
-    _per_node(engine.manager, step)
     if not unit.running and not unit.lingering and unit.active != "deactivating":
         step(Step("stop", StepStatus.SKIPPED, "was not running"))
         return Outcome(Result.DONE, Phase.STOPPED, "not running", steps=tuple(steps))
@@ -423,7 +420,7 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     t0 = time.monotonic()
     progress.asked = "stop"
     async with stop_progress(engine, pids, step):
-        await guard.act("stop", engine.manager.stop, also_runs=[(unit.invocation, False)])
+        await guard.act("stop", lambda: engine.manager.stop(_reporting(step)), also_runs=[(unit.invocation, False)])
     progress.stopped = True
     took = time.monotonic() - t0
     guard.saw(await engine.poll_unit())

@@ -7,23 +7,28 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+from tui.errors import PermanentError
 
 
 class TransportError(Exception):
     """A command could not be run or did not finish; the message is shown to the user as is.
 
-    `permanent`: waiting and retrying will not fix it (an unknown or changed host key, authentication refused, a
-    host name that does not resolve, a missing or unreadable key file): `bringup wait` and other retry loops should
-    stop at once and show the message. Transient errors (refused, timed out, reset, link dead, the host rebooting)
-    are worth retrying. `kind` is a short machine-readable name ("host-key-changed", "host-key-unknown", "auth",
-    "unknown-host", "config", "refused", "timeout", "lost", ...; "" when unclassified).
+    Transient errors (refused, timed out, reset, link dead, the host rebooting) are worth retrying; those that
+    are not are `PermanentTransportError`s. `kind` is a short machine-readable name ("host-key-changed",
+    "host-key-unknown", "auth", "unknown-host", "config", "refused", "timeout", "lost", ...; "" when unclassified).
     """
 
-    def __init__(self, message: str = "", *, permanent: bool = False, kind: str = "") -> None:
+    def __init__(self, message: str = "", *, kind: str = "") -> None:
         super().__init__(message)
-        self.permanent = permanent
         self.kind = kind
+
+
+class PermanentTransportError(TransportError, PermanentError):
+    """Waiting and retrying will not fix it (an unknown or changed host key, authentication refused, a host name
+    that does not resolve, a missing or unreadable key file): `bringup wait` and other retry loops stop at once and
+    show the message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +49,8 @@ class CommandResult:
 class Transport(Protocol):
     """What every layer above needs from a host: argv commands, line streams, whole-file reads and atomic writes.
 
-    Two members only a link has are left out so that `LocalTransport` need not fake them: `status` (a line on the
-    link's health, shown as a note while it is not "connected") and `forward(host, port)` (a local port that
-    reaches a port on the host's loopback). `SshTransport` has both; callers look them up with `getattr`.
+    What only a link has is declared apart (`Link`, `Forwarding`), so that `LocalTransport` need not fake it;
+    callers ask `isinstance(transport, Link)`.
     """
 
     name: str
@@ -65,3 +69,25 @@ class Transport(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Link(Protocol):
+    """A transport over a connection that can drop (SSH), whose health the console and the fleet show."""
+
+    #: "connected", "reconnecting (attempt N)[: WHY]", "failed: WHY", ...: shown as a note while not "connected"
+    status: str
+
+
+@runtime_checkable
+class Forwarding(Protocol):
+    """A transport that can reach a port on its host's loopback from here (an SSH port forward)."""
+
+    async def forward(self, host: str, port: int) -> int:
+        """A local port that reaches `host:port` as seen from the transport's host."""
+        ...
+
+
+def link_status(transport: Transport) -> str:
+    """The link's health in words; a transport that is no link (this machine) is always "connected"."""
+    return transport.status if isinstance(transport, Link) else "connected"

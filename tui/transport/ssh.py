@@ -10,7 +10,7 @@
   with a TransportError, and the next use reconnects with backoff ("reconnecting (attempt N)") so front ends show
   it instead of freezing. `last_seen` is when the host last sent anything (a command's output, a keepalive reply):
   a silent `journalctl -f` is normal; the keepalive, not channel silence, decides that the link is dead.
-- Errors are `TransportError`s with `permanent` set for those that retrying cannot fix (host key unknown or
+- Errors are `TransportError`s, `PermanentTransportError`s for those that retrying cannot fix (host key unknown or
   changed, authentication refused, a host name that does not resolve, a missing or bad key file).
 - Commands are argv lists, joined with `shlex.quote` for the remote shell: no user text is ever interpreted.
 - Long-running commands run under a pty, so closing the channel hangs them up on the host (sshd cannot signal a
@@ -35,7 +35,8 @@ from typing import Any
 
 import asyncssh
 
-from tui.transport import CommandResult, TransportError
+from tui.errors import PermanentError
+from tui.transport import CommandResult, PermanentTransportError, TransportError
 from tui.transport.local import StreamLines
 from tui.transport.ssh_errors import classify, config_desc, explain
 from tui.transport.ssh_keys import (
@@ -216,10 +217,10 @@ def _check_jump_hosts(destination: str, config: Sequence[str], opts: asyncssh.SS
             port = int(port_s) if port_s.isdigit() else ()
         opts = _client_options(host, config, port=port, username=user or ())
         if opts.known_hosts is None:
-            raise TransportError(
+            raise PermanentTransportError(
                 f"{destination}: the ProxyJump host {host} has `UserKnownHostsFile none` in ssh_config "
                 f"{config_desc(config)}, which would connect to it without checking its host key; refusing to "
-                "connect. Name a known_hosts file for it", permanent=True, kind="host-key-unknown")
+                "connect. Name a known_hosts file for it", kind="host-key-unknown")
 
 
 async def refused_host_key(destination: str, config: Sequence[str], e: asyncssh.HostKeyNotVerifiable, addr: str,
@@ -241,18 +242,18 @@ async def refused_host_key(destination: str, config: Sequence[str], e: asyncssh.
         who += f" ({host} port {port})" if port else f" ({host})"
     entries = await asyncio.to_thread(known_host_entries, kh.read, host, addr, port)
     if "revoked" in e.reason.lower():
-        return TransportError(f"{destination}: the host key of {who} is marked @revoked in "
-                              f"{', '.join(kh.read)}; refusing to connect", permanent=True, kind="host-key-revoked")
+        return PermanentTransportError(f"{destination}: the host key of {who} is marked @revoked in "
+                                       f"{', '.join(kh.read)}; refusing to connect", kind="host-key-revoked")
     if entries:
         first = entries[0]
         offered = await offered_key(destination, config, [x.algorithm for x in entries])
         now = f" (it now offers {offered})" if offered else ""
-        return TransportError(
+        return PermanentTransportError(
             f"{destination}: the host key of {who} has CHANGED since it was recorded in "
             f"{first.file}:{first.line}{now} — possibly a man-in-the-middle; refusing to connect. If the host "
             f"was reinstalled, remove the old key with `ssh-keygen -R {shlex.quote(first.name)} -f "
             f"{shlex.quote(first.file)}`, then check the new key's fingerprint with the host's owner before "
-            "connecting again", permanent=True, kind="host-key-changed")
+            "connecting again", kind="host-key-changed")
     name = f"[{host}]:{port}" if port else host
     offered = await offered_key(destination, config, OPENSSH_HOST_KEY_ORDER)  # the key `ssh` will show
     check = f"its fingerprint ({offered})" if offered else "its fingerprint"
@@ -269,10 +270,10 @@ async def refused_host_key(destination: str, config: Sequence[str], e: asyncssh.
         then = f"accept it once with {accept}, which records it in {kh.record_in}"
     else:
         then = f"add it to a known_hosts file named by UserKnownHostsFile in {cfg} (which names none now)"
-    return TransportError(
+    return PermanentTransportError(
         f"{destination}: unknown SSH host key for {name}: it is not in {where}, the known_hosts of ssh_config "
         f"{cfg}; refusing to connect. Check {check} with the host's owner, then {then}",
-        permanent=True, kind="host-key-unknown")
+        kind="host-key-unknown")
 
 
 #: AES-GCM ahead of asyncssh's first choice, ChaCha20-Poly1305: as strong, and with AES in hardware (any x86 or ARM
@@ -403,7 +404,8 @@ class SshTransport:
                 self._next_try = time.monotonic() + backoff
                 self.last_error = err
                 self._attempts_failed += 1
-                self.status = f"failed: {err}" if err.permanent else f"reconnecting (attempt {self.attempt}): {err}"
+                self.status = (f"failed: {err}" if isinstance(err, PermanentError)
+                               else f"reconnecting (attempt {self.attempt}): {err}")
                 raise err from None
             self._conn, self._sftp = conn, None
             self.attempt, self._next_try = 0, 0.0

@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncssh
 
-from tui.transport import TransportError
+from tui.transport import PermanentTransportError, TransportError
 from tui.transport.ssh_errors import classify, config_desc
 
 #: OpenSSH's preference among plain host keys: the key `ssh` shows for a host is the first the host has
@@ -92,18 +92,18 @@ async def host_key_error(destination: str, config: Sequence[str], e: asyncssh.Ho
         who += f" ({host} port {port})" if port else f" ({host})"
     entries = await asyncio.to_thread(known_host_entries, files, host, addr, port)
     if "revoked" in e.reason.lower():
-        return TransportError(f"{destination}: the host key of {who} is marked @revoked in "
-                              f"{', '.join(shown)}; refusing to connect", permanent=True, kind="host-key-revoked")
+        return PermanentTransportError(f"{destination}: the host key of {who} is marked @revoked in "
+                                       f"{', '.join(shown)}; refusing to connect", kind="host-key-revoked")
     if entries:
         first = entries[0]
         offered = await offered_key(destination, config, [x.algorithm for x in entries])
         now = f" (it now offers {offered})" if offered else ""
-        return TransportError(
+        return PermanentTransportError(
             f"{destination}: the host key of {who} has CHANGED since it was recorded in "
             f"{first.file}:{first.line}{now} — possibly a man-in-the-middle; refusing to connect. If the host "
             f"was reinstalled, remove the old key with `ssh-keygen -R {shlex.quote(first.name)} -f "
             f"{shlex.quote(first.file)}`, then check the new key's fingerprint with the host's owner before "
-            "connecting again", permanent=True, kind="host-key-changed")
+            "connecting again", kind="host-key-changed")
     accept = f"`ssh {destination}`"
     if config:
         accept += (f" with the same config (`ssh -F {shlex.quote(config[0])} -o StrictHostKeyChecking=ask "
@@ -113,11 +113,11 @@ async def host_key_error(destination: str, config: Sequence[str], e: asyncssh.Ho
     name = f"[{host}]:{port}" if port else host
     offered = await offered_key(destination, config, OPENSSH_HOST_KEY_ORDER)  # the key `ssh` will show
     check = f"its fingerprint ({offered})" if offered else "its fingerprint"
-    return TransportError(
+    return PermanentTransportError(
         f"{destination}: unknown SSH host key for {name}: it is not in {', '.join(shown)}{none}, the "
         f"known_hosts of ssh_config {cfg}; refusing to connect. Check {check} with the host's owner, "
         f"then accept it once with {accept}, which records it in {shown[0]}",
-        permanent=True, kind="host-key-unknown")
+        kind="host-key-unknown")
 
 
 async def offered_key(destination: str, config: Sequence[str], algorithms: Sequence[str]) -> str:

@@ -1,0 +1,438 @@
+"""A deployment's configuration: one model per manager kind, told apart by `manager`.
+
+What every deployment has (where it runs, its preset and endpoint, its GPUs, its timeouts, its nodes) is in
+`DeploymentConfig`; each manager's own keys are in its variant (`SystemdDeployment`, `ProcessDeployment`,
+`DockerDeployment`, `ComposeDeployment`, `NoManagerDeployment`), so a key that means nothing to the manager chosen
+is an error naming the managers it is for, not a value silently ignored. `Deployment` is the union the settings
+hold (discriminated on `manager`, `process` when it is left out); `MANAGERS` lists the variants by name, and the
+registry that builds a manager for each (managers/registry.py) is tested to cover every one of them.
+
+Kept apart from config.py (files, environment, messages) so that the built-in demo (demo_deployment.py), which
+the loader adds, can be built from these models below the loader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, ClassVar, Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+from tui.lifecycle.flags import describe_command
+from tui.lifecycle.presets import FlagSpec, preset_names
+
+_HOST_PORT = re.compile(r"[^:]+:\d+")  # host:port (an IPv6 address has more than one colon)
+
+#: a number of seconds: more than zero, and finite (a NaN or an infinity is no deadline anyone meant)
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: a GPU index on its host
+GpuIndex = Annotated[int, Field(ge=0)]
+
+
+class ConfigError(Exception):
+    """A config problem, phrased for the user: names the file, the key and what is wrong."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostConfig(Strict):
+    """Where servers run. `ssh` is a host name or a Host alias of the ssh_config file; empty means this machine.
+
+    User, Port, ProxyJump and IdentityFile are given in that file (~/.ssh/config, or the file named by
+    `ssh_config`), never in `ssh` itself: `user@host` and `host:port` are not understood there.
+    """
+
+    ssh: str = ""
+    #: an ssh_config file read instead of ~/.ssh/config (aliases, User, Port, ProxyJump, IdentityFile...)
+    ssh_config: str = ""
+    sudo: bool = False
+    #: how to read GPUs: auto (NVML locally, else nvidia-smi), nvml, nvidia-smi, none
+    gpu_source: Literal["auto", "nvml", "nvidia-smi", "none"] = "auto"
+    nvidia_smi: list[str] = Field(default_factory=lambda: ["nvidia-smi"])
+    #: where the process manager keeps pid files, logs and flag history (default: bringup's state dir)
+    state_dir: str = ""
+
+    @field_validator("ssh")
+    @classmethod
+    def _plain_destination(cls, v: str) -> str:
+        if "@" in v or _HOST_PORT.fullmatch(v):
+            raise ValueError(f"{v!r}: user@ and :port are not understood here; put User and Port in a Host block "
+                             "of ~/.ssh/config (or of the file named by ssh_config) and give its alias")
+        return v
+
+    @property
+    def is_local(self) -> bool:
+        return not self.ssh
+
+
+class FlagConfig(Strict):
+    """A server option the preset does not know, declared by the user."""
+
+    name: str
+    kind: Literal["bool", "int", "float", "str", "choice"] = "bool"
+    help: str = ""
+    choices: list[str] = Field(default_factory=list)
+    key: str = ""
+
+    def spec(self) -> FlagSpec:
+        return FlagSpec(self.name.lstrip("-"), self.kind, self.help, tuple(self.choices), key=self.key)
+
+
+def _gpu_list(v: object) -> object:
+    """`gpus`: a list, or "all" (also from the environment: BRINGUP_DEPLOYMENTS__K26__GPUS='[0, 1]' or 0,1)."""
+    if not isinstance(v, str):
+        return v
+    text = v.strip()
+    if text.lower() == "all":
+        return []  # every GPU on the host, as with no list at all
+    try:
+        parsed = json.loads(text) if text.startswith("[") else [int(x) for x in text.split(",")]
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, list):
+        return parsed
+    raise ValueError(f'a list of GPU indices such as [0, 1, 2, 3], or "all"; not {v!r}')
+
+
+def _argv_list(v: object) -> object:
+    """An argv list; never split here: a shell's quoting rules are exactly what bringup keeps out."""
+    if isinstance(v, str):
+        raise ValueError(f'an argv list such as {json.dumps(v.split()[:3])[:-1]}, ...], not a shell string')
+    return v
+
+
+class NodeConfig(Strict):
+    """One node of a deployment that spans several hosts. The first node is the head: it serves HTTP."""
+
+    host: str
+    #: the node's own unit (systemd; default: the deployment's `unit`) or command line (process)
+    unit: str = ""
+    command: list[str] = Field(default_factory=list)
+    gpus: Annotated[list[GpuIndex], NoDecode] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    #: whether flags edited for the deployment are written to this node's command line (false for a node that
+    #: runs something else, a `ray start --block` worker)
+    flags: bool = True
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _all_gpus(cls, v: object) -> object:
+        return _gpu_list(v)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, v: object) -> object:
+        return _argv_list(v)
+
+
+class DeploymentConfig(Strict):
+    """What every deployment has, whatever runs it. Never configured as such: a deployment is one of the
+    variants below, and this is the view of it that the engine, the protocols and the front ends read."""
+
+    #: the manager kind: each variant narrows it to its own name
+    manager: str
+    #: whether a deployment of this kind may span several nodes (`nodes`)
+    SPANS_NODES: ClassVar[bool] = False
+
+    host: str = "local"
+    preset: str = "sglang"
+    endpoint: str = "http://127.0.0.1:30000"
+    #: the GPUs the server uses; empty (or "all", the default) means every GPU on the host
+    gpus: Annotated[list[GpuIndex], NoDecode] = Field(default_factory=list)  # NoDecode: "all" from the env too
+    #: flags shown first in the flags panel (default: every flag the preset knows)
+    flags: list[str] = Field(default_factory=list)
+    extra_flags: list[FlagConfig] = Field(default_factory=list)
+    #: seconds to wait for the old run's GPU memory to be released before giving up a restart
+    release_timeout_s: Seconds = 600.0
+    #: when the host's GPU readings cannot be had at all (nvidia-smi missing, hanging, not permitted), a restart,
+    #: a stop and every sweep configuration wait for them up to release_timeout_s and then refuse: no readings is
+    #: no evidence of release. Set this to accept the risk of a CUDA OOM: start (or call the stop done) this many
+    #: seconds after the old run's processes are gone, without readings. Unset: refuse.
+    unverified_release_grace_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    #: memory (MiB per GPU) above the pre-start baseline still counted as released
+    release_tolerance_mib: float = Field(default=1024.0, ge=0, allow_inf_nan=False)
+    stop_timeout_s: Seconds = 120.0
+    ready_timeout_s: Seconds = 1800.0
+    #: roll back to the last flags that reached ready when a restart fails
+    auto_rollback: bool = False
+    #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
+    hide_flags: list[str] = Field(default_factory=list)
+    #: this deployment's STALLED threshold, when not `probe.stall_after_s` (a server slower or faster than most:
+    #: the demo's runs at its time scale)
+    stall_after_s: Seconds | None = None
+    #: the nodes of a deployment that spans several hosts, head first (empty: one node, `host`)
+    nodes: list[NodeConfig] = Field(default_factory=list)
+    #: flags whose value is each node's own, besides those the preset knows (SGLang `--node-rank`, ...)
+    node_flags: list[str] = Field(default_factory=list)
+
+    @property
+    def host_label(self) -> str:
+        """The host as the console and the CLI name it: the built-in demo's host is this machine; a deployment over
+        several nodes is on each node's host, head first."""
+        if len(self.nodes) > 1:
+            return ",".join(dict.fromkeys(n.host for n in self.nodes))
+        return "local" if self.host == "demo-host" else self.host
+
+    @property
+    def multinode(self) -> bool:
+        return len(self.nodes) > 1
+
+    @property
+    def what_runs(self) -> str:
+        """What the deployment runs, in a word, for a list of deployments (the unit, the program)."""
+        return describe_command([])
+
+    def node(self, i: int) -> Self:
+        """Node i of a deployment over several nodes as a deployment of one node: its host, its GPUs, and what
+        the variant takes from the node (its unit, its command)."""
+        n = self.nodes[i]
+        return self.model_copy(update={"host": n.host, "gpus": list(n.gpus), "nodes": [], **self._node_fields(n)})
+
+    def _node_fields(self, node: NodeConfig) -> dict[str, Any]:
+        return {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_of_other_managers(cls, data: Any) -> Any:
+        """A key of another manager's (`container` with systemd) names the managers it is for; a key of none is
+        left to be an unknown key (with its `did you mean`)."""
+        if isinstance(data, dict):
+            mine = data.get("manager", "process")
+            for key in data:
+                owners = [name for name, v in MANAGERS.items() if key in v.model_fields]
+                if key not in cls.model_fields and owners:
+                    raise ValueError(f"{key} is for manager = {' or '.join(map(repr, owners))}, not {mine!r}")
+        return data
+
+    @model_validator(mode="after")
+    def _manager_needs(self) -> Self:
+        # every variant's manager is always written out (a test's config file, a dump): it decides the variant
+        self.__pydantic_fields_set__.add("manager")
+        if self.nodes:
+            return self._nodes_need()
+        self._one_node_needs()
+        return self
+
+    def _one_node_needs(self) -> None:
+        """The variant's own keys a deployment of one node needs (raises ValueError)."""
+
+    def _node_needs(self, what: str, node: NodeConfig) -> None:
+        """The variant's own keys node `what` needs (raises ValueError)."""
+
+    def _nodes_need(self) -> Self:
+        if not self.SPANS_NODES:
+            spans = " or ".join(repr(name) for name, v in MANAGERS.items() if v.SPANS_NODES)
+            raise ValueError(f"nodes: a deployment over several nodes needs manager = {spans}, "
+                             f"not {self.manager!r}")
+        if self.gpus:
+            raise ValueError("nodes: give each node its own gpus = [...], not the deployment's")
+        if "host" in self.model_fields_set and self.host != self.nodes[0].host:
+            raise ValueError(f"host = {self.host!r} but the first node (the head, which serves HTTP) is on "
+                             f"{self.nodes[0].host!r}; leave host out")
+        for i, n in enumerate(self.nodes):
+            self._node_needs(f"nodes[{i}] (host {n.host!r})", n)
+        self.host = self.nodes[0].host
+        return self
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _all_gpus(cls, v: object) -> object:
+        return _gpu_list(v)
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        if v not in preset_names():
+            raise ValueError(f"unknown preset {v!r}; known presets: {', '.join(preset_names())}")
+        return v
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must start with http:// or https://, got {v!r}")
+        try:
+            url = urlsplit(v)
+            port = url.port
+        except ValueError:  # `:99999`, `:abc`
+            port = 0
+        if port == 0:
+            raise ValueError(f"endpoint {v!r}: its port must be a number 1-65535")
+        if not url.hostname:
+            raise ValueError(f"endpoint {v!r} names no host (http://HOST:PORT)")
+        return v.rstrip("/")
+
+
+class SystemdDeployment(DeploymentConfig):
+    """A systemd unit on a host: bringup rewrites its ExecStart= in a drop-in."""
+
+    manager: Literal["systemd"] = "systemd"
+    SPANS_NODES: ClassVar[bool] = True
+    unit: str = ""
+
+    @property
+    def what_runs(self) -> str:
+        return self.unit
+
+    def _node_fields(self, node: NodeConfig) -> dict[str, Any]:
+        return {"unit": node.unit or self.unit}
+
+    def _one_node_needs(self) -> None:
+        if not self.unit:
+            raise ValueError("manager = 'systemd' needs unit = 'NAME.service'")
+
+    def _node_needs(self, what: str, node: NodeConfig) -> None:
+        if not (node.unit or self.unit):
+            raise ValueError(f"{what}: manager = 'systemd' needs unit = 'NAME.service' (the node's or the "
+                             "deployment's)")
+
+    def _nodes_need(self) -> Self:
+        super()._nodes_need()
+        seen: set[tuple[str, str]] = set()
+        for i, n in enumerate(self.nodes):
+            ident = (n.host, n.unit or self.unit)
+            if ident in seen:
+                raise ValueError(f"nodes[{i}] (host {n.host!r}): the same unit on the same host twice")
+            seen.add(ident)
+        if not self.unit:
+            self.unit = self.nodes[0].unit
+        return self
+
+
+class ProcessDeployment(DeploymentConfig):
+    """A command bringup supervises itself (the demo, hosts without systemd)."""
+
+    manager: Literal["process"] = "process"
+    SPANS_NODES: ClassVar[bool] = True
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    #: the cap of one run's log on disk, MiB (its head kept, one previous part, the live file)
+    log_max_mib: int = Field(default=256, ge=3)
+
+    @property
+    def what_runs(self) -> str:
+        return describe_command(self.command)
+
+    def _node_fields(self, node: NodeConfig) -> dict[str, Any]:
+        return {"command": list(node.command), "env": {**self.env, **node.env}}
+
+    def _one_node_needs(self) -> None:
+        if not self.command:
+            raise ValueError("manager = 'process' needs command = ['program', 'arg', ...]")
+
+    def _node_needs(self, what: str, node: NodeConfig) -> None:
+        if not node.command:
+            raise ValueError(f"{what}: manager = 'process' needs the node's own command = [...]")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, v: object) -> object:
+        return _argv_list(v)
+
+
+class ContainerDeployment(DeploymentConfig):
+    """What the container managers share: the engine's CLI on the host, and the container."""
+
+    #: the container engine's CLI on the host (podman where its CLI agrees)
+    engine: Literal["docker", "podman"] = "docker"
+    #: docker: the container's name (compose: found by the project and service when empty)
+    container: str = ""
+
+
+class DockerDeployment(ContainerDeployment):
+    """A container: bringup recreates it with the new command when the flags change."""
+
+    manager: Literal["docker"] = "docker"
+    #: the image and `docker run` options to create the container with when it does not exist (its command is
+    #: `command`); an existing container is recreated from its own configuration
+    image: str = ""
+    run_args: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=list)
+
+    @property
+    def what_runs(self) -> str:
+        return describe_command(self.command)
+
+    def _one_node_needs(self) -> None:
+        if not self.container:
+            raise ValueError("manager = 'docker' needs container = 'NAME' (and image = '...' with command = [...] "
+                             "to let bringup create it)")
+        if self.image and not self.command:
+            raise ValueError("image = ... needs command = ['program', 'arg', ...]: the container's command")
+
+    @field_validator("command", "run_args", mode="before")
+    @classmethod
+    def _argv(cls, v: object) -> object:
+        return _argv_list(v)
+
+
+class ComposeDeployment(ContainerDeployment):
+    """A Compose service: bringup writes the service's command in an override file."""
+
+    manager: Literal["compose"] = "compose"
+    #: the project directory (holding docker-compose.yml) and the service
+    compose_dir: str = ""
+    service: str = ""
+    #: the Compose CLI (default: docker-compose, or podman-compose with engine = "podman")
+    compose_command: list[str] = Field(default_factory=list)
+
+    def _one_node_needs(self) -> None:
+        if not (self.compose_dir and self.service):
+            raise ValueError("manager = 'compose' needs compose_dir = '/path/to/project' and service = 'NAME'")
+
+    @field_validator("compose_command", mode="before")
+    @classmethod
+    def _argv(cls, v: object) -> object:
+        return _argv_list(v)
+
+
+class NoManagerDeployment(DeploymentConfig):
+    """A server bringup only observes: no start, stop or flags; its lifecycle comes from probes alone."""
+
+    manager: Literal["none"] = "none"
+
+
+#: every manager kind by its name, in the order messages list them (the name is each variant's `manager`)
+MANAGERS: dict[str, type[DeploymentConfig]] = {
+    "systemd": SystemdDeployment,
+    "process": ProcessDeployment,
+    "none": NoManagerDeployment,
+    "docker": DockerDeployment,
+    "compose": ComposeDeployment,
+}
+
+
+def _manager_of(v: Any) -> str:
+    """The variant of a deployment: its `manager`, `process` when it is left out."""
+    if isinstance(v, DeploymentConfig):  # a model already built (a test's, the demo's): its own
+        return v.manager
+    return str(v.get("manager", "process")) if isinstance(v, dict) else ""
+
+
+#: a deployment as the settings hold it: one of the variants, chosen by `manager`
+Deployment = Annotated[
+    Annotated[SystemdDeployment, Tag("systemd")] | Annotated[ProcessDeployment, Tag("process")]
+    | Annotated[NoManagerDeployment, Tag("none")] | Annotated[DockerDeployment, Tag("docker")]
+    | Annotated[ComposeDeployment, Tag("compose")],
+    Discriminator(_manager_of),
+]
+
+
+def unknown_manager(value: object) -> str:
+    """The one line for a manager that is none of the kinds: the words pydantic gives for a Literal."""
+    names = [repr(n) for n in MANAGERS]
+    return f"Input should be {', '.join(names[:-1])} or {names[-1]}"
+
+
+def parse_deployment(data: Any) -> DeploymentConfig:
+    """A deployment from a table of the config (its variant chosen by `manager`), validated as the settings do;
+    raises pydantic's ValidationError."""
+    return _DEPLOYMENT.validate_python(data)
+
+
+_DEPLOYMENT: TypeAdapter[DeploymentConfig] = TypeAdapter(Deployment)

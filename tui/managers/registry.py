@@ -1,0 +1,118 @@
+"""The one table of manager kinds: each deployment variant (deployments.py) and how its manager is built.
+
+A new way to run servers is a manager module, a config variant and one entry here; nothing else asks which kind
+a deployment is (the engine asks the manager what it can do: `can_control`, `sees_run`, `LogHistory`). A variant
+without an entry fails loudly at build time, never silently as another kind, and a test checks that every
+variant has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from tui.config import (
+    ComposeDeployment,
+    DeploymentConfig,
+    DockerDeployment,
+    HostConfig,
+    NoManagerDeployment,
+    ProcessDeployment,
+    Settings,
+    SystemdDeployment,
+)
+from tui.managers import Manager
+from tui.transport import Transport
+
+D = TypeVar("D", bound=DeploymentConfig)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a deployment's manager works: the deployment's name (its records are kept under it), its host and
+    the transport to that host, and the settings (bringup's state dir)."""
+
+    settings: Settings
+    name: str
+    host: HostConfig
+    transport: Transport
+
+    def local_records(self) -> str:
+        """The process manager's records (pid files, logs, flag history): under the host's state dir, else
+        bringup's."""
+        root = self.host.state_dir or str(self.settings.state_path())
+        return str(Path(root).expanduser() / "deployments" / self.name)
+
+    def host_records(self) -> str:
+        """A container deployment's records live on the container's host: under the state dir here, and under the
+        SSH user's home (a path relative to it) on another host, unless the host names its own."""
+        local = self.host.is_local
+        root = self.host.state_dir or (str(self.settings.state_path()) if local else ".local/state/bringup")
+        return str(Path(root).expanduser() / "deployments" / self.name) if local else f"{root}/deployments/{self.name}"
+
+
+@dataclass(frozen=True)
+class ManagerKind(Generic[D]):
+    """One kind of manager: the config variant it is configured by, and how it is built from it."""
+
+    config: type[D]
+    build: Callable[[D, Place], Manager]
+
+    def manager(self, dep: DeploymentConfig, at: Place) -> Manager:
+        if not isinstance(dep, self.config):
+            raise TypeError(f"{type(dep).__name__} is not a {self.config.__name__}")
+        return self.build(dep, at)
+
+
+def _systemd(dep: SystemdDeployment, at: Place) -> Manager:
+    from tui.managers.systemd import SystemdManager
+
+    return SystemdManager(at.transport, dep.unit, sudo=at.host.sudo, stop_timeout=dep.stop_timeout_s)
+
+
+def _process(dep: ProcessDeployment, at: Place) -> Manager:
+    from tui.managers.process import ProcessManager
+
+    return ProcessManager(at.transport, at.local_records(), dep.command, dep.env, stop_timeout=dep.stop_timeout_s,
+                          log_max_bytes=dep.log_max_mib << 20)
+
+
+def _none(dep: NoManagerDeployment, at: Place) -> Manager:
+    from tui.managers.none import NoManager
+
+    return NoManager()
+
+
+def _docker(dep: DockerDeployment, at: Place) -> Manager:
+    from tui.managers.docker import DockerManager
+
+    return DockerManager(at.transport, dep.container, at.host_records(), engine=dep.engine, image=dep.image,
+                         run_args=dep.run_args, command=dep.command, stop_timeout=dep.stop_timeout_s)
+
+
+def _compose(dep: ComposeDeployment, at: Place) -> Manager:
+    from tui.managers.compose import ComposeManager
+
+    compose = dep.compose_command or (["podman-compose"] if dep.engine == "podman" else ["docker-compose"])
+    return ComposeManager(at.transport, dep.compose_dir, dep.service, at.host_records(), engine=dep.engine,
+                          compose=compose, container=dep.container, stop_timeout=dep.stop_timeout_s)
+
+
+#: every manager kind, by its config variant
+KINDS: dict[type[DeploymentConfig], ManagerKind[Any]] = {k.config: k for k in (
+    ManagerKind(SystemdDeployment, _systemd),
+    ManagerKind(ProcessDeployment, _process),
+    ManagerKind(NoManagerDeployment, _none),
+    ManagerKind(DockerDeployment, _docker),
+    ManagerKind(ComposeDeployment, _compose),
+)}
+
+
+def build_manager(dep: DeploymentConfig, at: Place) -> Manager:
+    """The manager of a deployment of one node, of the kind its variant is."""
+    kind = KINDS.get(type(dep))
+    if kind is None:  # a variant added to the config but not here: said, never built as another kind
+        raise TypeError(f"no manager is registered for {type(dep).__name__} (managers/registry.py: KINDS)")
+    return kind.manager(dep, at)
