@@ -16,6 +16,7 @@ from tui.cli import main
 from tui.engine import Engine
 from tui.lifecycle.flags import FlagChange, current_values
 from tui.lifecycle.presets import get_preset
+from tui.managers import Report, unreported
 from tui.model import Result, Step, StepStatus
 from tui.ops import restart as protocol
 from tui.ops.change import ChangePlan, ChangeRefused, Refusal, last_ready, moved_since, plan_argv, plan_change
@@ -172,11 +173,11 @@ async def test_the_protocol_reads_the_flags_once_under_the_lock_and_takes_its_ti
             reads.append("read")
         return await read()
 
-    async def written(argv: list[str]) -> None:
+    async def written(argv: list[str], report: Report = unreported) -> None:
         nonlocal writing
         writing = True
         try:
-            await write(argv)
+            await write(argv, report)
         finally:
             writing = False
 
