@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
 from textual.widgets import OptionList
 
+from tests.pilot_wait import settled, until
 from tests.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
 from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
@@ -26,13 +25,6 @@ def logs_read(lines: list[LogLine]) -> EngineUpdated:
     return EngineUpdated(LogsRead(tuple(lines)))
 
 
-async def until(pilot, cond, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.2)
-    return cond()
 
 
 async def stop_quietly(app: ControlConsoleApp) -> None:
@@ -47,7 +39,7 @@ async def stop_quietly(app: ControlConsoleApp) -> None:
 async def start_from_console(app: ControlConsoleApp, pilot) -> None:  # type: ignore[no-untyped-def]
     assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
     await pilot.press("s")
-    await pilot.pause(0.2)
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
     assert isinstance(app.screen, ConfirmScreen)
     await pilot.press("y")
 
@@ -56,7 +48,7 @@ async def open_flags(app: ControlConsoleApp, pilot) -> FlagsScreen:  # type: ign
     """The live console, connected, with its flags dialog open."""
     assert await until(pilot, lambda: app.watch_ is not None and app.watch_.state.unit is not None)
     await pilot.press("f")
-    await pilot.pause(0.3)
+    await until(pilot, lambda: isinstance(app.screen, FlagsScreen))
     assert isinstance(app.screen, FlagsScreen)
     return app.screen
 
@@ -76,14 +68,14 @@ async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp
             assert Phase.GRAPH_CAPTURE in [t.phase for t in first.timeline]
 
             await pilot.press("f")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: isinstance(app.screen, FlagsScreen))
             assert isinstance(app.screen, FlagsScreen)
             flags = app.screen
             assert flags.specs[0].name == "disable-cuda-graph"
             await pilot.press("space")
             assert "disable-cuda-graph" in flags.pending
             await pilot.press("a")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert isinstance(app.screen, ConfirmScreen)
             body = "\n".join(app.screen.lines)
             assert "sim" in body and "simhost" in body and "+ --disable-cuda-graph" in body
@@ -110,7 +102,7 @@ async def test_dflash_scenario_shows_failed_with_hint(tmp_path: Path) -> None:
         try:
             await start_from_console(app, pilot)
             assert await until(pilot, lambda: app.watch_.state.phase == Phase.FAILED, 40)
-            await pilot.pause(1.0)
+            assert await until(pilot, lambda: app.watch_.state.failure is not None)
             f = app.watch_.state.failure
             assert f is not None and f.kind == "cuda-graph"
             assert "disable-cuda-graph" in f.hint
@@ -127,7 +119,7 @@ async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
         assert {"restart", "flags", "start_stop"}.isdisjoint(actions)
         assert "toggle_errors" in actions
         await pilot.press("r", "f", "s")
-        await pilot.pause(0.1)
+        await settled(pilot)
         assert not isinstance(app.screen, (ConfirmScreen, FlagsScreen))
     full = ControlConsoleApp(settings_for(tmp_path / "b"), "sim", live=False)
     async with full.run_test(size=(100, 30)):
@@ -144,20 +136,20 @@ async def test_filter_searches_the_whole_buffer_and_markup_is_literal(tmp_path: 
         lines.insert(3, "[2026-11-29 10:00:00 TP0] needle-in-the-haystack")
         lines.append(nasty)
         app.post_message(logs_read([LogLine(at=1.0, text=t) for t in lines]))
-        await pilot.pause(0.5)
+        await settled(pilot)
         await pilot.press("e")  # all lines
-        await pilot.pause(0.2)
+        await until(pilot, lambda: log.log_view.line_count == len(lines))
         assert log.log_view.line_count == len(lines)
         await pilot.press("slash")
         await pilot.press(*"needle")
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: log.matching() == ["[2026-11-29 10:00:00 TP0] needle-in-the-haystack"])
         assert log.matching() == ["[2026-11-29 10:00:00 TP0] needle-in-the-haystack"]
         assert log.log_view.line_count == 1
         log.set_filter("not bold")
         assert log.matching() == ["[bold]not bold[/] red [/] [link=x]y"]
         assert log.log_view.lines[0] == "[bold]not bold[/] red [/] [link=x]y"
-        await pilot.pause(0.2)  # renders without raising
+        assert await until(pilot, lambda: "[bold]not bold[/] red [/] [link=x]y" in screen_text(app)), screen_text(app)
 
 
 async def test_errors_view_keeps_tracebacks_whole(tmp_path: Path) -> None:
@@ -166,7 +158,7 @@ async def test_errors_view_keeps_tracebacks_whole(tmp_path: Path) -> None:
     text = [ln for ln in src.read_text().splitlines() if not ln.startswith("#")]
     async with app.run_test(size=(100, 30)) as pilot:
         app.post_message(logs_read([LogLine(at=1.0, text=t) for t in text]))
-        await pilot.pause(0.5)
+        await settled(pilot)
         shown = app.query_one(ErrorLog).matching()
         start = next(i for i, t in enumerate(shown) if "Scheduler hit an exception" in t)
         frames = [t for t in text if t.startswith("  File ")]
@@ -179,10 +171,10 @@ async def test_pause_freezes_and_resume_catches_up(tmp_path: Path) -> None:
         await pilot.press("p")
         await pilot.press("e")
         app.post_message(logs_read([LogLine(at=1.0, text="line while paused")]))
-        await pilot.pause(0.4)
+        await settled(pilot)
         assert app.query_one(ErrorLog).log_view.line_count == 0
         await pilot.press("p")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: app.query_one(ErrorLog).log_view.lines == ["line while paused"])
         assert app.query_one(ErrorLog).log_view.lines == ["line while paused"]
 
 
@@ -196,7 +188,7 @@ async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
             raise RuntimeError("collector exploded")
 
         w.manager.state = boom  # type: ignore[method-assign]
-        await asyncio.sleep(1.5)
+        await until(pilot, lambda: "unit" in w.collector_errors)
         assert app.is_running
         assert "unit" in w.collector_errors
         await w.close()
@@ -218,8 +210,8 @@ async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path
                 batch = [LogLine(at=1.0 + n, text=f"seq {n + i}", invocation=inv) for i in range(12_000)]
                 n += len(batch)
                 app.post_message(logs_read(batch))
-                await pilot.pause(0.2)
-        await pilot.pause(0.3)
+                await settled(pilot)
+        await until(pilot, lambda: log.log_view.line_count == BUFFER)
         assert log.log_view.line_count == BUFFER
         assert log.log_view.is_vertical_scroll_end
         screen = "\n".join(line.text for line in log.log_view.render_lines(log.log_view.region.reset_offset))
@@ -236,11 +228,11 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
     async with app.run_test(size=(100, 30)) as pilot:
         app.post_message(logs_read([LogLine(at=1.0, text=f"line {i}") for i in range(5)]))
         await pilot.press("e", "slash", *"line 3", "enter")
-        await pilot.pause(0.2)
+        await settled(pilot)
         log = app.query_one(ErrorLog)
         assert log.matching() == ["line 3"]
         await pilot.press("escape")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: log.filter_text == "" and len(log.matching()) == 5)
         assert log.filter_text == "" and len(log.matching()) == 5
         keys = dict((d, k) for k, d in app.help_rows())
         listed = [k for k, _ in app.help_rows()]
@@ -248,10 +240,10 @@ async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(t
         assert keys["Restart"] == "r" and keys["Filter"] == "/"
         assert not any("Scroll" in d for d in keys)
         await pilot.press("question_mark")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
         assert not isinstance(app.screen, HelpScreen)
 
 
@@ -262,22 +254,22 @@ async def test_log_follows_while_the_filter_box_is_open_and_stops_when_scrolled_
 
         async def send(a: int, b: int) -> None:
             app.post_message(logs_read([LogLine(at=1.0, text=f"n{i}") for i in range(a, b)]))
-            await pilot.pause(0.3)
+            await settled(pilot)
 
         await pilot.press("e")
         await send(0, 200)
         await pilot.press("slash")  # the filter box takes three rows from the log: the end moves
-        await pilot.pause(0.2)
+        await settled(pilot)
         await send(200, 400)
         assert log.log_view.is_vertical_scroll_end and log.unseen == 0
         await pilot.press("escape")
-        await pilot.pause(0.2)
+        await settled(pilot)
         log.log_view.scroll_to(y=10, animate=False, immediate=True)  # the user scrolls up
-        await pilot.pause(0.1)
+        await settled(pilot)
         await send(400, 450)
         assert not log.following and log.unseen == 50 and log.log_view.scroll_y == 10
         await pilot.press("end")
-        await pilot.pause(0.3)
+        await settled(pilot)
         await send(450, 460)
         assert log.following and log.log_view.is_vertical_scroll_end
 
@@ -295,12 +287,12 @@ async def test_lines_arriving_while_paused_past_the_buffer_show_the_newest_on_re
         for start in range(0, n, 10_000):
             batch = [LogLine(at=1.0, text=f"seq {i}") for i in range(start, min(n, start + 10_000))]
             app.post_message(logs_read(batch))
-            await pilot.pause(0.05)
-        await pilot.pause(0.2)
+            await settled(pilot)
+        await settled(pilot)
         assert log.log_view.line_count == 0 and log.has_due
         assert len(log._due) <= BUFFER  # what waits for the screen is bounded like the buffer
         await pilot.press("p")
-        await pilot.pause(0.5)
+        await until(pilot, lambda: log.log_view.line_count == BUFFER)
         assert log.log_view.line_count == BUFFER
         assert log.log_view.lines[0] == f"seq {n - BUFFER}" and log.log_view.lines[-1] == f"seq {n - 1}"
         assert not log.has_due
@@ -318,22 +310,22 @@ async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_oth
     async with app.run_test(size=(100, 30)) as pilot:
         first = cs.gpus(128.4, 68)
         app.post_message(EngineUpdated(GpusSampled(first, cs.history(128.4))))
-        await pilot.pause(0.3)
+        assert await until(pilot, lambda: app.gpu_snap is first)
         app.render_gpus()
-        await pilot.pause(0.2)
+        await until(pilot, lambda: screen_text(app).count(" 68%") == 8)
         assert screen_text(app).count(" 68%") == 8
         changed = dataclasses.replace(first, gpus=tuple(
             dataclasses.replace(g, util_pct=97.0) if g.index == 3 else g for g in first.gpus))
         app.post_message(EngineUpdated(GpusSampled(changed, cs.history(128.4))))
-        await pilot.pause(0.3)
+        assert await until(pilot, lambda: app.gpu_snap is changed)
         app.render_gpus()
-        await pilot.pause(0.2)
+        assert await until(pilot, lambda: " 97%" in screen_text(app))
         text = screen_text(app)
         row3 = next(ln for ln in text.splitlines() if "▸ 3 " in ln or " 3 █" in ln)
         assert " 97%" in row3 and text.count(" 68%") == 7, text
         panel = app.query_one(GpuPanel)
         panel.refresh()  # a full repaint shows the same
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert screen_text(app) == text
 
 
@@ -343,13 +335,13 @@ async def test_a_flag_change_answered_no_is_dropped_and_a_later_r_restarts_witho
         try:
             await open_flags(app, pilot)
             await pilot.press("space", "a")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert isinstance(app.screen, ConfirmScreen)
             assert "+ --disable-cuda-graph" in "\n".join(app.screen.lines)
             await pilot.press("n")
-            await pilot.pause(0.2)
+            assert await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
             await pilot.press("r")
-            await pilot.pause(0.3)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert isinstance(app.screen, ConfirmScreen)
             body = "\n".join(app.screen.lines)
             assert "disable-cuda-graph" not in body and "no flag change" in body, body
@@ -365,10 +357,10 @@ async def test_the_console_keeps_updating_behind_a_dialog(tmp_path: Path) -> Non
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("e", "question_mark")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert isinstance(app.screen, HelpScreen)
         app.post_message(logs_read([LogLine(at=1.0, text="written while the help was open")]))
-        await pilot.pause(0.4)
+        assert await until(pilot, lambda: app.query_one(ErrorLog).log_view.lines == ["written while the help was open"])
         assert isinstance(app.screen, HelpScreen)
         assert app.query_one(ErrorLog).log_view.lines == ["written while the help was open"]
 
@@ -384,10 +376,10 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
     async with app.run_test(size=(100, 30)) as pilot:
         snap = cs.snapshot(Phase.READY)
         app.post_message(EngineUpdated(PhaseChanged(snap)))
-        await pilot.pause(0.3)
+        assert await until(pilot, lambda: app.snap is snap)
         longer = (*cs.ARGV, "--mem-fraction-static", "0.85", "--disable-cuda-graph")
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(snap, flags=longer, invocation="new-run"))))
-        await pilot.pause(0.3)
+        assert await until(pilot, lambda: "--disable-cuda-graph" in " ".join(screen_text(app).split()))
         text = " ".join(screen_text(app).split())
         assert "--disable-cuda-graph" in text, screen_text(app)
 
@@ -411,19 +403,22 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         sample, hist = cs.throughput()
         app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
         app.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
-        await pilot.pause(0.3)
+        assert await until(pilot, lambda: app.snap is ready and app.tp is sample and len(app.steps) == 1)
         app.render_all()
-        await pilot.pause(0.2)
+        await until(pilot, lambda: "running 4" in panel(app, "#throughput")
+                    and "endpoint: generation ok" in panel(app, "#lifecycle"))
         assert "running 4" in panel(app, "#throughput") and "endpoint: generation ok" in panel(app, "#lifecycle")
-        await pilot.pause(1.2)  # a refresh tick: what the sample made due is drawn and done with
+        # a refresh tick: what the sample made due is drawn and done with
+        assert await until(pilot, lambda: not app._dirty)
         app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.STOPPED))))
-        await pilot.pause(1.3)  # the refresh tick redraws it: no new sample comes to do it once the server stops
+        # the refresh tick redraws it: no new sample comes to do it once the server stops
+        await until(pilot, lambda: "the last while it served" in panel(app, "#throughput"))
         tp = panel(app, "#throughput")
         assert "the last while it served" in tp and "running 4" not in tp, tp
         assert "endpoint:" not in panel(app, "#lifecycle")
         assert "stop" in str(app.query_one("#steps", Static).render())  # this console's own last action shows
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli"))))
-        await pilot.pause(0.3)
+        await until(pilot, lambda: app.steps == [] and "stop" not in str(app.query_one("#steps", Static).render()))
         assert app.steps == [] and "stop" not in str(app.query_one("#steps", Static).render())
 
 
@@ -435,10 +430,10 @@ async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: P
             key = {f.name: f.key for f in flags.specs}["disable-cuda-graph"]
             assert key
             await pilot.press(key)
-            await pilot.pause(0.1)
+            await until(pilot, lambda: "disable-cuda-graph" in flags.pending)
             assert "disable-cuda-graph" in flags.pending
             await pilot.press(key)
-            await pilot.pause(0.1)
+            await until(pilot, lambda: "disable-cuda-graph" not in flags.pending)
             assert "disable-cuda-graph" not in flags.pending  # toggled back
             await pilot.press("escape")
         finally:
@@ -450,16 +445,16 @@ async def test_the_log_scrolls_by_keyboard_after_a_filter_that_matched_nothing_i
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("e")
         app.post_message(logs_read([LogLine(at=1.0, text=f"n{i}") for i in range(300)]))
-        await pilot.pause(0.4)
+        await settled(pilot)
         log = app.query_one(ErrorLog).log_view
         await pilot.press("slash", "z", "z", "enter")  # matches nothing: the log is replaced by a note
-        await pilot.pause(0.2)
+        await settled(pilot)
         await pilot.press("escape")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: app.focused is log)
         assert app.focused is log
         end = log.scroll_y
         await pilot.press("pageup")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: log.scroll_y < end)
         assert log.scroll_y < end
 
 
@@ -473,7 +468,7 @@ async def test_the_palette_offers_every_console_key_and_the_picker_takes_arrow_k
         # the full console's own keys and those it inherits from the read-only console
         assert {"Restart", "Flags", "Filter", "Errors/all", "Pause", "Deployments", "Help"} <= titles, titles
         await pilot.press("d")
-        await pilot.pause(0.2)
+        assert await until(pilot, lambda: bool(app.screen.query("#picker")))
         names = list(settings.deployments)
         picker = app.screen.query_one("#picker", OptionList)
         assert app.focused is picker  # arrow keys and Enter work at once, no Tab first
@@ -490,14 +485,14 @@ async def test_w_folds_long_log_lines_to_the_panel_and_back_and_the_filter_still
                 'line 1234, in replay: ret = self.graph_runner.replay(forward_batch, skip_attn_backend_init)'
         app.post_message(logs_read([LogLine(at=1.0, text="short line", invocation="aaaaaaaa1111"),
                                       LogLine(at=1.0, text=frame, invocation="aaaaaaaa1111")]))
-        await pilot.pause(0.3)
+        await settled(pilot)
         log = app.query_one(ErrorLog)
         view = log.log_view
         width = view.scrollable_content_region.width
         assert len(frame) > width
         before = view.line_count  # the run marker, the short line, the frame on one line
         await pilot.press("w")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: view.line_count > before)
         assert view.line_count > before
         lines = list(view.lines)
         assert all(len(x) <= width for x in lines), (width, lines)
@@ -505,11 +500,11 @@ async def test_w_folds_long_log_lines_to_the_panel_and_back_and_the_filter_still
         assert "".join(x.strip().removeprefix("↳") for x in lines[2:]).replace(" ", "") == frame.replace(" ", "")
         assert "wrapped" in str(log.border_title)
         log.set_filter("skip_attn_backend_init")  # the tail of the folded line: matched on the whole line
-        await pilot.pause(0.1)
+        await until(pilot, lambda: [x for x in view.lines if x.strip()] and "File" in view.lines[0])
         assert [x for x in view.lines if x.strip()] and "File" in view.lines[0]
         log.set_filter("")
         await pilot.press("w")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: view.line_count == before and frame in view.lines)
         assert view.line_count == before and frame in view.lines
 
 
@@ -523,18 +518,18 @@ async def test_an_empty_errors_view_says_so_above_the_run_marker_and_all_lines_l
                  'INFO:     127.0.0.1:51236 - "GET /metrics HTTP/1.1" 200 OK',
                  'INFO:     10.0.0.7:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK']  # a user's: kept
         app.post_message(logs_read([LogLine(at=1.0, text=t, invocation="aaaaaaaa1111") for t in lines]))
-        await pilot.pause(0.3)
+        await settled(pilot)
         log = app.query_one(ErrorLog)
         note = app.query_one("#log-empty", Static)
         assert note.display and "no errors or warnings so far" in str(note.render())
         assert [x for x in log.log_view.lines if x.startswith("──── run aaaaaaaa")]  # the marker shows too
         await pilot.press("e")
-        await pilot.pause(0.2)
+        await settled(pilot)
         shown = list(log.log_view.lines)
         assert not note.display
         assert lines[0] in shown and lines[3] in shown and own not in shown and lines[2] not in shown, shown
         log.set_filter("GET /health")  # asked for: shown
-        await pilot.pause(0.1)
+        await until(pilot, lambda: own in log.log_view.lines)
         assert own in log.log_view.lines
 
 
@@ -543,13 +538,13 @@ async def test_the_key_bar_keeps_every_key_at_90_columns(tmp_path: Path) -> None
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(90, 28)) as pilot:
-        await pilot.pause(0.1)
+        await settled(pilot)
         bar = str(app.query_one("#keys", Static).render())
         assert len(bar.rstrip()) <= 90, bar
         for key in ("/", " e ", " p ", " d ", " ? ", " q ", " r ", " f ", " s ", "^p"):
             assert key in bar, (key, bar)
         await pilot.resize_terminal(140, 36)
-        await pilot.pause(0.2)
+        await until(pilot, lambda: "Errors/all" in str(app.query_one("#keys", Static).render()))
         assert "Errors/all" in str(app.query_one("#keys", Static).render())  # room again: the full labels
 
 
@@ -571,9 +566,9 @@ async def test_every_collector_note_shows_in_the_lifecycle_panel_and_the_metrics
                  Note(NoteSource.METRICS, "metrics: ReadTimeout: timed out"),
                  Note(NoteSource.THROUGHPUT, "no metrics: start the server with --enable-metrics"))
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(cs.snapshot(Phase.READY), notes=notes))))
-        await pilot.pause(0.3)
+        assert await until(pilot, lambda: app.snap.notes == notes)
         app.render_all()
-        await pilot.pause(0.2)
+        await settled(pilot)
         lifecycle, throughput = panel(app, "#lifecycle"), panel(app, "#throughput")
         assert "gpus: nvidia-smi not found" in lifecycle and "metrics: ReadTimeout" in lifecycle, lifecycle
         assert "no metrics" not in lifecycle and "no metrics: start the server" in throughput, throughput

@@ -20,6 +20,7 @@ import pytest
 from textual.binding import Binding
 
 from tests import console_states as cs
+from tests.pilot_wait import settled, until
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
 from tui.engine import Engine
@@ -102,13 +103,6 @@ def see_unit(w: Engine, running: bool) -> None:
     w.feed(UnitObserved(time.time(), unit))
 
 
-async def until(pilot: Any, cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        await pilot.pause(0.1)
-    return cond()
 
 
 def error_with(notes: list[Note], cause: str, todo: str) -> Note | None:
@@ -162,12 +156,12 @@ async def test_s_when_the_unit_cannot_be_reached_says_why(tmp_path: Path, failur
         see_unit(w, running)
         break_manager(w, FAILURES[failure])
         await pilot.press("s")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen)
         assert app.screen.title_text.startswith("Stop" if running else "Start")
         await pilot.press("y")
         assert await until(pilot, lambda: error_with(notes, CAUSE[failure], "press s") is not None), notes
-        await pilot.pause(0.3)
+        await settled(pilot)
         assert app.is_running and not isinstance(app.screen, ConfirmScreen)  # no rollback offered
         assert not app.restarting
     await w.close()
@@ -185,7 +179,7 @@ async def test_the_rollback_offer_after_a_failed_restart_when_the_flags_cannot_b
         app.post_message(RestartFinished(failed_own_restart()))
         assert await until(pilot, lambda: error_with(notes, CAUSE[failure], "press f") is not None), notes
         assert any(n.severity == "error" and "cuda-graph" in n.message for n in notes), notes
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert app.is_running and not isinstance(app.screen, ConfirmScreen)
     await w.close()
 
@@ -197,7 +191,7 @@ async def test_s_on_a_unit_never_read_offers_nothing_and_says_why(tmp_path: Path
         notes = record_notes(app)
         w.collector_errors["unit"] = "gpu-box: SSH connection timed out"
         await pilot.press("s")
-        await pilot.pause(0.2)
+        await settled(pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert error_with(notes, "SSH connection timed out", "press s") is not None, notes
     await w.close()
@@ -211,7 +205,7 @@ async def test_a_markup_like_error_text_is_shown_literally(tmp_path: Path) -> No
         break_manager(w, lambda: TransportError("gpu-box: SSH error: [Errno 113] No route [/] to host"))
         await pilot.press("r")
         assert await until(pilot, lambda: error_with(notes, "[Errno 113] No route [/]", "press r") is not None)
-        await pilot.pause(0.3)  # the toast is drawn
+        await settled(pilot)  # the toast is drawn
         assert app.is_running
     await w.close()
 
@@ -252,7 +246,7 @@ def test_a_console_that_dies_of_an_uncaught_exception_exits_non_zero(tmp_path: P
     app = CrashingConsole(settings_for(tmp_path), "sim", live=False)
 
     async def crash(pilot: Any) -> None:
-        await pilot.pause(0.2)
+        await pilot.pause()
         await pilot.press("x")
 
     result = app.run(headless=True, size=(100, 30), auto_pilot=crash)
@@ -289,7 +283,7 @@ async def test_a_restart_refused_by_the_lock_says_who_holds_it_and_offers_no_rol
             assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("y")
             assert await until(pilot, lambda: any("refused" in n.message for n in notes)), notes
-            await pilot.pause(0.5)
+            await settled(pilot)
             assert not isinstance(app.screen, ConfirmScreen), app.screen.title_text  # type: ignore[attr-defined]
         refused = next(n for n in notes if "refused" in n.message)
         assert refused.message.startswith("refused: another bringup is already restarting this deployment")
@@ -318,7 +312,7 @@ async def test_no_rollback_is_offered_unless_this_consoles_own_restart_failed(
     async with app.run_test(size=(100, 30)) as pilot:
         notes = record_notes(app)
         app.post_message(RestartFinished(outcome))
-        await pilot.pause(0.5)
+        await settled(pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert notes and outcome.message.split(";")[0] in notes[0].message
     await w.close()
@@ -339,7 +333,7 @@ def protocol_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
 
 async def offer_rollback(app: ControlConsoleApp, pilot: Any) -> ConfirmScreen:
     app.post_message(RestartFinished(failed_own_restart()))
-    assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
     assert isinstance(app.screen, ConfirmScreen)
     assert app.screen.title_text == "Roll back sim on simhost?"
     assert "- --disable-cuda-graph" in "\n".join(app.screen.lines)
@@ -359,7 +353,7 @@ async def test_a_rollback_accepted_after_the_flags_changed_does_not_restart(
         await w.manager.write_argv(other)  # meanwhile, another operator's restart
         await pilot.press("y")
         assert await until(pilot, lambda: any("changed" in n.message for n in notes)), notes
-        await pilot.pause(0.3)
+        await settled(pilot)
         assert protocol_runs == []
         assert not app.restarting
         note = next(n for n in notes if "changed" in n.message)
@@ -394,7 +388,7 @@ async def test_a_restart_confirmed_after_the_flags_changed_does_not_restart(
         await w.manager.write_argv([*base, "--disable-cuda-graph"])
         await pilot.press("y")
         assert await until(pilot, lambda: any("changed" in n.message for n in notes)), notes
-        await pilot.pause(0.3)
+        await settled(pilot)
         assert protocol_runs == []
         await pilot.press("r", "y")  # asked again, over the flags as they are now: it goes ahead
         assert await until(pilot, lambda: protocol_runs == [[*base, "--disable-cuda-graph"]]), protocol_runs

@@ -13,7 +13,7 @@ import pytest
 from textual.containers import VerticalScroll
 
 from tests.config_toml import ConfigFile
-from tests.pilot_wait import until
+from tests.pilot_wait import settled, until
 from tests.ports import free_port
 from tui.app import ControlConsoleApp
 from tui.config import DeploymentConfig, HostConfig, Settings, load
@@ -82,7 +82,7 @@ async def test_the_overview_gives_the_note_and_tokens_room_by_priority(
     app = overview(tmp_path, monkeypatch)
     async with app.run_test(size=size) as pilot:
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(table(app).shown) == 5)
-        await pilot.pause(0.1)
+        await settled(pilot)
         text = screen_text(app)
         header = next(ln for ln in text.splitlines() if "NAME" in ln)
         for label in ("NAME", "HOST", "PHASE", "FAILURE", "TOK/S", "NOTE"):
@@ -126,7 +126,7 @@ LAST = "Esc closes this."
 
 async def scroll_help_to_its_end(app: ControlConsoleApp, pilot: object, height: int) -> None:
     assert await until(pilot, lambda: isinstance(app.screen, HelpScreen))  # type: ignore[arg-type]
-    await pilot.pause(0.1)  # type: ignore[attr-defined]
+    await settled(pilot)
     first = words_on_screen(app)
     assert "bringup keys" in first
     if height >= 40:
@@ -134,7 +134,7 @@ async def scroll_help_to_its_end(app: ControlConsoleApp, pilot: object, height: 
     for _ in range(3):
         await pilot.press("pagedown")  # type: ignore[attr-defined]
     await pilot.press("end")  # type: ignore[attr-defined]
-    await pilot.pause(0.1)  # type: ignore[attr-defined]
+    await until(pilot, lambda: LAST in words_on_screen(app))
     assert LAST in words_on_screen(app), screen_text(app)
 
 
@@ -184,7 +184,7 @@ async def test_three_toasts_wrap_and_stay_whole_on_the_screen(size: tuple[int, i
                    markup=False)
         app.notify(REFUSED, title="sim-a: restart refused", severity="warning", timeout=30, markup=False)
         assert await until(pilot, lambda: len(app.screen.query(Toast)) == 3)
-        await pilot.pause(0.2)
+        await settled(pilot)
         screen = app.screen.region
         for toast in app.screen.query(Toast):
             r = toast.region

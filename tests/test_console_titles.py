@@ -109,13 +109,13 @@ async def test_filter_then_escape_keeps_the_row_and_every_dialog_names_it_and_it
 
         # restart, then start (its unit is stopped) on sim-c
         await pilot.press("r")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Restart sim-c on gpu-a?"
         assert "sim-c on gpu-a" in title_on_screen(app)
         await answer_no(app, pilot)
         see_unit(engine(app, "sim-c"), running=False)
         await pilot.press("s")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Start sim-c on gpu-a?"
         await answer_no(app, pilot)
 
@@ -124,12 +124,12 @@ async def test_filter_then_escape_keeps_the_row_and_every_dialog_names_it_and_it
         assert table(app).cursor == "sim-d"
         see_unit(engine(app, "sim-d"), running=True)
         await pilot.press("s")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Stop sim-d on gpu-b?"
         assert "sim-d on gpu-b" in title_on_screen(app)
         await answer_no(app, pilot)
         await pilot.press("f")
-        assert await until(pilot, lambda: isinstance(app.screen, FlagsScreen))
+        await until(pilot, lambda: isinstance(app.screen, FlagsScreen))
         assert isinstance(app.screen, FlagsScreen) and "· sim-d on gpu-b ·" in app.screen.title_text
         await pilot.press("escape")
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen))
@@ -141,7 +141,7 @@ async def test_filter_then_escape_keeps_the_row_and_every_dialog_names_it_and_it
         await w.manager.write_argv([*base, "--disable-cuda-graph"])
         done = tuple(Step(s, "done", s) for s in ("lock", "flags", "stop", "release", "start"))
         app.post_message(RestartFinished(Outcome(False, Phase.FAILED, "failed in warmup", steps=done)))
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Roll back sim-d on gpu-b?"
         assert "deployment: sim-d" in app.screen.lines and "host:       gpu-b" in app.screen.lines
         await answer_no(app, pilot)
@@ -164,7 +164,7 @@ async def test_an_answer_after_the_console_moved_to_another_deployment_does_noth
     async with app.run_test(size=(120, 40)) as pilot:
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(table(app).shown) == 3)
         await pilot.press("r")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Restart sim-c on gpu-a?"
         app.open_watch("sim-d")  # as the overview's Enter on sim-d does
         await pilot.press("y")

@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ import httpx
 import pytest
 
 from tests.config_toml import ConfigFile
+from tests.helpers.wait import until
 from tests.ports import free_port
 from tests.simdeploy import ALL_GPUS, sim_host
 from tui.config import DeploymentConfig, ProbeConfig
@@ -92,16 +92,6 @@ def daemon(request: pytest.FixtureRequest) -> str:
 def not_for_podman(engine: str, why: str) -> None:
     if engine == "podman":
         pytest.skip(f"podman: {why}")
-
-
-def until(what: str, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Deployment:

@@ -23,6 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import wait
 from tests.ports import free_port
 from tests.simdeploy import write_config
 from tui.config import load
@@ -315,7 +316,6 @@ async def test_restarts_counted_by_outcome_from_lock_records(tmp_path: Path) -> 
 async def test_a_failing_gpu_source_shows_a_growing_age(tmp_path: Path) -> None:
     """The host's nvidia-smi works, then fails (the driver gone, as after an Xid): the GPU age keeps growing from
     the last good sample, the last memory figures stay with it, and bringup_source_up says the source fails."""
-    import asyncio
 
     from tests.config_toml import ConfigFile
     from tests.simdeploy import process_deployment, sim_command
@@ -345,12 +345,7 @@ async def test_a_failing_gpu_source_shows_a_growing_age(tmp_path: Path) -> None:
         return len([k for k in x if k[0] == "bringup_gpu_memory_bytes"])
 
     async def until_async(what: str, pred: Callable[[Samples], bool], timeout: float = 30.0) -> Samples:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if pred(x := read()):
-                return x
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}: {x}")
+        return await wait.until_async(what, lambda: x if pred(x := read()) else None, timeout)
     try:
         fleet.start()
         s = await until_async("a GPU sample", lambda x: gpu_age(x) is not None and memory(x) == 24)
@@ -390,19 +385,10 @@ def _binary(name: str) -> str:
     return path
 
 
+
 def until(what: str, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll `fn` until it returns something truthy (no fixed sleeps: a short poll interval, a long deadline)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except (httpx.HTTPError, OSError) as e:
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    """The shared wait (tests/helpers/wait.py), a scrape that finds nothing listening yet counting as not yet."""
+    return wait.until(what, fn, timeout, retry_on=(httpx.HTTPError, OSError))
 
 
 @contextmanager

@@ -376,7 +376,7 @@ async def test_real_deployments_share_one_transport_and_a_down_host_holds_up_no_
             while table.cursor != "sim-b":
                 await pilot.press("down")
             await pilot.press("s")
-            assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Start sim-b on simhost?"
             await pilot.press("y")
             assert await until(pilot, lambda: phase("sim-b") == "ready", 40)

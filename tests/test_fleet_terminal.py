@@ -10,12 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import until
 from tests.processes import kill_processes, sim_processes
 from tests.test_fleet_cli import two_on_one_box
 from tests.test_terminal import Tmux, procs_with
@@ -40,13 +40,9 @@ def consoles(cfg: Path) -> list[tuple[int, str]]:
 
 
 def wait_until(t: Tmux, pred: Callable[[str], object], what: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        screen = t.screen()
-        if pred(screen):
-            return screen
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not on screen after {timeout} s:\n{t.screen()}")
+    """The screen once `pred` holds on it (the shared wait, tests/helpers/wait.py, saying what was on it if not)."""
+    return until(lambda: f"{what}, on screen:\n{t.screen()}",
+                 lambda: screen if pred(screen := t.screen()) else "", timeout, every=0.1)
 
 
 def test_fleet_overview_in_tmux(tmp_path: Path) -> None:

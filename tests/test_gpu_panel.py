@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from tests import console_states as cs
+from tests.pilot_wait import settled, until
 from tui.model import GpuSample, GpuSnapshot
 from widgets.gpus import LEGEND, MARK, GpuPanel, Row, columns, memory_budget, memory_level, rows_for
 
@@ -66,7 +67,7 @@ async def test_the_panel_shows_the_legend_as_its_subtitle() -> None:
     async with app.run_test(size=(100, 14)) as pilot:
         panel = app.query_one(GpuPanel)
         panel.show(cs.gpus(128.4, 68), cs.history(128.4), [0, 1], 106324)
-        await pilot.pause(0.05)
+        await settled(pilot)
         assert panel.border_subtitle == LEGEND
 
 
@@ -178,7 +179,7 @@ async def test_rows_are_refitted_when_a_scrollbar_takes_a_column() -> None:
         panel = app.query_one(GpuPanel)
         held = Attribution(current_mib=0, previous_mib=5000, other_mib=0, previous_gpus=(0, 1))
         panel.show(cs.gpus(128.4, 68), cs.history(128.4), ALL, 1, False, held, 0.9)
-        await pilot.pause(0.3)
+        await until(pilot, lambda: panel.show_vertical_scrollbar)
         assert panel.show_vertical_scrollbar
         width = panel.scrollable_content_region.width
         assert all(len(text(r)) <= width for r in panel.rows if text(r).startswith(MARK)), panel.plain()

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests import console_states as cs
+from tests.pilot_wait import until
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
 from tui.engine.updates import PhaseChanged
@@ -74,10 +75,7 @@ async def test_stalled_is_the_badge_and_names_the_last_line(tmp_path: Path) -> N
         app.post_message(EngineUpdated(PhaseChanged(snap)))
         panel = app.query_one(LifecyclePanel)
         await pilot.wait_for_scheduled_animations()
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if "STALLED" in str(panel.query_one("#phase-big").render()):
-                break
+        assert await until(pilot, lambda: "STALLED" in str(panel.query_one("#phase-big").render()))
         assert str(panel.query_one("#phase-big").render()).strip() == "LOADING · STALLED 1m11s"
         assert panel.query_one("#phase-big").has_class("phase-stalled")
         detail = str(panel.query_one("#phase-detail").render())
@@ -92,10 +90,7 @@ async def test_loading_shows_what_it_is_doing_now(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         app.post_message(EngineUpdated(PhaseChanged(snap)))
         detail = app.query_one("#phase-detail")
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if "Load weight" in str(detail.render()):
-                break
+        assert await until(pilot, lambda: "Load weight" in str(detail.render()))
         assert "› Load weight begin. avail mem=137.29 GB" in str(detail.render())
 
 
@@ -106,10 +101,7 @@ async def test_at_80x24_the_failure_and_its_hint_are_in_view(tmp_path: Path) -> 
     async with app.run_test(size=(80, 24)) as pilot:
         app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.FAILED, failure=cs.FAILURE))))
         failure = app.query_one("#failure")
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if failure.display and failure.region.height:
-                break
+        assert await until(pilot, lambda: failure.display and failure.region.height > 0)
         panel = app.query_one(LifecyclePanel)
         assert panel.scroll_y == 0
         inner = panel.content_region

@@ -7,7 +7,6 @@ named with its release and file), behind the logger prefix vLLM writes (`vllm/lo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from tests.e2e_helpers import Bringup
+from tests.helpers.wait import until_async
 from tui.cli.report import render_status, snapshot_dict
 from tui.collectors.probes import Prober
 from tui.config import load
@@ -378,18 +378,13 @@ async def test_the_console_engine_asks_once_per_run(make_bringup: Callable[..., 
     probes: list[str] = []
     w.subscribe(lambda u: probes.append(u.result.kind) if isinstance(u, ProbeAnswered) else None)
 
-    async def until(what: str, cond: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 30
-        while not cond():
-            assert time.monotonic() < deadline, (what, w.state.phase, probes)
-            await asyncio.sleep(0.05)
-
     t0 = time.time()
     await w.start()
     try:
-        await until("the release", lambda: w.snapshot().release_seen is not None)
+        await until_async(lambda: ("the release", w.state.phase, probes), lambda: w.snapshot().release_seen is not None)
         n = len(probes)
-        await until("more generations", lambda: probes[n:].count("generate") >= 4)
+        await until_async(lambda: ("more generations", w.state.phase, probes),
+                          lambda: probes[n:].count("generate") >= 4)
         snap = w.snapshot()
     finally:
         await w.close()

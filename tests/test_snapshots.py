@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests import console_states as cs
+from tests.pilot_wait import settled, until
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
 from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
@@ -39,10 +40,12 @@ def feed(phase: Phase, *, gib: float, util: float, failure: bool = False, steps:
         if steps:
             for s in cs.RESTART_STEPS:
                 app.post_message(RestartStepped(s))
-        await pilot.pause(0.3)
+        n_steps = len(cs.RESTART_STEPS) if steps else 0
+        assert await until(pilot, lambda: app.snap is snap and app.gpu_snap is not None
+                           and (app.tp is not None or not tps) and len(app.steps) == n_steps)
         app.render_all()
         app.render_throughput(force_plot=True)
-        await pilot.pause(0.2)
+        await settled(pilot)
 
     return run_before
 

@@ -18,7 +18,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import asyncssh
 import pytest
 
 from tests.e2e_helpers import free_port
+from tests.helpers.wait import until_async
 from tui.transport import TransportError
 from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport, classify
 
@@ -141,14 +142,6 @@ class Proxy:
             await asyncio.wait(live, timeout=5)
 
 
-async def until(cond: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        await asyncio.sleep(0.05)
-
-
 def write_config(tmp: Path, port: int, key: str, known_hosts: str, *, name: str = "th") -> Path:
     kh = tmp / "known_hosts"
     kh.write_text(known_hosts)
@@ -199,10 +192,10 @@ async def test_a_blackholed_link_is_declared_dead_within_15_s_then_reconnects(
 
     stream = asyncio.create_task(follow())
     command = asyncio.create_task(t.run(["sleep", "600"], timeout=900))
-    await until(lambda: lines == ["start"], 10, "the stream's first line")
+    await until_async("the stream's first line", lambda: lines == ["start"], 10)
     # a silent stream is normal: the keepalive's replies are bytes from the host, and `last_seen` says so
     quiet = time.monotonic()
-    await until(lambda: t.last_seen > quiet, KEEPALIVE_INTERVAL_S + 3, "a keepalive reply on an idle link")
+    await until_async("a keepalive reply on an idle link", lambda: t.last_seen > quiet, KEEPALIVE_INTERVAL_S + 3)
     assert t.status == "connected" and not stream.done()
 
     proxy.blackhole()
@@ -247,17 +240,17 @@ async def test_a_read_cut_short_by_a_dead_link_leaves_no_task_exception_behind(
         async def cut_a_read() -> None:  # a function, so that nothing holds the read's traceback afterwards
             start = proxy.to_client
             read = asyncio.create_task(t.read_file(big))
-            await until(lambda: proxy.to_client - start > 256 * 1024 or read.done(), 10, "a read under way")
+            await until_async("a read under way", lambda: proxy.to_client - start > 256 * 1024 or read.done(), 10)
             assert not read.done(), "the file was read before the link could be cut: pick a bigger one"
             proxy.blackhole()
             # the next request goes into the blackhole: the read now waits for an answer that will never come
-            await until(lambda: proxy.swallowed_from_client > 0, 5, "a request sent into the blackhole")
+            await until_async("a request sent into the blackhole", lambda: proxy.swallowed_from_client > 0, 5)
             read.cancel()
             with contextlib.suppress(asyncio.CancelledError, TransportError):
                 await read
 
         await cut_a_read()
-        await until(lambda: not t.connected, 15, "the link declared dead")
+        await until_async("the link declared dead", lambda: not t.connected, 15)
         await t.close()
         for _ in range(3):
             gc.collect()

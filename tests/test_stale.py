@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.config_toml import ConfigFile
+from tests.helpers.wait import until_async
 from tests.simdeploy import sim_port_on_testhost, systemd_deployment
 from tests.test_reducer import SGLANG, feed, warmup_seen
-from tests.test_ssh_faults import HostInfo, Proxy, testhost, until, write_config  # noqa: F401 - fixture
+from tests.test_ssh_faults import HostInfo, Proxy, testhost, write_config  # noqa: F401 - fixture
 from tui.config import HostConfig, load
 from tui.engine import Engine
 from tui.model import NewsResumed, NewsStopped, Phase, ProbeResult
@@ -42,18 +43,18 @@ async def test_a_hung_link_is_marked_stale_within_10_s_and_recovers(testhost: Ho
     w = Engine(settings, "remote", settings.deployments["remote"])
     try:
         await w.start()
-        await until(lambda: w.snapshot(time.time()).phase != Phase.UNKNOWN, 30, "a first reading")
+        await until_async("a first reading", lambda: w.snapshot(time.time()).phase != Phase.UNKNOWN, 30)
         before = w.snapshot(time.time()).phase
         t0 = time.monotonic()
         proxy.blackhole()
-        await until(lambda: w.snapshot(time.time()).phase == Phase.UNKNOWN, 10, "marked stale")
+        await until_async("marked stale", lambda: w.snapshot(time.time()).phase == Phase.UNKNOWN, 10)
         took = time.monotonic() - t0
         snap = w.snapshot(time.time())
         assert snap.stale.startswith("no news from th for ") and f"(last seen: {before})" in snap.stale, snap.stale
-        await until(lambda: any(t.phase == Phase.UNKNOWN for t in w.state.timeline), 5, "an outage segment")
+        await until_async("an outage segment", lambda: any(t.phase == Phase.UNKNOWN for t in w.state.timeline), 5)
         proxy.resume()
         t1 = time.monotonic()
-        await until(lambda: w.snapshot(time.time()).phase == before, 30, "the truth back")
+        await until_async("the truth back", lambda: w.snapshot(time.time()).phase == before, 30)
         print(f"stale after {took:.1f} s; back {time.monotonic() - t1:.1f} s after the link")
         assert w.state.timeline[-1].phase == before
     finally:

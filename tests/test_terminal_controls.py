@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.pilot_wait import settled
 from tests.simdeploy import settings_for
 from tui.app import ControlConsoleApp
 from tui.engine.updates import LogsRead
@@ -158,12 +159,12 @@ async def test_the_console_log_view_shows_none_of_them(tmp_path: Path) -> None:
     texts = [*raw[:-1], bytes(json.loads(raw[-1])["MESSAGE"]).decode()]  # as the journal follow delivers it
     async with app.run_test(size=(120, 36)) as pilot:
         app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in texts))))
-        await pilot.pause(0.5)
+        await settled(pilot)
         log = app.query_one(ErrorLog)
         shown_errors = list(log.log_view.lines)
         assert any("Scheduler hit an exception" in t for t in shown_errors), shown_errors
         await pilot.press("e")  # all lines
-        await pilot.pause(0.3)
+        await settled(pilot)
         shown = list(log.log_view.lines)
         assert any("Load weight end." in t for t in shown) and any("sigquit" in t for t in shown), shown
         for t in [*shown_errors, *shown]:

@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import Bringup, free_port, kill_processes, wait_no_sim_processes
+from tests.helpers import wait
+from tests.helpers.wait import until_async
+from tests.pilot_wait import settled, until
 from tui.config import load
 from tui.engine import Engine
 
@@ -51,9 +54,10 @@ async def test_console_tokens_per_second_agree_with_the_server(bu: Bringup) -> N
     ours: list[float] = []
     theirs: list[float] = []
     try:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 12:
-            await asyncio.sleep(1.0)
+        deadline = time.monotonic() + 60
+        while len(ours) < 8:  # counted in samples, not in a window of wall-clock time
+            assert time.monotonic() < deadline, ("too few metrics samples", ours)
+            await asyncio.sleep(1.0)  # one side-by-side reading a second
             if w.throughput is not None and w.throughput.source == "metrics" and w.throughput.tokens_per_s:
                 ours.append(w.throughput.tokens_per_s)
                 theirs.append(await asyncio.to_thread(sim_gauge, bu))
@@ -67,20 +71,17 @@ async def test_console_tokens_per_second_agree_with_the_server(bu: Bringup) -> N
 def test_status_json_has_tokens_per_second_and_accept_length_with_speculation(bu: Bringup) -> None:
     bu.bring_up("--set", "speculative-algorithm=DFLASH", "--set", "speculative-dflash-block-size=8",
                 "--set", "disable-cuda-graph")
-    time.sleep(2.0)
-    tp = bu.status()["throughput"]
+    tp = wait.until("tokens/s and an acceptance length in the status", lambda: (t := bu.status()["throughput"])
+                    and t["tokens_per_s"] and t["accept_len"] is not None and t)
     assert tp["tokens_per_s"] and tp["tokens_per_s"] > 0
     assert tp["accept_len"] is not None and tp["accept_len"] > 1.0
 
 
 def test_without_metrics_the_log_lines_are_used_and_the_hint_is_given(bu: Bringup) -> None:
     bu.bring_up("--unset", "enable-metrics")
-    deadline = time.monotonic() + 20  # the first decode line comes about a second after ready (longer when busy)
-    while True:
-        st = bu.status()
-        if (st["throughput"] or {}).get("tokens_per_s") or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    # the first decode line comes about a second after ready (longer when busy)
+    st = wait.until("tokens/s from the log",
+                    lambda: x if ((x := bu.status())["throughput"] or {}).get("tokens_per_s") else None, 20)
     assert st["throughput"]["source"] == "log" and st["throughput"]["tokens_per_s"] > 0
     assert any("--enable-metrics" in n for n in st["notes"])
 
@@ -174,7 +175,7 @@ def test_the_chart_does_not_join_samples_across_a_restart() -> None:
         async with app.run_test(size=(80, 30)) as pilot:
             panel = app.query_one(ThroughputPanel)
             panel.show(None, before + after, now=after[-1][0])
-            await pilot.pause(0.1)
+            await settled(pilot)
             from textual_plotext import PlotextPlot
 
             fig = app.query_one(PlotextPlot).plt._active  # plotext's figure: one data set per plot call
@@ -204,25 +205,24 @@ async def test_once_ready_and_serving_the_probe_slows_down_and_the_operator_can_
     w.subscribe(lambda u: access.extend(ln.text for ln in u.lines if '"GET /health' in ln.text
                                         or "POST /v1/completions" in ln.text) if isinstance(u, LogsRead) else None)
 
-    async def until(cond: Callable[[], bool], timeout: float) -> None:
-        t0 = time.monotonic()
-        while not cond():
-            assert time.monotonic() - t0 < timeout, probes
-            await asyncio.sleep(0.1)
-
     await w.start()
     try:
-        await until(lambda: w.state.phase == Phase.READY
-                    and w.cadence.pace(time.time(), w.state.phase) is Pace.SLOW, 30)
-        slow_since, seen = time.monotonic(), len(access)
-        await asyncio.sleep(7.5)
-        window = [k for t, k in probes if t >= slow_since + 0.5]  # a probe already under way may still answer
+        await until_async(lambda: ("ready, probed slowly", probes), lambda: w.state.phase == Phase.READY
+                          and w.cadence.pace(time.time(), w.state.phase) is Pace.SLOW, 30)
+        slow_since, seen, n = time.monotonic(), len(access), len(probes)
+        # the pace counted on the probes themselves, not in a wall-clock window: the next three generations
+        await until_async(lambda: ("three generations at the slow pace", probes[n:]),
+                          lambda: [k for _, k in probes[n:]].count("generate") >= 3, 30)
+        gens = [t for t, k in probes[n:] if k == "generate"][:3]
+        gaps = [b - a for a, b in itertools.pairwise(gens)]
+        assert all(2.7 <= g < 6.0 for g in gaps), gaps  # one every 3 s
+        window = [k for t, k in probes[n:] if slow_since + 0.5 <= t <= gens[-1]]  # one under way may still answer
         assert "health" not in window, window
-        assert 2 <= window.count("generate") <= 3, window  # one every 3 s
         assert not any('"GET /health' in ln for ln in access[seen:]), access[seen:]
         asked_at = time.monotonic()
         w.probe_now()
-        await until(lambda: any(t >= asked_at and k == "generate" for t, k in probes), 2.0)
+        await until_async(lambda: ("the asked-for generation", probes),
+                          lambda: any(t >= asked_at and k == "generate" for t, k in probes), 2.0)
         # one generation, and only that: the counters still prove it alive, no /health every 2 s after it
         assert w.cadence.pace(time.time(), w.state.phase) is Pace.SLOW
     finally:
@@ -325,7 +325,7 @@ async def test_the_headline_is_the_charts_last_point_and_the_y_axis_starts_at_ze
         panel = app.query_one(ThroughputPanel)
         sample = ThroughputSample(at=hist[-1][0], tokens_per_s=hist[-1][1], source="metrics", running=4, queued=0)
         panel.show(sample, hist, now=hist[-1][0] + 0.5)
-        await pilot.pause(0.1)
+        await settled(pilot)
         mon = _figure(app)
         last = mon.y[-1][-1]
         assert f"{last:,.1f} tok/s" in _headline(app), (last, _headline(app))
@@ -336,10 +336,10 @@ async def test_the_headline_is_the_charts_last_point_and_the_y_axis_starts_at_ze
         # a sample between two chart frames changes neither: they stay in step until the chart is redrawn
         more = [*hist, (hist[-1][0] + 1, 900.0)]
         panel.show(sample, more, plot=False, now=more[-1][0])
-        await pilot.pause(0.05)
+        await until(pilot, lambda: f"{last:,.1f} tok/s" in _headline(app))
         assert f"{last:,.1f} tok/s" in _headline(app)
         panel.show(sample, more, plot=True, now=more[-1][0])
-        await pilot.pause(0.05)
+        await until(pilot, lambda: f"{_figure(app).y[-1][-1]:,.1f} tok/s" in _headline(app))
         assert f"{_figure(app).y[-1][-1]:,.1f} tok/s" in _headline(app)
 
 
@@ -356,11 +356,11 @@ async def test_time_keeps_moving_when_samples_stop(monkeypatch: pytest.MonkeyPat
         clock = _Clock(hist[-1][0] + 0.6)
         panel.clock = clock
         panel.show(ThroughputSample(at=hist[-1][0], tokens_per_s=200.0, source="metrics"), hist, now=clock())
-        await pilot.pause(0.1)
+        await until(pilot, lambda: _figure(app).x[-1][-1] == pytest.approx(-0.6))
         assert _figure(app).x[-1][-1] == pytest.approx(-0.6)
         clock.t += 21.4  # no sample since: only the panel's own tick redraws it
         monkeypatch.setattr(w, "STALE_REDRAW_S", 0.5)
-        await pilot.pause(1.3)
+        await until(pilot, lambda: _figure(app).x[-1][-1] == pytest.approx(-22.0))
         assert _figure(app).x[-1][-1] == pytest.approx(-22.0)
         assert f"no samples since {w.clock_time(hist[-1][0])}" in _headline(app)
 
@@ -376,17 +376,17 @@ async def test_the_last_ttft_stays_with_its_age() -> None:
         panel.clock = clock
         panel.show(ThroughputSample(at=1000.0, tokens_per_s=200.0, source="metrics", running=4, queued=0,
                                     ttft_s=0.09), [(1000.0, 200.0)], now=clock())
-        await pilot.pause(0.05)
+        await until(pilot, lambda: "TTFT 90 ms" in _headline(app) and "ago" not in _headline(app))
         assert "TTFT 90 ms" in _headline(app) and "ago" not in _headline(app)
         clock.t = 1001.0
         panel.show(ThroughputSample(at=1001.0, tokens_per_s=210.0, source="metrics", running=4, queued=0),
                    [(1000.0, 200.0), (1001.0, 210.0)], now=clock())
-        await pilot.pause(0.05)
+        await until(pilot, lambda: "TTFT 90 ms" in _headline(app))
         assert "TTFT 90 ms" in _headline(app)  # no first token in that second: still there
         clock.t = 1030.0
         panel.show(ThroughputSample(at=1030.0, tokens_per_s=210.0, source="metrics", running=4, queued=0),
                    [(1000.0, 200.0), (1001.0, 210.0), (1030.0, 205.0)], now=clock())
-        await pilot.pause(0.05)
+        await until(pilot, lambda: "TTFT 90 ms, 30 s ago" in _headline(app))
         assert "TTFT 90 ms, 30 s ago" in _headline(app)
 
 
@@ -404,7 +404,7 @@ async def test_a_short_panel_shows_the_figures_without_a_squashed_chart(height: 
         panel = app.query_one(ThroughputPanel)
         panel.show(ThroughputSample(at=1059.0, tokens_per_s=259.0, source="metrics", running=4, queued=0), hist,
                    now=1059.5)
-        await pilot.pause(0.1)
+        await settled(pilot)
         plots = list(app.query(PlotextPlot))
         shown = [p for p in plots if p.display]
         text = _headline(app)
@@ -422,11 +422,11 @@ async def test_an_empty_panel_says_so_in_one_line() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         panel = app.query_one(ThroughputPanel)
         panel.show(None, [], now=1000.0)
-        await pilot.pause(0.05)
+        await until(pilot, lambda: not panel.has_data and panel.has_class("-no-data"))
         assert not panel.has_data and panel.has_class("-no-data")
         assert _headline(app) == "no throughput samples yet"
         panel.show(None, [], "no metrics: start the server with --enable-metrics", now=1000.0)
-        await pilot.pause(0.05)
+        await until(pilot, lambda: _headline(app) == "no metrics: start the server with --enable-metrics")
         assert _headline(app) == "no metrics: start the server with --enable-metrics"
         panel.show(None, [(999.0, 120.0)], now=1000.0)
         assert panel.has_data and not panel.has_class("-no-data")

@@ -11,13 +11,14 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e_helpers import Bringup, kill_processes, wait_no_sim_processes
+from tests.helpers.wait import until_async
 from tests.test_reducer import feed, warmup_seen
 from tui.config import load
 from tui.engine import STALE_AFTER_S, Engine, HolderChanged
@@ -104,28 +105,21 @@ async def test_a_restart_by_another_bringup_is_named_while_it_happens(bu: Bringu
     other = subprocess.Popen(bu.cmd("restart", bu.name, "--set", "disable-cuda-graph", "--yes"), env=bu.env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=bu.tmp)
     try:
-        await until(lambda: w.other_holder is not None, 30)
+        await until_async("another holder seen", lambda: w.other_holder is not None, 30)
         note = next(n.text for n in w.snapshot(time.time()).notes if n.text.startswith("another bringup"))
         assert f"(pid {other.pid}) restart {bu.name}" in note and "+ --disable-cuda-graph" in note, note
         # its steps follow, as it records them
-        await until(lambda: w.other_holder is not None and w.other_holder.step.startswith("follow"), 60)
+        await until_async("the other holder at its follow step",
+                          lambda: w.other_holder is not None and w.other_holder.step.startswith("follow"), 60)
         assert "; now: follow: " in next(n.text for n in w.snapshot(time.time()).notes if n.text.startswith("another"))
         await asyncio.to_thread(other.wait, 120)
         assert other.returncode == 0
-        await until(lambda: w.other_holder is None, 10)
+        await until_async("the other holder gone", lambda: w.other_holder is None, 10)
         assert seen[0] is not None and seen[-1] is None
     finally:
         if other.poll() is None:
             other.kill()
         await w.close()
-
-
-async def until(cond: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.slow
