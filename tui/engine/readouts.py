@@ -60,9 +60,6 @@ class StreamReadouts:
     async def refresh_holder(self) -> None:
         await self.unit_follower.refresh_holder()
 
-    def poke_unit(self) -> None:
-        self.unit_follower.poke()
-
     async def argv(self) -> list[str]:
         return await self.manager.read_argv()
 
