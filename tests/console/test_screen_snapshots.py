@@ -22,7 +22,7 @@ from tests.console.test_console_sizes import settings as fleet_settings
 from tests.console.test_sweep_view import full_sweep
 from tests.helpers import console_states as cs
 from tests.helpers.config_toml import ConfigFile
-from tests.helpers.pilot import until
+from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
 from tui.app import ControlConsoleApp
 from tui.config import DeploymentConfig, HostConfig, Settings, load
@@ -94,8 +94,13 @@ async def panels(pilot: Pilot[Any]) -> None:
         app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
     assert await until(pilot, lambda: app.snap is snap and app.gpu_snap is not None
                        and (app.tp is not None or not ready))
-    app.render_all()
-    app.render_throughput(force_plot=True)
+    assert await until(pilot, lambda: not app._dirty)  # a refresh tick has drawn what the updates made due
+    # twice: the columns share the width by what each panel holds, and a panel wraps its text at the width it has
+    # when drawn; the second draw is at the width the first one settled
+    for _ in range(2):
+        app.render_all()
+        app.render_throughput(force_plot=True)
+        await settled(pilot)
 
 
 def then(*keys: str, shown: Callable[[ControlConsoleApp], bool]) -> RunBefore:
@@ -107,6 +112,7 @@ def then(*keys: str, shown: Callable[[ControlConsoleApp], bool]) -> RunBefore:
         assert isinstance(app, ControlConsoleApp)
         assert await until(pilot, lambda: shown(app))
         await pilot.wait_for_scheduled_animations()
+        await settled(pilot)
 
     return run_before
 
