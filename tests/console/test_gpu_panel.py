@@ -179,7 +179,10 @@ async def test_rows_are_refitted_when_a_scrollbar_takes_a_column() -> None:
         panel = app.query_one(GpuPanel)
         held = Attribution(current_mib=0, previous_mib=5000, other_mib=0, previous_gpus=(0, 1))
         panel.show(cs.gpus(128.4, 68), cs.history(128.4), ALL, 1, False, held, 0.9)
-        await until(pilot, lambda: panel.show_vertical_scrollbar)
+        # the scrollbar shows, then the rows are refitted to the column it left
+        await until(pilot, lambda: panel.show_vertical_scrollbar and all(
+            len(text(r)) <= panel.scrollable_content_region.width for r in panel.rows if text(r).startswith(MARK)))
+        await settled(pilot)
         assert panel.show_vertical_scrollbar
         width = panel.scrollable_content_region.width
         assert all(len(text(r)) <= width for r in panel.rows if text(r).startswith(MARK)), panel.plain()
