@@ -1,5 +1,5 @@
 """Shared helpers for the lifecycle benchmarks: a `process` deployment of the simulated SGLang server in a tmp dir
-(built like the tests', by tests/simdeploy.py), the CLI as a subprocess, the supervisor's timestamped
+(built like the tests', by tests/helpers/simdeploy.py), the CLI as a subprocess, the supervisor's timestamped
 logs, percentiles, and cleanup of every process whose command line names the tmp dir."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.config_toml import ConfigFile  # noqa: E402
-from tests.ports import free_port  # noqa: E402
-from tests.simdeploy import process_deployment, sim_command, sim_host  # noqa: E402
+from tests.helpers.config_toml import ConfigFile  # noqa: E402
+from tests.helpers.ports import free_port  # noqa: E402
+from tests.helpers.simdeploy import process_deployment, sim_command, sim_host  # noqa: E402
 from tui.config import FlagConfig  # noqa: E402
 
 __all__ = ["READY_LINE", "ROOT", "FlagConfig", "SimDeploy", "free_port", "kill_leftovers", "leftovers", "machine",

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_reproducibility.py [--pairs 3] [--tolerance 0.3]
 
-Moved here from tests/test_throughput.py: the figure depends on the machine's load (a parallel test run, another
+Moved here from tests/e2e/test_throughput.py: the figure depends on the machine's load (a parallel test run, another
 job on a 2-core CI VM), which a benchmark reports and a test would only turn into a flaky failure. The test keeps
 what holds on any machine: every request succeeds, concurrency 4 out-serves concurrency 1, the per-stream figures are
 sensible.

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _simbench import ROOT, free_port, machine, summary
 
-from tests.config_toml import ConfigFile
-from tests.simdeploy import ALL_GPUS, sim_host
+from tests.helpers.config_toml import ConfigFile
+from tests.helpers.simdeploy import ALL_GPUS, sim_host
 from tui.config import DockerDeployment, ProbeConfig, load
 from tui.engine import Engine
 from tui.managers.container_state import stamp_key

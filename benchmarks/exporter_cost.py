@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _terminal import Tmux, cpu_seconds, demo_env, rss_mib
 
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Faults at random moments of random restarts on the systemd test host, and the invariants after each
-(tests/fault_harness.py says which): the figures of the README's reliability table.
+(tests/helpers/fault_harness.py says which): the figures of the README's reliability table.
 
     bash .ci/testhost.sh build && bash .ci/testhost.sh up && bash .ci/testhost.sh install-sim tui/sim   # as root
     .venv/bin/python benchmarks/faults.py [--rounds 3] [--seed N] [--skip host-reboot]
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _simbench import machine  # noqa: E402
 
-from tests.fault_harness import FAULTS, SCRIPT, Harness, sim_port, summarize, texec, write_config  # noqa: E402
+from tests.helpers.fault_harness import FAULTS, SCRIPT, Harness, sim_port, summarize, texec, write_config  # noqa: E402
 
 
 async def main() -> None:

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
 from fleet_cost import start_all  # noqa: E402
 
-from tests.config_toml import ConfigFile  # noqa: E402
-from tests.ports import free_port  # noqa: E402
+from tests.helpers.config_toml import ConfigFile  # noqa: E402
+from tests.helpers.ports import free_port  # noqa: E402
 from tui.config import HostConfig, ProbeConfig, SystemdDeployment, UIConfig  # noqa: E402
 
 SCRIPT = ROOT / ".ci" / "testhost.sh"

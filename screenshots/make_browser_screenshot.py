@@ -17,8 +17,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.browser import CHROMIUM, Screen, chromium, env, serve  # noqa: E402
-from tests.simdeploy import write_config  # noqa: E402
+from tests.helpers.browser import CHROMIUM, Screen, chromium, env, serve  # noqa: E402
+from tests.helpers.simdeploy import write_config  # noqa: E402
 
 
 def bringup(cfg: Path, *args: str) -> None:

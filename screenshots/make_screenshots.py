@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.simdeploy import settings_for  # noqa: E402
+from tests.helpers.simdeploy import settings_for  # noqa: E402
 from tui.app import ControlConsoleApp  # noqa: E402
 from tui.model import Phase  # noqa: E402
 

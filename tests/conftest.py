@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_helpers import Bringup
-from tests.ports import free_port
-from tests.processes import kill_processes, wait_no_sim_processes
-from tests.simdeploy import settings_for
+from tests.helpers.e2e import Bringup
+from tests.helpers.ports import free_port
+from tests.helpers.processes import kill_processes, wait_no_sim_processes
+from tests.helpers.simdeploy import settings_for
 from tui.config import Settings
 
 #: the modules whose tests act on the systemd test host (.ci/testhost.sh): its unit, lock, journal and sshd
@@ -80,7 +80,7 @@ def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def make_bringup(tmp_path: Path) -> Iterator[Callable[..., Bringup]]:
-    """Simulated `process` deployments in the test's tmp dir (see tests/e2e_helpers.py::Bringup), built from the
+    """Simulated `process` deployments in the test's tmp dir (see tests/helpers/e2e.py::Bringup), built from the
     config model; each one made is stopped when the test ends."""
     made: list[Bringup] = []
 
@@ -96,5 +96,5 @@ def make_bringup(tmp_path: Path) -> Iterator[Callable[..., Bringup]]:
 
 @pytest.fixture
 def sim_settings(tmp_path: Path) -> Settings:
-    """The console tests' simulated deployment `sim` (tests/simdeploy.py), loaded as bringup loads a config."""
+    """The console tests' simulated deployment `sim` (tests/helpers/simdeploy.py), loaded as bringup loads a config."""
     return settings_for(tmp_path)

@@ -45,7 +45,6 @@ from tui.lifecycle.release import attribute
 from tui.lifecycle.secrets import redact_argv
 from tui.model import FailureKind, GpuSnapshot, LockInfo, Phase, PhaseEta, UnitState
 
-DEFAULT_LISTEN = "127.0.0.1:9464"
 #: a failure whose cause is still arriving (the traceback after an exit) is counted once it is known, or this long
 #: after it was first seen, whichever comes first: one count, of the right kind
 FAILURE_SETTLE_S = 2.5

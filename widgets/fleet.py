@@ -25,7 +25,6 @@ from tui.model import NoteSource, Phase, Snapshot
 from widgets.lifecycle import RESTING
 
 SortKey = Literal["name", "host", "phase"]
-SORT_KEYS: tuple[SortKey, ...] = ("name", "host", "phase")
 
 #: sorted by phase, what needs a look comes first: failed, not known (a host down), moving, then resting
 PHASE_RANK = {p: i for i, p in enumerate((Phase.FAILED, Phase.UNKNOWN, Phase.STOPPING, Phase.STARTING,

@@ -45,15 +45,10 @@ from .serve import cmd_serve
 from .sweep import cmd_sweep
 
 __all__ = [
-    "DEPLOYMENT_HELP", "EPILOG", "EXIT_STOPPED", "EXIT_SUPERSEDED", "EXIT_TIMEOUT", "FLAG_NAMES", "STOPPED_GRACE_S",
+    "DEPLOYMENT_HELP", "EPILOG", "FLAG_NAMES", "STOPPED_GRACE_S",
     "ExitCode", "UsageError", "build_parser", "fmt_s", "gpus_dict", "main", "out", "render_status", "run_async",
     "snapshot_dict",
 ]
-
-# the names these had before `ExitCode`, for scripts that imported them
-EXIT_TIMEOUT = ExitCode.TIMEOUT
-EXIT_STOPPED = ExitCode.STOPPED
-EXIT_SUPERSEDED = ExitCode.SUPERSEDED
 
 #: the headless commands run on an event loop, each with the loaded settings and its arguments
 HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], Awaitable[int]]] = {

@@ -31,7 +31,7 @@ from typing import Any
 
 from tui.lifecycle.journal import parse_entry
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
-from tui.managers.exec_line import ExecLineError, parse, quote, rewrite, unit_exec, values
+from tui.managers.exec_line import ExecLineError, parse, rewrite, unit_exec, values
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
 from tui.model import LogLine, UnitState
@@ -71,11 +71,6 @@ def _ts(v: str) -> float | None:
         except ValueError:
             return None
     return None
-
-
-def systemd_quote(arg: str) -> str:
-    """One of bringup's own words for an ExecStart= line, read back by systemd as exactly `arg` (exec_line.py)."""
-    return quote(arg)
 
 
 def exec_start_from_cat(text: str) -> list[str]:

@@ -13,7 +13,6 @@ import re
 import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from tui.serverfacts.refs import Scope, dotted
 from tui.serverfacts.symbols import Resolver
@@ -422,7 +421,3 @@ def extract_log_formats(res: Resolver, paths: list[str]) -> list[LogFormat]:
             if f.text not in seen or where < seen[f.text][0]:
                 seen[f.text] = (where, f)
     return sorted((f for _w, f in seen.values()), key=lambda f: f.text)
-
-
-def as_dicts(formats: list[LogFormat]) -> list[dict[str, Any]]:
-    return [{"source": f.source, "text": f.text, "via": f.via} for f in formats]

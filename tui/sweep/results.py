@@ -314,9 +314,6 @@ class SweepResults:
                 seen[(c.config, c.cell)] = c
         return list(seen.values())
 
-    def steps_of(self, config: str) -> list[StepRecord]:
-        return [s for s in self.steps if s.config == config]
-
 
 def read_results(results_dir: Path | str) -> SweepResults:
     """Read a results directory, finished or still being written. Unknown record types and a torn last line are

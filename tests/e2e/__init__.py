@@ -1,0 +1,1 @@
+"""Real processes: the CLI, the simulated server, the systemd test host over SSH, containers, tmux, a browser."""

@@ -1,0 +1,257 @@
+"""bringup's own readiness probes are never the server's throughput (issue 28, item 6).
+
+The probe is a real generation of `probe.generation_tokens` tokens, and the server counts it like any other: an idle
+server that bringup probes showed `4.0 tok/s` in `status` and in the exporter. The prober keeps a ledger of its
+generations (tui/collectors/probes.py `ProbeTokens`); the throughput reader takes their tokens out of the counter's
+gain, and reads an interval of the server's own figure (the gauge, the decode log line) whose only work was the
+probe as idle. Pure tests of the reader first, then the simulated server with the CLI and the exporter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers.config_toml import ConfigFile
+from tests.helpers.e2e import Bringup
+from tests.helpers.ports import free_port
+from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
+from tui.collectors.metrics import MetricsRates, from_log_line
+from tui.collectors.probes import ProbeTokens
+from tui.config import ProbeConfig
+from tui.engine.cadence import Pace, ProbeCadence
+from tui.lifecycle.presets import get_preset
+from tui.model import Phase
+
+SGLANG = get_preset("sglang")
+_L = 'model_name="m",engine_type="unified",pp_rank="0",moe_ep_rank="0",tp_rank="0"'
+
+
+def page(decode: float | None, *, gauge: float = 0.0, running: int = 0, queued: int = 0) -> str:
+    lines = [f"sglang:gen_throughput{{{_L}}} {gauge}", f"sglang:num_running_reqs{{{_L}}} {running}",
+             f"sglang:num_queue_reqs{{{_L}}} {queued}"]
+    if decode is not None:
+        lines += ["# TYPE sglang:realtime_tokens_total counter", f'sglang:realtime_tokens_total{{{_L},mode="decode"}} '
+                                                                   f"{decode}"]
+    return "\n".join(lines) + "\n"
+
+
+def probe(ledger: ProbeTokens, began: float, ended: float, tokens: int, asked: int = 16) -> None:
+    ledger.ended(ledger.began(began, asked), ended, tokens)
+
+
+# ------------------------------------------------------------------------------------------------ the counter
+
+
+def test_a_counter_gain_of_only_probe_tokens_is_zero_tokens_per_second() -> None:
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    r.sample(page(1000.0), 100.0, ledger, 100.0)
+    probe(ledger, 100.2, 100.5, 16)
+    s = r.sample(page(1016.0), 101.0, ledger, 101.0)
+    assert s is not None and s.tokens_per_s == 0.0
+    # nothing ran since: still nothing, and the probe's tokens are not taken twice
+    s = r.sample(page(1016.0), 102.0, ledger, 102.0)
+    assert s is not None and s.tokens_per_s == 0.0
+
+
+def test_real_load_is_counted_without_the_probe_tokens_exactly() -> None:
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    r.sample(page(1000.0, running=2), 100.0, ledger, 100.0)
+    probe(ledger, 100.3, 100.6, 16)
+    s = r.sample(page(1216.0, running=2), 102.0, ledger, 102.0)  # 200 of load + the probe's 16, over 2 s
+    assert s is not None and s.tokens_per_s == pytest.approx(100.0)
+
+
+def test_a_probe_under_way_at_a_reading_is_taken_out_once_over_the_two_intervals() -> None:
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    r.sample(page(1000.0), 100.0, ledger, 100.0)
+    g = ledger.began(100.8, 16)
+    s = r.sample(page(1008.0), 101.0, ledger, 101.0)  # half of it counted when the page was read
+    assert s is not None and s.tokens_per_s == 0.0
+    ledger.ended(g, 101.2, 16)
+    s = r.sample(page(1108.0), 102.0, ledger, 102.0)  # the other half, and 92 of real work
+    assert s is not None and s.tokens_per_s == pytest.approx(92.0)
+
+
+def test_a_probe_before_the_first_reading_is_in_its_base_and_not_taken_from_later_load() -> None:
+    # `status`: its own probe, then two readings a second apart
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    probe(ledger, 99.0, 99.5, 16)
+    r.sample(page(1016.0, running=2), 100.0, ledger, 100.0)
+    s = r.sample(page(1146.0, running=2), 101.0, ledger, 101.0)
+    assert s is not None and s.tokens_per_s == pytest.approx(130.0)
+
+
+def test_without_a_ledger_the_figures_are_the_servers() -> None:
+    r = MetricsRates(SGLANG)
+    r.sample(page(1000.0), 100.0)
+    s = r.sample(page(1016.0), 101.0)
+    assert s is not None and s.tokens_per_s == pytest.approx(16.0)
+
+
+# ------------------------------------------------------------------------------------------------ the gauge
+
+
+def test_the_gauge_of_an_idle_server_at_first_sight_is_idle() -> None:
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    probe(ledger, 99.0, 99.2, 16)
+    s = r.sample(page(None, gauge=16.0), 100.0, ledger, 100.0)  # the probe's own interval, as SGLang figures it
+    assert s is not None and s.tokens_per_s == 0.0
+
+
+def test_the_gauge_of_a_busy_server_is_the_servers_figure() -> None:
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    s = r.sample(page(None, gauge=1635.0, running=32), 100.0, ledger, 100.0)
+    assert s is not None and s.tokens_per_s == pytest.approx(1635.0)
+    # the load ends: the same figure is the same interval, read the same way
+    s = r.sample(page(None, gauge=1635.0), 101.0, ledger, 101.0)
+    assert s is not None and s.tokens_per_s == pytest.approx(1635.0)
+    # a new interval closed while only a probe ran: idle
+    probe(ledger, 101.2, 101.4, 16)
+    s = r.sample(page(None, gauge=16.0), 102.0, ledger, 102.0)
+    assert s is not None and s.tokens_per_s == 0.0
+    s = r.sample(page(None, gauge=16.0), 103.0, ledger, 103.0)
+    assert s is not None and s.tokens_per_s == 0.0
+    # a new interval with no probe in it: real work, however short
+    s = r.sample(page(None, gauge=40.0), 104.0, ledger, 104.0)
+    assert s is not None and s.tokens_per_s == pytest.approx(40.0)
+
+
+def test_the_gauge_while_only_a_probe_runs_is_idle() -> None:
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    r.sample(page(None, gauge=0.0), 100.0, ledger, 100.0)
+    g = ledger.began(100.5, 16)
+    s = r.sample(page(None, gauge=16.0, running=1), 101.0, ledger, 101.0)
+    assert s is not None and s.tokens_per_s == 0.0
+    ledger.ended(g, 101.1, 16)
+
+
+# ------------------------------------------------------------------------------------------------ the log line
+
+
+LINE = ("[2026-04-05 20:02:51] Decode batch, #running-req: {n}, #token: 120, token usage: 0.00, cuda graph: True, "
+        "gen throughput (token/s): 0.13, #queue-req: {q}")
+
+
+def test_a_decode_line_whose_only_request_is_the_probe_is_idle() -> None:
+    ledger = ProbeTokens()
+    probe(ledger, 100.0, 100.3, 4, asked=4)
+    s = from_log_line(SGLANG, LINE.format(n=1, q=0), 100.2, ledger)
+    assert s is not None and s.tokens_per_s == 0.0 and s.running == 0  # nothing but bringup's own
+    # and the probe's pace takes it as the server's word that it is idle, as it takes /metrics' gauges
+    cadence = ProbeCadence(slow_s=30.0)
+    cadence.sampled(s)
+    assert cadence.pace(101.0, Phase.READY) is Pace.SLOW
+
+
+@pytest.mark.parametrize(("n", "q", "at"), [(2, 0, 100.2), (1, 1, 100.2), (1, 0, 130.0)])
+def test_a_decode_line_with_other_work_keeps_its_figure(n: int, q: int, at: float) -> None:
+    ledger = ProbeTokens()
+    probe(ledger, 100.0, 100.3, 4, asked=4)
+    s = from_log_line(SGLANG, LINE.format(n=n, q=q), at, ledger)
+    assert s is not None and s.tokens_per_s == pytest.approx(0.13)
+
+
+# ------------------------------------------------------------------------------------------------ real processes
+
+
+def _config(tmp: Path, *, load: int) -> Bringup:
+    """A simulated server with metrics, `load` background streams, probed once a second once ready (16 tokens)."""
+    bu = Bringup(tmp)
+    cmd = sim_command(bu.port, bu.sim_state, time_scale=0.1, sim_load=load)
+    ConfigFile(state_dir=bu.state_dir, hosts={"simhost": sim_host(bu.sim_state)},
+               deployments={bu.name: process_deployment(cmd, bu.port, stop_timeout_s=20)},
+               probe=ProbeConfig(interval_s=0.3, ready_interval_s=1.0, generation_tokens=16)).write(bu.config)
+    return bu
+
+
+def _server_requests(bu: Bringup) -> float:
+    """The requests the simulated server has answered (its own counter)."""
+    _, body = bu.http_get("/metrics", timeout=5.0)
+    return sum(s.value for f in text_string_to_metric_families(body.decode()) for s in f.samples
+               if s.name == "sglang:num_requests_total")
+
+
+@contextlib.contextmanager
+def _exporter(bu: Bringup) -> Iterator[str]:
+    port = free_port()
+    p = subprocess.Popen(bu.cmd("exporter", "--listen", f"127.0.0.1:{port}"), cwd=bu.tmp, env=bu.env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith("serving "), p.stderr.read() if p.stderr else ""
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        p.terminate()
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _exported_tps(url: str) -> tuple[bool, float | None]:
+    """(ready, tokens/s) as the exporter serves them for the deployment `sim`."""
+    text = httpx.get(url, timeout=5).text
+    ready, tps = False, None
+    for f in text_string_to_metric_families(text):
+        for s in f.samples:
+            if s.name == "bringup_ready" and s.labels.get("deployment") == "sim":
+                ready = s.value == 1
+            if s.name == "bringup_generation_tokens_per_second" and s.labels.get("deployment") == "sim":
+                tps = s.value
+    return ready, tps
+
+
+@pytest.mark.slow
+def test_an_idle_server_probed_by_bringup_shows_no_throughput(tmp_path: Path) -> None:
+    bu = _config(tmp_path, load=0)
+    try:
+        bu.bring_up()
+        for _ in range(2):
+            r = bu.run("status", bu.name, "--json")
+            assert r.rc == 0, r.describe()
+            tp = json.loads(r.out)["throughput"]
+            assert tp is not None and tp["tokens_per_s"] in (0, 0.0, None), tp  # its own probe is no throughput
+        text = bu.run("status", bu.name)
+        assert "throughput: 0.0 tok/s (metrics, idle)" in text.out, text.describe()
+
+        with _exporter(bu) as url:
+            deadline = time.monotonic() + 60
+            while not _exported_tps(url)[0]:
+                assert time.monotonic() < deadline, "the exporter never said ready"
+                time.sleep(0.1)
+            # the exporter's engine probes once a second: read its figure until the server has answered five more
+            # probes (every one of them in some interval between two of the exporter's scrapes of /metrics)
+            start = _server_requests(bu)
+            seen: list[float | None] = []
+            while _server_requests(bu) < start + 5 or len([x for x in seen if x is not None]) < 3:
+                assert time.monotonic() < deadline + 60, f"the probes did not run: {seen}"
+                seen.append(_exported_tps(url)[1])
+                time.sleep(0.25)
+            figures = [x for x in seen if x is not None]
+            assert figures and all(x == 0 for x in figures), seen
+    finally:
+        bu.run("stop", bu.name)
+
+
+@pytest.mark.slow
+def test_real_load_still_shows_its_throughput(tmp_path: Path) -> None:
+    bu = _config(tmp_path, load=2)
+    try:
+        bu.bring_up()
+        r = bu.run("status", bu.name, "--json")
+        assert r.rc == 0, r.describe()
+        tp = json.loads(r.out)["throughput"]
+        # two streams of the simulated model: tens of tokens a second each (the probe's 16 a second is not it)
+        assert tp is not None and tp["tokens_per_s"] is not None and tp["tokens_per_s"] > 40, tp
+    finally:
+        bu.run("stop", bu.name)

@@ -1,0 +1,363 @@
+"""Faults on the SSH link, against the real sshd of the test host (.ci/testhost.sh; see tests/testhost/README.md):
+a half-open link (a network blackhole, a hung host) is declared dead within ~10 s and streams end instead of
+hanging; a changed host key is refused as a possible man-in-the-middle and an unknown one names the files in use,
+both permanent; a refused port is transient; a dropped link leaves no "Task exception was never retrieved".
+
+The link goes through a loopback TCP proxy of each test's own (port 0), which can blackhole it (keep every socket
+open, forward nothing) and resume it, so no test touches the test host's sshd and the tests can run in parallel.
+Without the test host the tests that need it are skipped, unless BRINGUP_TESTHOST=required (CI), where its absence
+fails them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from tests.helpers.e2e import free_port
+from tests.helpers.wait import until_async
+from tui.errors import PermanentError
+from tui.transport import TransportError
+from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport, classify
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / ".ci" / "testhost.sh"
+
+
+def host_status() -> dict[str, str]:
+    """`.ci/testhost.sh status` as a dict ({} when the test host is not up)."""
+    if not SCRIPT.exists():
+        return {}
+    res = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, text=True, cwd=ROOT)
+    if res.returncode != 0 or res.stdout.split()[:1] != ["up"]:
+        return {}
+    return dict(ln.split("=", 1) for ln in res.stdout.splitlines() if "=" in ln)
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    port: int
+    key: str
+    known_hosts: list[str]  # the host's key lines, "[127.0.0.1]:PORT TYPE BASE64"
+
+
+@pytest.fixture(scope="module")
+def testhost() -> HostInfo:
+    """What `.ci/testhost.sh ssh-config` would write, read without writing anything: that command rewrites the
+    shared .testhost/keys/known_hosts, which a test running in parallel may be reading."""
+    st = host_status()
+    if not st:
+        if os.environ.get("BRINGUP_TESTHOST") == "required":
+            pytest.fail("BRINGUP_TESTHOST=required but the test host is not up (.ci/testhost.sh up)")
+        pytest.skip("the systemd test host is not up (bash .ci/testhost.sh build && bash .ci/testhost.sh up)")
+    port = int(st["ssh"].rsplit(":", 1)[1])
+    pubs = sorted(Path(st["rootfs"], "etc", "ssh").glob("ssh_host_*_key.pub"))
+    lines = [f"[127.0.0.1]:{port} {' '.join(p.read_text().split()[:2])}" for p in pubs]
+    assert lines, f"no host keys in {st['rootfs']}/etc/ssh"
+    return HostInfo(port, str(ROOT / ".testhost" / "keys" / "id_ed25519"), lines)
+
+
+class Proxy:
+    """A loopback TCP proxy to the test host's sshd. `blackhole()` stops forwarding in both directions while every
+    socket stays open (a network that swallows packets, a host that hung): the connections of that moment never
+    carry a byte again, and new ones are accepted but get nothing. `resume()` lets new connections through."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.blackholed = False
+        self.to_client = 0  # bytes forwarded from the host since the start
+        self.swallowed_from_client = 0  # bytes the client sent into the blackhole
+        self._server: asyncio.Server | None = None
+        self._dead: list[dict[str, Any]] = []
+        self._writers: list[asyncio.StreamWriter] = []
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> Proxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def blackhole(self) -> None:
+        self.blackholed = True
+        for pair in self._dead:
+            pair["dead"] = True
+
+    def resume(self) -> None:
+        self.blackholed = False
+
+    async def _pump(self, r: asyncio.StreamReader, w: asyncio.StreamWriter, pair: dict[str, Any],
+                    down: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := await r.read(65536):
+                if pair["dead"]:
+                    if not down:
+                        self.swallowed_from_client += len(data)
+                    continue
+                if down:
+                    self.to_client += len(data)
+                w.write(data)
+                await w.drain()
+        if not pair["dead"]:
+            w.close()
+
+    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        pair: dict[str, Any] = {"dead": self.blackholed}
+        self._dead.append(pair)
+        self._writers.append(cw)
+        if pair["dead"]:
+            with contextlib.suppress(OSError):
+                while data := await cr.read(65536):
+                    self.swallowed_from_client += len(data)
+            return
+        try:
+            ur, uw = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            cw.close()
+            return
+        self._writers.append(uw)
+        await asyncio.gather(self._pump(cr, uw, pair, False), self._pump(ur, cw, pair, True))
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in self._writers:
+            w.transport.abort()
+        live = [t for t in self._handlers if not t.done()]
+        if live:  # they end once their sockets are gone; a handler left pending is cancelled noisily at loop close
+            await asyncio.wait(live, timeout=5)
+
+
+def write_config(tmp: Path, port: int, key: str, known_hosts: str, *, name: str = "th") -> Path:
+    kh = tmp / "known_hosts"
+    kh.write_text(known_hosts)
+    cfg = tmp / "ssh_config"
+    cfg.write_text(f"Host {name}\n    HostName 127.0.0.1\n    Port {port}\n    User root\n    IdentityFile {key}\n"
+                   f"    IdentitiesOnly yes\n    UserKnownHostsFile {kh}\n    GlobalKnownHostsFile /dev/null\n")
+    return cfg
+
+
+@pytest.fixture
+async def proxied(testhost: HostInfo, tmp_path: Path) -> AsyncIterator[tuple[Proxy, SshTransport]]:
+    """A transport to the test host through a proxy of this test's own, with the host's real keys pinned."""
+    proxy = await Proxy(testhost.port).start()
+    pinned = "".join(ln.replace(f"[127.0.0.1]:{testhost.port}", f"[127.0.0.1]:{proxy.port}") + "\n"
+                     for ln in testhost.known_hosts)
+    t = SshTransport("th", config=[str(write_config(tmp_path, proxy.port, testhost.key, pinned))])
+    try:
+        yield proxy, t
+    finally:
+        await t.close()
+        await proxy.close()
+
+
+async def failure(t: SshTransport) -> TransportError:
+    """The error of a first command on `t`, which must fail to connect (`t` is left as the failure left it)."""
+    try:
+        await t.run(["true"])
+    except TransportError as e:
+        return e
+    await t.close()
+    raise AssertionError("connected")
+
+
+# ---------------------------------------------------------------------------------------------- dead links
+
+
+@pytest.mark.slow
+async def test_a_blackholed_link_is_declared_dead_within_15_s_then_reconnects(
+        proxied: tuple[Proxy, SshTransport]) -> None:
+    proxy, t = proxied
+    assert (await t.run(["echo", "hi"])).text.strip() == "hi"
+    assert t.status == "connected" and t.connected and t.dead_after_s <= 10
+    lines: list[str] = []
+
+    async def follow() -> None:
+        async for line in t.stream(["sh", "-c", "echo start; exec sleep 600"]):  # then silent, like journalctl -f
+            lines.append(line)
+
+    stream = asyncio.create_task(follow())
+    command = asyncio.create_task(t.run(["sleep", "600"], timeout=900))
+    await until_async("the stream's first line", lambda: lines == ["start"], 10)
+    # a silent stream is normal: the keepalive's replies are bytes from the host, and `last_seen` says so
+    quiet = time.monotonic()
+    await until_async("a keepalive reply on an idle link", lambda: t.last_seen > quiet, KEEPALIVE_INTERVAL_S + 3)
+    assert t.status == "connected" and not stream.done()
+
+    proxy.blackhole()
+    cut = time.monotonic()
+    with pytest.raises(TransportError) as ended:
+        await asyncio.wait_for(stream, 15)  # the stream ends, with an error, instead of hanging
+    declared = time.monotonic() - cut
+    print(f"\nlink declared dead {declared:.1f} s after the blackhole: {ended.value}")
+    assert declared <= 15 and not isinstance(ended.value, PermanentError) and "dead" in str(ended.value)
+    assert not t.connected and t.status.startswith("disconnected") and "dead" in t.status
+    assert t.last_error is not None and t.last_error.kind == "lost"
+    assert t.last_seen < cut + 1  # nothing came from the host since
+    with pytest.raises(TransportError):  # a command in flight ends too, rather than passing for rc -1
+        await asyncio.wait_for(command, 5)
+
+    proxy.resume()
+    assert (await t.run(["echo", "back"])).text.strip() == "back"
+    assert t.status == "connected" and t.connections == 2 and t.last_seen > cut
+
+
+@pytest.mark.slow
+async def test_a_read_cut_short_by_a_dead_link_leaves_no_task_exception_behind(
+        proxied: tuple[Proxy, SshTransport]) -> None:
+    """asyncssh's parallel SFTP reads run in tasks of their own: a read cancelled while the link stalls left them
+    behind, to fail once the connection went, with "Task exception was never retrieved"."""
+    proxy, t = proxied
+    loop = asyncio.get_running_loop()
+    created: list[asyncio.Task[Any]] = []
+    noise: list[dict[str, Any]] = []
+    old_factory, old_handler = loop.get_task_factory(), loop.get_exception_handler()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        created.append(task)
+        return task
+
+    loop.set_task_factory(factory)
+    loop.set_exception_handler(lambda _loop, ctx: noise.append(ctx))
+    try:
+        big = (await t.run(["readlink", "-f", "/usr/bin/python3"])).text.strip()
+
+        async def cut_a_read() -> None:  # a function, so that nothing holds the read's traceback afterwards
+            start = proxy.to_client
+            read = asyncio.create_task(t.read_file(big))
+            await until_async("a read under way", lambda: proxy.to_client - start > 256 * 1024 or read.done(), 10)
+            assert not read.done(), "the file was read before the link could be cut: pick a bigger one"
+            proxy.blackhole()
+            # the next request goes into the blackhole: the read now waits for an answer that will never come
+            await until_async("a request sent into the blackhole", lambda: proxy.swallowed_from_client > 0, 5)
+            read.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TransportError):
+                await read
+
+        await cut_a_read()
+        await until_async("the link declared dead", lambda: not t.connected, 15)
+        await t.close()
+        for _ in range(3):
+            gc.collect()
+            await asyncio.sleep(0.05)
+    finally:
+        loop.set_task_factory(old_factory)
+        loop.set_exception_handler(old_handler)
+    # asyncio logs a task's exception when the task is collected unless someone retrieved it: `_log_traceback`
+    left = [task for task in created if task.done() and getattr(task, "_log_traceback", False)]
+    assert not left and not noise, ([repr(x) for x in left], [c.get("message") for c in noise])
+
+
+# ---------------------------------------------------------------------------------------------- host keys
+
+
+@pytest.mark.slow
+async def test_a_changed_host_key_says_changed_and_is_permanent(testhost: HostInfo, tmp_path: Path) -> None:
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[:2]
+    name = f"[127.0.0.1]:{testhost.port}"
+    cfg = write_config(tmp_path, testhost.port, testhost.key, f"# pinned by hand\n{name} {' '.join(other)}\n",
+                       name="testhost")
+    t = SshTransport("testhost", config=[str(cfg)])
+    err = await failure(t)
+    await t.close()
+    msg = str(err)
+    assert isinstance(err, PermanentError) and err.kind == "host-key-changed", msg
+    kh = tmp_path / "known_hosts"
+    assert "has CHANGED" in msg and f"{kh}:2" in msg and "man-in-the-middle" in msg, msg
+    assert f"ssh-keygen -R '{name}' -f {kh}" in msg, msg
+    real = next(ln for ln in testhost.known_hosts if " ssh-ed25519 " in ln).split(None, 1)[1]
+    assert asyncssh.import_public_key(real).get_fingerprint() in msg, msg  # the key it offers now, to check
+    assert "ssh-keyscan" not in msg and "accept" not in msg.lower(), msg
+
+
+@pytest.mark.slow
+async def test_an_unknown_host_key_is_permanent_and_names_the_files_in_use(testhost: HostInfo,
+                                                                         tmp_path: Path) -> None:
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[:2]
+    cfg = write_config(tmp_path, testhost.port, testhost.key, f"otherhost {' '.join(other)}\n",  # not this host
+                       name="testhost")
+    t = SshTransport("testhost", config=[str(cfg)])
+    err = await failure(t)
+    status = t.status
+    await t.close()
+    msg = str(err)
+    assert isinstance(err, PermanentError) and err.kind == "host-key-unknown", msg
+    assert "unknown SSH host key" in msg and str(tmp_path / "known_hosts") in msg and str(cfg) in msg, msg
+    assert f"[127.0.0.1]:{testhost.port}" in msg and "ssh testhost" in msg and "CHANGED" not in msg, msg
+    real = next(ln for ln in testhost.known_hosts if " ssh-ed25519 " in ln).split(None, 1)[1]
+    assert asyncssh.import_public_key(real).get_fingerprint() in msg, msg  # what `ssh` will ask about
+    assert status.startswith("failed:") and t.last_error is err
+
+
+@pytest.mark.slow
+async def test_authentication_refused_is_permanent(testhost: HostInfo, tmp_path: Path) -> None:
+    stranger = tmp_path / "id_ed25519"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
+    cfg = write_config(tmp_path, testhost.port, str(stranger), "".join(ln + "\n" for ln in testhost.known_hosts),
+                       name="testhost")
+    t = SshTransport("testhost", config=[str(cfg)])
+    err = await failure(t)
+    await t.close()
+    assert isinstance(err, PermanentError) and err.kind == "auth" and "permission denied" in str(err), err
+
+
+# ---------------------------------------------------------------------------------------------- transient or not
+
+
+
+async def test_a_refused_port_is_not_permanent(tmp_path: Path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host gpu-box\n    HostName 127.0.0.1\n    Port {free_port()}\n    User root\n")
+    t = SshTransport("gpu-box", config=[str(cfg)])
+    err = await failure(t)
+    await t.close()
+    assert not isinstance(err, PermanentError) and err.kind == "refused" and "SSH connection refused" in str(err), err
+    assert t.last_error is err
+
+
+async def test_a_host_name_that_does_not_resolve_is_permanent(tmp_path: Path) -> None:
+    name = "no-such-host.invalid"  # RFC 2606: never resolves
+    try:
+        socket.getaddrinfo(name, 22)
+    except socket.gaierror as e:
+        if e.errno != socket.EAI_NONAME:
+            pytest.skip(f"this machine's resolver answers {e} (not 'no such name')")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host gpu-box\n    HostName {name}\n")
+    t = SshTransport("gpu-box", config=[str(cfg)])
+    err = await failure(t)
+    await t.close()
+    assert isinstance(err, PermanentError) and err.kind == "unknown-host", err
+
+
+def test_which_errors_are_permanent() -> None:
+    dead = KEEPALIVE_INTERVAL_S * (KEEPALIVE_COUNT_MAX + 1)
+    permanent = [asyncssh.HostKeyNotVerifiable("Host key is not trusted"), asyncssh.PermissionDenied("denied"),
+                 socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+                 FileNotFoundError(2, "No such file or directory", "/home/u/.ssh/id_nope"),
+                 asyncssh.KeyImportError("Invalid private key")]
+    transient = [ConnectionRefusedError(111, "Connection refused"), TimeoutError(),
+                 ConnectionResetError(104, "Connection reset by peer"),
+                 asyncssh.ConnectionLost("Server not responding to keepalive"), asyncssh.ConnectionLost("x"),
+                 socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+                 OSError(113, "No route to host"), asyncssh.ChannelOpenError(2, "open failed")]
+    assert all(isinstance(classify("h", e), PermanentError) for e in permanent)
+    assert not any(isinstance(classify("h", e, dead_after_s=dead), PermanentError) for e in transient)
+    assert "no reply from the host for 9 s" in str(classify("h", transient[3], dead_after_s=dead))
+    assert dead <= 10

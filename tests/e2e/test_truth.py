@@ -1,0 +1,232 @@
+"""Never claim what was not seen: a generation sent before the new run said it was ready is no evidence of it; the
+phase is unknown until the unit was read once and again when no news has come for a while; the old run's probe is
+no reading of the new run; another bringup's action is named while it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.e2e import Bringup, kill_processes, wait_no_sim_processes
+from tests.helpers.wait import until_async
+from tests.unit.test_reducer import feed, warmup_seen
+from tui.config import load
+from tui.engine import STALE_AFTER_S, Engine, HolderChanged
+from tui.model import Phase, ProbeResult, UnitObserved, UnitState
+
+
+def test_a_generation_sent_before_the_ready_line_and_answered_after_it_is_not_evidence() -> None:
+    """The old process (seed 001) answers a request sent while the new run was still warming up: the answer
+    arrives after the new run's ready line, but was not made by it."""
+    s = feed(warmup_seen())  # ready line at t=105
+    assert s.phase == Phase.WARMUP
+    late = ProbeResult(at=106.0, kind="generate", ok=True, status=200, latency_s=2.5)  # sent at 103.5
+    s = feed([late], s)
+    assert s.phase == Phase.WARMUP
+    s = feed([ProbeResult(at=106.5, kind="generate", ok=True, status=200, latency_s=0.4)], s)  # sent at 106.1
+    assert s.phase == Phase.READY
+
+
+async def test_the_phase_is_unknown_until_read_and_again_when_no_news_comes(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\nhost = "h"\n'
+                   f'manager = "process"\ncommand = ["{sys.executable}", "-c", "pass"]\n'
+                   'endpoint = "http://127.0.0.1:9"\n')
+    settings = load(str(cfg))
+    w = Engine(settings, "d", settings.deployments["d"])
+    try:
+        snap = w.snapshot(time.time())
+        assert snap.phase == Phase.UNKNOWN and snap.stale.startswith("connecting to")  # not STOPPED
+        await w.poll_unit()
+        now = time.time()
+        snap = w.snapshot(now)
+        assert snap.phase == Phase.STOPPED and snap.stale == ""
+        later = now + STALE_AFTER_S + 7
+        snap = w.snapshot(later)
+        assert snap.phase == Phase.UNKNOWN and snap.last_phase == Phase.STOPPED
+        assert snap.stale == f"no news from {w.host_name} for 12 s (last seen: stopped)"
+    finally:
+        await w.close()
+
+
+async def test_the_old_runs_probe_is_not_shown_for_a_new_run(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\nhost = "h"\n'
+                   'manager = "none"\nendpoint = "http://127.0.0.1:9"\n')
+    settings = load(str(cfg))
+    w = Engine(settings, "d", settings.deployments["d"])
+    try:
+        w.feed(UnitObserved(100.0, UnitState(active="active", sub="running", main_pid=1, invocation="old",
+                                             started_at=50.0)))
+        w.feed(ProbeResult(at=101.0, kind="health", ok=True, status=200, latency_s=0.01))
+        assert w.snapshot(102.0).endpoint == "/health ok"
+        w.feed(UnitObserved(103.0, UnitState(active="active", sub="running", main_pid=2, invocation="new",
+                                             started_at=102.5)))
+        w.feed(ProbeResult(at=103.1, kind="health", ok=True, status=200, latency_s=0.9))  # sent at 102.2
+        assert w.snapshot(104.0).endpoint == ""  # the new run has not been probed yet
+        w.feed(ProbeResult(at=104.0, kind="connect", ok=False, detail="connection refused", latency_s=0.01))
+        assert w.snapshot(104.5).endpoint == "connect: refused"
+    finally:
+        await w.close()
+
+
+# ------------------------------------------------------------------------------------------------ other clients
+
+
+@pytest.fixture
+def bu(tmp_path: Path) -> Iterator[Bringup]:
+    b = Bringup(tmp_path, time_scale=0.4)
+    yield b
+    b.run("stop", b.name, timeout=60)
+    left = wait_no_sim_processes(str(tmp_path), timeout=5.0)
+    if left:
+        kill_processes(left)
+        pytest.fail(f"processes left behind: {left}")
+
+
+@pytest.mark.slow
+async def test_a_restart_by_another_bringup_is_named_while_it_happens(bu: Bringup) -> None:
+    await asyncio.to_thread(bu.bring_up, timeout=90)
+    settings = load(str(bu.config))
+    w = Engine(settings, bu.name, settings.deployments[bu.name])
+    seen: list[Any] = []
+    w.subscribe(lambda u: seen.append(u.holder) if isinstance(u, HolderChanged) else None)
+    await w.start()
+    other = subprocess.Popen(bu.cmd("restart", bu.name, "--set", "disable-cuda-graph", "--yes"), env=bu.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=bu.tmp)
+    try:
+        await until_async("another holder seen", lambda: w.other_holder is not None, 30)
+        note = next(n.text for n in w.snapshot(time.time()).notes if n.text.startswith("another bringup"))
+        assert f"(pid {other.pid}) restart {bu.name}" in note and "+ --disable-cuda-graph" in note, note
+        # its steps follow, as it records them
+        await until_async("the other holder at its follow step",
+                          lambda: w.other_holder is not None and w.other_holder.step.startswith("follow"), 60)
+        assert "; now: follow: " in next(n.text for n in w.snapshot(time.time()).notes if n.text.startswith("another"))
+        await asyncio.to_thread(other.wait, 120)
+        assert other.returncode == 0
+        await until_async("the other holder gone", lambda: w.other_holder is None, 10)
+        assert seen[0] is not None and seen[-1] is None
+    finally:
+        if other.poll() is None:
+            other.kill()
+        await w.close()
+
+
+@pytest.mark.slow
+def test_a_process_server_that_dies_at_start_shows_why_and_where_its_log_is(tmp_path: Path) -> None:
+    """No fatal signature matched: the excerpt is the end of the run's log (here Python's own error), and the
+    words are a process's, not systemd's."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\n[hosts.h]\ngpu_source = "none"\n[deployments.d]\n'
+                   f'host = "h"\nmanager = "process"\ncommand = ["{sys.executable}", "-c", '
+                   '"import sglang_is_not_installed_here"]\nendpoint = "http://127.0.0.1:9"\n')
+    res = subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), "start", "d", "--json"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    final = [x for x in res.stdout.splitlines() if x.startswith('{"ok"')][-1]
+    failure = json.loads(final)["failure"]
+    assert failure is not None, res.stdout + res.stderr
+    excerpt = "\n".join(failure["excerpt"]) if isinstance(failure["excerpt"], list) else failure["excerpt"]
+    assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, failure
+    assert str(tmp_path / "state" / "deployments" / "d" / "logs") in excerpt, failure
+    assert "unit" not in excerpt.lower() and "unit" not in failure["hint"].lower(), failure
+
+
+def test_a_run_that_came_and_went_between_two_readings_ends_as_the_manager_says() -> None:
+    """The new run was killed before it was ever seen running: it failed (the unit says so); it must not read as
+    the previous run's clean stop."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce
+
+    p = get_preset("sglang")
+    s = initial()
+    for ev in (UnitObserved(100, UnitState("active", "running", 1, "old", started_at=100)),
+               UnitObserved(110, UnitState("inactive", "dead", 0, "old", exit_status=0)),
+               UnitObserved(120, UnitState("failed", "failed", 0, "new", exit_status=-9, started_at=119))):
+        s = reduce(s, ev, p)
+    assert s.phase == Phase.FAILED and s.invocation == "new" and s.failure is not None
+    assert "killed by signal 9" in "\n".join(s.failure.excerpt)
+
+
+async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_a_quiet_log_costs_no_timer() -> None:
+    """One buffer: a burst is applied 250 lines at a time with the loop let in between (keys and the screen keep
+    up), and sent to listeners as one batch, in order, each line once; nothing is scheduled while no line comes."""
+    from tui.engine.logs import APPLY_CHUNK, SEND_AFTER_S, LogFollower
+    from tui.lifecycle.lines import LineKind
+    from tui.model import LogLine
+
+    burst = [LogLine(at=1.0, text=f"line {i}", invocation="run1") for i in range(600)]
+    release = asyncio.Event()
+
+    class Manager:
+        async def follow(self, unit: UnitState):  # type: ignore[no-untyped-def]
+            for line in burst:
+                yield line
+            await release.wait()
+
+    applied: list[int] = []
+    sent: list[tuple[LogLine, ...]] = []
+    sent_kinds: list[tuple[LineKind, ...]] = []
+
+    def apply(lines: list[LogLine]) -> list[LineKind]:  # the reducer gives back each line's kind
+        applied.append(len(lines))
+        return [LineKind.ERROR if ln.text.endswith("7") else LineKind.PLAIN for ln in lines]
+
+    def send(lines: tuple[LogLine, ...], kinds: tuple[LineKind, ...]) -> None:
+        sent.append(lines)
+        sent_kinds.append(kinds)
+
+    f = LogFollower(Manager(), apply, send)  # type: ignore[arg-type]
+    unit = UnitState(active="active", invocation="run1")
+    task = asyncio.create_task(f.run(lambda: unit, asyncio.Event()))
+    try:
+        await asyncio.sleep(0.02)
+        assert sum(applied) == len(burst) and max(applied) <= APPLY_CHUNK and len(applied) >= 3, applied
+        assert sent == []  # the reducer has them all; listeners get them a moment later, together
+        await asyncio.sleep(SEND_AFTER_S + 0.05)
+        assert [ln for batch in sent for ln in batch] == burst and len(sent) == 1
+        assert [k for batch in sent_kinds for k in batch] == [
+            LineKind.ERROR if ln.text.endswith("7") else LineKind.PLAIN for ln in burst]  # each with its line's
+        assert f._send_at is None and f._lines == []  # quiet: nothing pending, no timer
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def test_a_run_first_seen_on_its_way_out_is_the_current_run_and_its_exit_a_failure() -> None:
+    """A process that dies at once can be first read while its supervisor is still writing down how (the process
+    manager's `deactivating`): that reading was taken for a stop of no run at all, the phase stayed on no
+    invocation, and `bringup start` waited on it until its timeout (found under load in CI)."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce
+
+    p = get_preset("sglang")
+    s = initial()
+    for ev in (UnitObserved(100, UnitState("inactive", "dead")),
+               UnitObserved(101, UnitState("deactivating", "stop", 0, "new", started_at=100.5)),
+               UnitObserved(102, UnitState("failed", "exited", 0, "new", exit_status=1, started_at=100.5,
+                                           exited_at=100.6))):
+        s = reduce(s, ev, p)
+    assert s.invocation == "new" and s.phase == Phase.FAILED and s.failure is not None
+    # a fresh observer of a stop in progress sees it stopping, and its clean end stopped
+    s3 = initial()
+    for ev in (UnitObserved(200, UnitState("deactivating", "stop-sigterm", 9, "x", started_at=150)),
+               UnitObserved(201, UnitState("inactive", "dead", 0, "x", exit_status=0, started_at=150))):
+        s3 = reduce(s3, ev, p)
+        assert s3.phase in (Phase.STOPPING, Phase.STOPPED) and s3.invocation == "x"
+    assert s3.phase == Phase.STOPPED and s3.failure is None
+    # a stop of the run being watched is still a stop
+    s2 = reduce(reduce(s, UnitObserved(103, UnitState("active", "running", 7, "next", started_at=103)), p),
+                UnitObserved(104, UnitState("deactivating", "stop-sigterm", 7, "next", started_at=103)), p)
+    assert s2.phase == Phase.STOPPING and s2.invocation == "next"

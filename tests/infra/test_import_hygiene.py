@@ -1,0 +1,55 @@
+"""The engine never imports textual (DESIGN.md, "Layers and data flow"); checked in a fresh interpreter, as
+Harlequin does, so that nothing imported earlier by the test session can hide an import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MODULES = (
+    "tui.engine", "tui.cli", "tui.config", "tui.model", "tui.lifecycle.lines", "tui.lifecycle.reducer",
+    "tui.lifecycle.replay", "tui.lifecycle.presets.sglang", "tui.lifecycle.presets.vllm", "tui.ops.restart",
+    "tui.lifecycle.flags", "tui.managers.process", "tui.transport.local", "tui.transport.lines", "tui.sim.server",
+    "tui.exporter", "tui.cli.exporter",
+)
+# every module of these packages, including ones added later
+PACKAGES = ("tui.collectors", "tui.transport", "tui.lifecycle", "tui.ops", "tui.managers", "tui.engine")
+
+_SCRIPT = """
+import importlib, json, pkgutil, sys
+mods = list(sys.argv[1].split(","))
+for pkg in sys.argv[2].split(","):
+    p = importlib.import_module(pkg)
+    mods += [m.name for m in pkgutil.walk_packages(p.__path__, pkg + ".")]
+imported = []
+for m in mods:
+    importlib.import_module(m)
+    imported.append(m)
+print(json.dumps({"imported": imported, "textual": sorted(k for k in sys.modules
+                  if k == "textual" or k.startswith("textual.") or k.startswith("textual_"))}))
+"""
+
+
+def test_engine_modules_do_not_import_textual() -> None:
+    p = subprocess.run([sys.executable, "-c", _SCRIPT, ",".join(MODULES), ",".join(PACKAGES)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    imported = set(out["imported"])
+    assert set(MODULES) <= imported
+    for name in ("tui.collectors.gpu_smi", "tui.collectors.gpu_nvml", "tui.collectors.metrics",
+                 "tui.collectors.probes"):
+        assert name in imported
+    assert out["textual"] == [], f"textual imported by the engine: {out['textual']}"
+
+
+def test_the_check_would_notice_textual() -> None:
+    # guard against a check that can never fail: importing textual itself must show up
+    p = subprocess.run([sys.executable, "-c", _SCRIPT, "textual", "tui.ops"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "textual" in json.loads(p.stdout.strip().splitlines()[-1])["textual"]
