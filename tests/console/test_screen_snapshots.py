@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList
-from tui.console.overview import FLEET_SCREEN
 
 from tests.console.test_console_sizes import NOW as FLEET_NOW
 from tests.console.test_console_sizes import ROWS
@@ -27,6 +26,7 @@ from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
 from tui.app import ControlConsoleApp
 from tui.config import DeploymentConfig, HostConfig, Settings, load
+from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
 from tui.engine.updates import GpusSampled, PhaseChanged, ThroughputSampled
 from tui.messages import EngineUpdated
