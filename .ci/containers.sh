@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Docker daemon for tests/test_containers.py, on machines where nothing starts one (systemd is not PID 1)
+# A real Docker daemon for tests/e2e/test_containers.py, on machines where nothing starts one (systemd is not PID 1)
 # and no image registry is reachable: dockerd is started by hand with its own data root, exec root, pid file and
 # socket under ./.containers/ (git-ignored), and the simulated server's image is built from a Debian rootfs made
 # with debootstrap and imported with `docker import` (the rootfs tarball is cached under $HOME/.cache).

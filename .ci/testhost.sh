@@ -18,7 +18,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # TESTHOST_DIR: another state directory (its own rootfs, keys, record), for a second host at once: the nodes of a
-# deployment over two hosts (tests/test_multinode_testhost.py)
+# deployment over two hosts (tests/e2e/test_multinode_testhost.py)
 TH=$(realpath -m "${TESTHOST_DIR:-$REPO/.testhost}")
 ROOTFS=$TH/rootfs
 RUN=$TH/run
@@ -352,7 +352,7 @@ customize_rootfs() {
     chmod 600 "$r/home/tester/.ssh/authorized_keys"
     echo 'tester ALL=(ALL) NOPASSWD:ALL' > "$r/etc/sudoers.d/tester"; chmod 440 "$r/etc/sudoers.d/tester"
     # mallory: a local user with no sudo, no key and no login over SSH, the attacker of the adversary tests
-    # (tests/test_host_adversary_lock.py), who acts through `exec runuser -u mallory -- CMD...`
+    # (tests/e2e/test_host_adversary_lock.py), who acts through `exec runuser -u mallory -- CMD...`
     grep -q '^mallory:' "$r/etc/passwd" || chroot "$r" useradd -M -d /nonexistent -s /bin/sh -U mallory
     chroot "$r" usermod -L mallory
     # no getty on the console: --console=read-only gives the container no input anyway

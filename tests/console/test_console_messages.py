@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.helpers import console_states as cs
 from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
+from tui.lifecycle.lines import LineKind
 from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
 
@@ -21,6 +22,6 @@ def test_a_newer_whole_picture_of_the_same_kind_replaces_the_one_queued_before_i
 
 def test_log_lines_never_coalesce() -> None:
     """Each batch is lines not drawn yet: dropping one would lose them."""
-    a = EngineUpdated(LogsRead((LogLine(at=1.0, text="a"),)))
-    b = EngineUpdated(LogsRead((LogLine(at=2.0, text="b"),)))
+    a = EngineUpdated(LogsRead((LogLine(at=1.0, text="a"),), (LineKind.PLAIN,)))
+    b = EngineUpdated(LogsRead((LogLine(at=2.0, text="b"),), (LineKind.PLAIN,)))
     assert not a.can_replace(b) and not b.can_replace(a)

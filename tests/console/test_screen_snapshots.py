@@ -25,7 +25,7 @@ from tests.helpers.config_toml import ConfigFile
 from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
 from tui.app import ControlConsoleApp
-from tui.config import DeploymentConfig, HostConfig, Settings, load
+from tui.config import HostConfig, Settings, load, parse_deployment
 from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
 from tui.engine.updates import GpusSampled, PhaseChanged, ThroughputSampled
@@ -54,9 +54,9 @@ def console_settings(tmp: Path) -> Settings:
     """Two `process` deployments on a local host: the shown one's command is the fixed argv of the states (the
     flags dialog and the confirmations draw it), the other is for the picker. The endpoints are never reached."""
     hosts = {"gpu-box": HostConfig(gpu_source="none")}
-    deps = {NAME: DeploymentConfig.model_validate({"host": "gpu-box", "manager": "process", "command": list(cs.ARGV),
+    deps = {NAME: parse_deployment({"host": "gpu-box", "manager": "process", "command": list(cs.ARGV),
                                                    "endpoint": f"http://127.0.0.1:{free_port()}"}),
-            OTHER: DeploymentConfig.model_validate({"host": "gpu-box", "manager": "process",
+            OTHER: parse_deployment({"host": "gpu-box", "manager": "process",
                                                     "command": [*cs.ARGV[:5], "--speculative-algorithm", "EAGLE3"],
                                                     "endpoint": f"http://127.0.0.1:{free_port()}"})}
     return load(str(ConfigFile(state_dir=tmp / "state", hosts=hosts, deployments=deps).write(tmp / "config.toml")))
@@ -75,16 +75,16 @@ def console(tmp: Path, monkeypatch: pytest.MonkeyPatch, *, running: bool = True)
             if running else UnitState(active="inactive", sub="dead"))
     w.feed(UnitObserved(cs.T0, unit))
     snap = cs.snapshot(Phase.READY if running else Phase.STOPPED)
-    monkeypatch.setattr(w, "snapshot", lambda now: snap)
-    app.watch_ = w
+    monkeypatch.setattr(w, "snapshot", lambda now=None: snap)
+    app.engine = w
     return app
 
 
 async def panels(pilot: Pilot[Any]) -> None:
     """The panels under the dialog, drawn: the engine's fixed snapshot, its GPUs and (once ready) throughput."""
     app = pilot.app
-    assert isinstance(app, ControlConsoleApp) and app.watch_ is not None
-    snap = app.watch_.snapshot(app.clock())
+    assert isinstance(app, ControlConsoleApp) and app.engine is not None
+    snap = app.engine.snapshot(app.clock())
     ready = snap.phase == Phase.READY
     app.post_message(EngineUpdated(PhaseChanged(snap)))
     gib, util = (128.4, 68) if ready else (96.0, 0)
@@ -151,7 +151,7 @@ def test_sweep(size: tuple[int, int], snap_compare: Any, tmp_path: Path, monkeyp
     from the console by its key."""
     app = console(tmp_path, monkeypatch)
     full_sweep(tmp_path / SWEEP_DIR)
-    monkeypatch.setattr("tui.console.sweep_keys.latest_sweep", lambda state, name: SWEEP_DIR)
+    monkeypatch.setattr("tui.console.sweeps.latest_sweep", lambda state, name: SWEEP_DIR)
 
     def shown(app: ControlConsoleApp) -> bool:
         return isinstance(app.screen, SweepScreen) and app.screen.updates > 0
@@ -211,7 +211,7 @@ def test_confirm_rollback(size: tuple[int, int], snap_compare: Any, tmp_path: Pa
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await panels(pilot)
-        w = app.watch_
+        w = app.engine
         assert w is not None
         await w.manager.save_argv("ready", list(cs.ARGV))
         await w.manager.write_argv([*cs.ARGV, "--disable-cuda-graph"])

@@ -151,7 +151,7 @@ def test_the_scan_would_notice() -> None:
     # guard against a scan that can never fail
     for src in ('how = "--enable-metrics" if e.preset.name == "sglang" else "x"',
                 'if preset != "vllm": pass',
-                'ok = self.watch_.preset.name == "my-server"',
+                'ok = self.engine.preset.name == "my-server"',
                 'BUDGET = {"sglang": 1, "vllm": 2}',
                 'CHOICES = ("sglang", "vllm", "auto")',
                 'match name:\n    case "sglang": pass'):

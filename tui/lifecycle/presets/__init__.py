@@ -190,7 +190,7 @@ class Preset:
     version_key: str = "version"
     #: wordings of the lists above that are another program's (PyTorch, NCCL, uvicorn, argparse, the C++ runtime),
     #: so no release of the server has them in its own code: the conformance tests check every other one against
-    #: the releases' format strings (tests/test_conformance.py), and these against not being the server's own
+    #: the releases' format strings (tests/unit/test_conformance.py), and these against not being the server's own
     foreign_wordings: frozenset[str] = frozenset()
     #: wordings that match a value the release prints through a template (vLLM 0.8's `args: %s` printing a
     #: `Namespace(...)`): wording -> that template, which the conformance tests find in a release's format strings

@@ -102,7 +102,7 @@ __all__ = ["BAD_ARGS", "BAD_ARGS_HINT", "COMMON_CLASSIFIERS", "COMMON_HINTS", "C
 
 #: Wordings the presets match that no release of either server has in its own code, by the program that prints
 #: them: the conformance tests check every other wording against the releases' format strings, and these against
-#: not being a server's own (tests/test_conformance.py). Each is what a library, the runtime or the OS prints.
+#: not being a server's own (tests/unit/test_conformance.py). Each is what a library, the runtime or the OS prints.
 #: (`CUDA out of memory`, `NCCL error`, `Address already in use` and `Uvicorn running on` are checked as the
 #: servers' own: their code says them too.)
 FOREIGN_WORDINGS: frozenset[str] = frozenset({

@@ -3,7 +3,7 @@
 Configuration checks a deployment's `preset` against it, `replay --preset` offers its names, a replay tells which
 server wrote a log by each preset's `detection`, and everything else reads a server's knowledge from its preset. A new
 server type is a preset module added to `_PRESETS` (ARCHITECTURE.md, "Where to add things");
-tests/test_preset_registry.py checks that every registered preset provides what that list asks.
+tests/infra/test_preset_registry.py checks that every registered preset provides what that list asks.
 """
 
 from __future__ import annotations

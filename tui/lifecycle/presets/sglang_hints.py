@@ -4,7 +4,7 @@ The CUDA-graph and OOM hints used to say `--cuda-graph-max-bs` and `--set disabl
 removed the first (it is `--cuda-graph-max-bs-decode` / `-prefill` from 0.5.18 on, and the old spelling is then
 refused as an ambiguous abbreviation) and 0.5.23 deprecates the second (`--cuda-graph-backend-{decode,prefill}=
 disabled`). Following a hint must never make the server refuse its command line, so the words come from the
-release's facts (tests/test_conformance.py checks every hint of every covered release).
+release's facts (tests/unit/test_conformance.py checks every hint of every covered release).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The flag that caps the batch sizes captured in CUDA graphs changed: `--cuda-graph-sizes` (0.9 to 0.11),
 `--max-cudagraph-capture-size` (from 0.12), neither in 0.8. A hint naming the other release's flag makes the server
-refuse its command line, so the words come from the release's facts (tests/test_conformance.py checks them).
+refuse its command line, so the words come from the release's facts (tests/unit/test_conformance.py checks them).
 """
 
 from __future__ import annotations
