@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_containers import IMAGE, Deployment, daemon, make  # noqa: F401 - fixtures
+from tui.managers import unreported
 from tui.managers.container_create import env_to_file
 from tui.managers.docker import DockerManager
 from tui.transport import CommandResult
@@ -48,11 +49,11 @@ def test_a_create_and_a_recreate_put_no_env_value_in_argv(make: Callable[[str], 
     t = RecordingTransport()
     m = DockerManager(t, d.container, str(tmp_path / "state"), engine=d.engine, image=IMAGE,
                       run_args=["-e", f"HF_TOKEN={secret}", "--env", "PLAIN=1 2 3"], command=["sleep", "600"])
-    asyncio.run(m._create_new(["sleep", "600"]))
+    asyncio.run(m._create_new(["sleep", "600"], unreported))
     env = d.inspect()["Config"]["Env"]
     assert f"HF_TOKEN={secret}" in env and "PLAIN=1 2 3" in env
     info = asyncio.run(m._container())
-    asyncio.run(m._recreate(info, ["sleep", "601"]))
+    asyncio.run(m._recreate(info, ["sleep", "601"], unreported))
     after = d.inspect()
     assert after["Config"]["Cmd"] == ["sleep", "601"] and after["Id"] != info["Id"]
     assert f"HF_TOKEN={secret}" in after["Config"]["Env"] and "PLAIN=1 2 3" in after["Config"]["Env"]
