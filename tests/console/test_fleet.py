@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.config_toml import ConfigFile
-from tests.helpers.pilot import until
+from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
 from tui.app import ConsoleApp, ControlConsoleApp
@@ -299,7 +299,7 @@ async def test_a_tick_repaints_neither_the_whole_table_nor_the_console_under_it(
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
         screen, table = app.screen, fleet_table(app)
         assert isinstance(screen, FleetScreen)
-        await pilot.pause()
+        await settled(pilot)
         whole: list[object] = []
         repainted: list[object] = []
         table_refresh, screen_refresh = table.refresh, screen.refresh

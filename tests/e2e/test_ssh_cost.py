@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_remote import ROOT, SCRIPT, texec
+from tests.helpers.wait import until_async
 from tui.config import HostConfig
 from tui.engine.build import make_transport
 from tui.managers import PermanentManagerError
@@ -75,6 +76,54 @@ async def test_a_fleets_engines_on_one_host_read_their_units_together(transport:
     await asyncio.gather(*(follow(m) for m in managers))
     assert readings == 12
     assert batch.commands - before <= 7, batch.commands - before  # 6 instants; one may straddle a tick
+
+
+async def test_a_reading_nobody_waits_for_any_more_is_not_sent(transport: object) -> None:
+    """A reader cancelled before its batch goes out (an engine closing, a command ending) costs no command: sent
+    anyway, it would outlive its reader and, in a CLI exiting meanwhile, fail on the closed link after the loop."""
+    m = SystemdManager(transport, HOST_UNITS[0])  # type: ignore[arg-type]
+    batch = batch_for(transport)  # type: ignore[arg-type]
+    assert (await m.state()).active == "active"  # connected
+    before = batch.commands
+    reader = asyncio.ensure_future(m.state())
+    await asyncio.sleep(0)  # its first step: it has asked
+    assert batch.waiting == 1
+    reader.cancel()
+    assert await until_async("the batch flushed", lambda: batch.waiting == 0, 5, every=0.005)
+    await asyncio.sleep(0)
+    assert batch.commands == before
+    assert (await m.state()).active == "active" and batch.commands == before + 1
+
+
+class _Blocking:
+    """A transport whose command never answers until told (a stand-in for a slow host: the real one is above)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def run(self, argv: list[str], **_: object) -> CommandResult:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_a_command_whose_readers_have_all_gone_is_cancelled() -> None:
+    t = _Blocking()
+    b = ShowBatch(t)  # type: ignore[arg-type]
+    readers = [asyncio.ensure_future(b.show(u, ["-p", "Id"])) for u in ("a.service", "b.service")]
+    await asyncio.wait_for(t.started.wait(), 5)
+    readers[0].cancel()
+    await asyncio.sleep(0)
+    assert not t.cancelled  # one reader still waits
+    readers[1].cancel()
+    assert await until_async("the command cancelled", lambda: t.cancelled, 5)
 
 
 class _Refusing:

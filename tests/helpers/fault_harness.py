@@ -258,7 +258,7 @@ class Harness:
             rc = await c.finish()
             trial.rcs.append(rc)
             if "Traceback" in c.err or "internal error" in c.err:
-                trial.violations.append(f"{c.args}: crashed: {c.err[-500:]}")
+                trial.violations.append(f"{c.args}: crashed: {c.err[-3000:]}")
         trial.converge_s = await converging
         if trial.converge_s is None:
             trial.violations.append(f"phase did not match the host within {CONVERGE_LIMIT_S:g} s of the fault")

@@ -93,11 +93,13 @@ def run_async(coro: Any) -> Any:
             raise KeyboardInterrupt from None
     finally:
         try:
-            pending = asyncio.all_tasks(loop)
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.wait(pending, timeout=3.0))
+            # again until none is left: a task being cancelled may start another (a timer due meanwhile, a
+            # cleanup's own command), and one left pending when the loop closes fails after it, with a traceback
+            deadline = loop.time() + 3.0
+            while (pending := asyncio.all_tasks(loop)) and loop.time() < deadline:
+                for t in pending:
+                    t.cancel()
+                loop.run_until_complete(asyncio.wait(pending, timeout=max(0.0, deadline - loop.time())))
             loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), 3.0))
             # a command whose task was cancelled before it could reap it: ended now, and its exit and its
             # transport's close delivered while the loop still runs (after close() they print a traceback)

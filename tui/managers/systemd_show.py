@@ -46,6 +46,11 @@ class ShowBatch:
         #: commands sent (a test and the fleet benchmark count them)
         self.commands = 0
 
+    @property
+    def waiting(self) -> int:
+        """Readings asked for and not sent yet (a test waits for the batch to have gone out)."""
+        return sum(len(futs) for w in self._pending.values() for futs in w.values())
+
     async def show(self, unit: str, options: Sequence[str]) -> CommandResult:
         """`systemctl show UNIT *options` as if run alone. Only readings with the same options are batched."""
         key = tuple(options)
@@ -58,10 +63,23 @@ class ShowBatch:
         return await fut
 
     def _flush(self, key: tuple[str, ...]) -> None:
-        waiting = self._pending.pop(key, {})
-        if waiting:
-            task = asyncio.ensure_future(self._send(key, waiting))
-            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        # a reader that has gone meanwhile (cancelled: its engine closed, its command ended) is not asked for: a
+        # batch nobody waits on any more is not sent, and one whose last reader goes while it runs is cancelled.
+        # Otherwise the command outlives its readers, and a CLI exiting meanwhile leaves a task behind that fails
+        # on the closed transport after the loop stops ("Task exception was never retrieved", CI saw it)
+        waiting = {u: live for u, futs in self._pending.pop(key, {}).items() if (live := [f for f in futs
+                                                                                         if not f.done()])}
+        if not waiting:
+            return
+        task = asyncio.ensure_future(self._send(key, waiting))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        futures = [f for futs in waiting.values() for f in futs]
+
+        def reader_gone(_: asyncio.Future[CommandResult]) -> None:
+            if not task.done() and all(f.done() for f in futures):
+                task.cancel()
+        for f in futures:
+            f.add_done_callback(reader_gone)
 
     async def _run(self, units: list[str], options: tuple[str, ...]) -> CommandResult:
         self.commands += 1
