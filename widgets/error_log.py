@@ -8,6 +8,7 @@ new lines do not move the view; the border counts them instead.
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 import time
@@ -16,7 +17,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from rich.cells import cell_len
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
@@ -24,12 +24,16 @@ from textual.widgets import Input, Log, Static
 from tui.lifecycle.lines import LineKind, sanitize
 from tui.model import LogLine
 from tui.words import noun
+from widgets.borders import RESTORE_HINT, set_border
 
 BUFFER = 50_000
 FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
-#: the border subtitle of the panel while it fills the screen (Textual's maximize: Esc restores it)
-RESTORE_HINT = "Esc to restore"
 FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
+#: how often the count of hidden lines (the note's and the border's) follows a busy log: every tick, it kept the
+#: panel's border, and with it the whole panel, repainting every second
+HIDDEN_COUNT_EVERY_S = 5.0
+#: and the border's count, once lines are on view and the note is gone
+HIDDEN_BORDER_EVERY_S = 30.0
 
 
 #: the server's access-log lines for bringup's own polling (uvicorn: `INFO: 127.0.0.1:5123 - "GET /health HTTP/1.1"
@@ -89,13 +93,21 @@ class ErrorLog(Vertical):
         #: lines in the buffer the view leaves out (counted as they arrive, recounted on a rebuild), and the count
         #: the border and the note show: they are redrawn on the refresh tick when it moved, not per batch
         self._hidden = 0
-        self._hidden_shown = -1
+        #: the count of hidden lines the note and the border show, and when it was last brought up to date
+        #: (`_update_title`), on `clock` (a test moves it)
+        self._counted = 0
+        self._counted_at = -math.inf
+        self._border_counted = 0
+        self._border_counted_at = -math.inf
+        self.clock: Callable[[], float] = time.monotonic
+        #: what the note shows now: written only when it changes
+        self._note_shown = ""
         #: the panel fills the screen (Textual's maximize): the border says how to come back
         self.maximized = False
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
-        yield Static("no errors or warnings so far  (e: show all lines)", id="log-empty")
+        yield Static(id="log-empty")  # its words: _update_title, at mount
         yield BurstLog(id="log", max_lines=BUFFER, on_end=self.follow)
 
     @property
@@ -298,7 +310,12 @@ class ErrorLog(Vertical):
     def matching(self) -> list[str]:
         return [t for t, e in self.entries if self._matches(t, e)]
 
-    def _update_title(self) -> None:
+    def _update_title(self, *, count_now: bool = True) -> None:
+        """The note, the border's title and subtitle, each written only when its words changed: setting a border
+        title repaints the whole panel, lines and all, and a note that keeps its height needs no layout.
+        `count_now=False` (the tick, when only the count of hidden lines moved) leaves the count as it was until
+        `HIDDEN_COUNT_EVERY_S` has passed: a busy server's count moves every second, and redrawing the panel every
+        second for it was most of what the console wrote to the terminal."""
         empty = self.log_view.line_count == 0
         note = self.query_one("#log-empty", Static)
         note.display = not self._content_shown  # above the run markers, if there are any
@@ -308,20 +325,45 @@ class ErrorLog(Vertical):
             # hidden while a filter matched nothing, the log lost the focus: give it back, or the arrow keys,
             # PgUp and Home scroll nothing once the filter is cleared
             self.log_view.focus()
-        # all lines leave out bringup's own polling only: not counted as hidden (e shows them no more than now)
-        self._hidden_shown = self._hidden
-        hidden = _count(self._hidden) if self._hidden and (self.filter_text or not self.show_all) else ""
+        counted = self._to_count()
+        now = self.clock()
+        if (count_now or now - self._counted_at >= HIDDEN_COUNT_EVERY_S
+                or bool(counted) != bool(self._counted)):  # a count appearing or going: at once
+            self._counted_at, self._counted = now, counted
+        hidden = _count(self._counted) if self._counted else ""
         if not self._content_shown:
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             keys = f"e: {'errors only' if self.show_all else 'show all lines'}, /: filter"
-            lines = noun(self._hidden, "other line")
-            note.update(f"no {what}; {hidden} {lines} hidden  ({keys})" if hidden else f"no {what}  ({keys})")
+            lines = noun(self._counted, "other line")
+            self._set_note(note, f"no {what}; {hidden} {lines} hidden  ({keys})" if hidden else f"no {what}  ({keys})")
+        # the border counts them too once lines are on view (the note is gone), more slowly: its words repaint the
+        # whole panel, lines and all
+        border = self._counted if self._content_shown else 0
+        if (count_now or now - self._border_counted_at >= HIDDEN_BORDER_EVERY_S
+                or bool(border) != bool(self._border_counted)):
+            self._border_counted_at, self._border_counted = now, border
         mode = ("all lines" if self.show_all else "errors only") + (", wrapped" if self.wrap else "")
         flt = f" /{self.filter_text}" if self.filter_text else ""
-        # a Text, not markup: the filter is what the user typed, `[/]` included
-        self.border_title = Text(f"Log: {mode}{flt}" + (f" ({hidden} hidden)" if hidden else ""))
+        in_border = f" ({_count(self._border_counted)} hidden)" if self._border_counted else ""
         parts = [f"↓ {self.unseen} new (End to follow)" if self.unseen else "", RESTORE_HINT if self.maximized else ""]
-        self.border_subtitle = " · ".join(p for p in parts if p)
+        # plain text, not markup: the filter is what the user typed, `[/]` included
+        set_border(self, title=f"Log: {mode}{flt}{in_border}", subtitle=" · ".join(p for p in parts if p))
+
+    def _to_count(self) -> int:
+        """The hidden lines to count: all lines leave out bringup's own polling only, which is not counted (e
+        shows it no more than now)."""
+        return self._hidden if self.filter_text or not self.show_all else 0
+
+    def _set_note(self, note: Static, text: str) -> None:
+        """The note's words, with a layout only when they may take another number of rows (it wraps on a narrow
+        panel): a layout of the screen for words of the same height is work, and output, for nothing."""
+        if text == self._note_shown:
+            return
+        width = max(1, note.content_region.width or self.size.width or 1)
+        rows = (cell_len(text) + width - 1) // width
+        was = (cell_len(self._note_shown) + width - 1) // width if self._note_shown else -1
+        self._note_shown = text
+        note.update(text, layout=rows != was or not note.content_region.width)
 
     def on_mount(self) -> None:
         self.watch(self.log_view, "scroll_y", self._scrolled, init=False)
@@ -340,5 +382,5 @@ class ErrorLog(Vertical):
         if self.unseen and self.log_view.is_vertical_scroll_end:
             self.unseen = 0
             self._update_title()
-        elif self._hidden != self._hidden_shown:
-            self._update_title()
+        elif self._to_count() != (self._border_counted if self._content_shown else self._counted):
+            self._update_title(count_now=False)

@@ -30,6 +30,7 @@ from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_nam
 from tui.lifecycle.presets.telemetry import MemoryBudget
 from tui.lifecycle.release import NamedHolder
 from tui.model import Attribution, GpuSample, GpuSnapshot
+from widgets.borders import RESTORE_HINT, set_border
 
 SPARK = "▁▂▃▄▅▆▇█"
 _PLAIN = Style()
@@ -306,6 +307,9 @@ class GpuPanel(ScrollView):
         self.rows: list[Row] = rows_for(None, {}, [], 0, False, 80)
         self._strips: dict[tuple[Row, int, int, Style], Strip] = {}
         self._base = _PLAIN
+        #: the legend is shown (a GPU of the deployment is on view), and the panel fills the screen (Esc restores)
+        self._legend = False
+        self.maximized = False
         self._shown: tuple[GpuSnapshot | None, Mapping[int, Sequence[float]], Sequence[int], int, bool,
                            Attribution | None, float | None, Sequence[NamedHolder]] = (
             None, {}, [], 0, False, None, None, ())
@@ -319,7 +323,8 @@ class GpuPanel(ScrollView):
         width = self.scrollable_content_region.width  # less the scrollbar, when there is one
         rows = rows_for(snap, history, gpus, server_pid, releasing, max(30, width), attribution, budget, holders)
         marked = snap is not None and any(g.index in set(gpus) for g in snap.gpus)
-        self.border_subtitle = LEGEND if marked else ""
+        self._legend = marked
+        self._set_subtitle()
         size = Size(width, len(rows))
         if rows == self.rows and self.virtual_size == size:
             return
@@ -334,6 +339,15 @@ class GpuPanel(ScrollView):
             return
         self.virtual_size = size
         self.refresh()
+
+    def set_maximized(self, maximized: bool) -> None:
+        self.maximized = maximized
+        self._set_subtitle()
+
+    def _set_subtitle(self) -> None:
+        """The legend of the marks, when a GPU of the deployment is shown; how to come back, when maximized."""
+        parts = (LEGEND if self._legend else "", RESTORE_HINT if self.maximized else "")
+        set_border(self, subtitle=" · ".join(p for p in parts if p))
 
     def on_resize(self) -> None:
         """Notes wrap and bars fit the width: a new size means new rows."""

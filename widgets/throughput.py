@@ -183,6 +183,8 @@ class ThroughputPanel(Vertical):
         self._drawn_at = -math.inf  # time.monotonic() of the last chart
         self._ttft: tuple[float, float] | None = None  # the last TTFT seen, and when
         self._chart_shown = False
+        #: the dots the chart showed last (`_picture`): a chart whose dots would not move is not drawn again
+        self._picture: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static(id="tps-now")
@@ -307,18 +309,33 @@ class ThroughputPanel(Vertical):
             self.mount(p)
         self._drawn_at = time.monotonic()
         width = p.size.width or self.content_region.width  # before its first layout
+        series = chart_series(history, now, span, 2 * max(10, width))
+        top = max((v for seg in series for _, v in seg), default=1.0)
+        yt = nice_ticks(top, min(Y_TICKS, (rows - 3) // 2 + 1))
+        picture = _picture(series, span, width, rows, yt)
+        if found and picture == self._picture:
+            return  # the same dots: redrawing it would write the chart's every row to the terminal for nothing
+        self._picture = picture
         plt = p.plt
         plt.clear_data()
         plt.clear_figure()
-        series = chart_series(history, now, span, 2 * max(10, width))
-        top = max((v for seg in series for _, v in seg), default=1.0)
         for seg in series:
             plt.plot([at for at, _ in seg], [v for _, v in seg], marker="braille", color="cyan")
         # rows: the frame's two and the x labels' one; a y tick every second row at most, and six at most
-        yt = nice_ticks(top, min(Y_TICKS, (rows - 3) // 2 + 1))
         plt.ylim(0, yt[-1])
         plt.yticks(yt, [tick_label(v) for v in yt])
         xt, xl = x_ticks(span)
         plt.xlim(-span, 0)
         plt.xticks(xt, xl)
         p.refresh()
+
+
+def _picture(series: Sequence[Sequence[tuple[float, float]]], span: int, width: int, rows: int,
+             yt: Sequence[float]) -> tuple[object, ...]:
+    """What the chart would show, as the braille dots its samples fall on (two across and four down a cell) and its
+    scale: a steady throughput's line moves left as time passes and looks the same, so it need not be redrawn."""
+    cols, levels = 2 * max(1, width), 4 * max(1, rows - 3)
+    top = yt[-1] or 1.0
+    dots = tuple(tuple(sorted({(round((at + span) * cols / span), round(v * levels / top)) for at, v in seg}))
+                 for seg in series)
+    return (span, width, rows, tuple(yt), dots)

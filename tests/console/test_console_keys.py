@@ -24,7 +24,7 @@ from tui.lifecycle.presets import get_preset
 from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
 from tui.screens.flags import FlagsScreen
-from widgets.error_log import ErrorLog
+from widgets.error_log import HIDDEN_COUNT_EVERY_S, ErrorLog
 
 
 def logs_read(lines: list[str]) -> EngineUpdated:
@@ -181,15 +181,26 @@ async def test_the_errors_view_says_how_many_lines_it_hides_and_which_key_shows_
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(ErrorLog)
+        clock = [1000.0]
+        log.clock = lambda: clock[0]
         note = app.query_one("#log-empty", Static)
         assert "errors only" in str(log.border_title)
         app.post_message(logs_read([f"[2026-06-02 08:00:20 TP0] Load weight {i}" for i in range(1234)]))
-        assert await until(pilot, lambda: "1,234" in str(note.render()))
+        assert await until(pilot, lambda: "1,234" in str(note.render()))  # a count appearing: at once
         text = str(note.render())
         assert "hidden" in text and "e:" in text, text
-        assert "1,234 hidden" in str(log.border_title), log.border_title
+        # the note says it; the border does not as well while the note shows: its words repaint the whole panel
+        assert "hidden" not in str(log.border_title), log.border_title
+        # a count that moves follows every HIDDEN_COUNT_EVERY_S, not every tick
         app.post_message(logs_read(["more progress"] * 10))
+        assert await until(pilot, lambda: len(log.entries) == 1244 and not log.has_due)
+        log.check_follow()  # what the refresh tick does
+        assert "1,234" in str(note.render())
+        clock[0] += HIDDEN_COUNT_EVERY_S
         assert await until(pilot, lambda: "1,244" in str(note.render()))
+        # an error on view: the note goes, and the border counts what is left out
+        app.post_message(logs_read(["[2026-06-02 08:00:21 TP0] ERROR: something broke"]))
+        assert await until(pilot, lambda: not note.display and "1,244 hidden" in str(log.border_title))
         await pilot.press("e")
         assert await until(pilot, lambda: not note.display and "all lines" in str(log.border_title))
         assert "hidden" not in str(log.border_title)

@@ -24,7 +24,8 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, Static
 
 from tui.screens.help import HelpScreen
-from widgets.error_log import FILTER_EDITING, FILTER_IDLE, RESTORE_HINT, ErrorLog
+from widgets.borders import RESTORE_HINT, set_border
+from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
@@ -221,10 +222,10 @@ class ConsoleScreen(Screen[None]):
     def _maximized(self, was: Widget | None, now: Widget | None) -> None:
         """A maximized panel (Textual's maximize, from the command palette) says how to come back: Esc."""
         for widget, on in ((was, False), (now, True)):
-            if isinstance(widget, ErrorLog):
-                widget.set_maximized(on)  # its subtitle also counts the new lines
+            if isinstance(widget, (ErrorLog, GpuPanel)):
+                widget.set_maximized(on)  # their subtitles also say other things: the new lines, the legend
             elif widget is not None and widget.has_class("panel"):
-                widget.border_subtitle = RESTORE_HINT if on else ""
+                set_border(widget, subtitle=RESTORE_HINT if on else "")
 
     class OverviewAsked(Message):
         """Esc with no log filter: back to the overview of every deployment, where the app has one."""
