@@ -70,6 +70,9 @@ def access_lines(lines: list[str], seconds: float) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--quiet-log", action="store_true",
+                    help="the server logs nothing routine (--log-level warning): the floor of the console's own work; "
+                         "one window, at nvitop's 1 s")
     ap.add_argument("--dry-run", action="store_true",
                     help="check the script on a machine without a GPU: no load, a sleeping placeholder for nvitop")
     args = ap.parse_args()
@@ -92,6 +95,8 @@ def main() -> None:
         sim = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "1",
                "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--sim-load", "4",
                "--sim-state-dir", f"{d}/sim-gpus", "--time-scale", "0.2"]
+        if args.quiet_log:
+            sim += ["--log-level", "warning"]
         cfg.write_text(
             "[deployments.sim-on-gpu]\nmanager = \"process\"\npreset = \"sglang\"\n"
             f"endpoint = \"http://127.0.0.1:{port}\"\ngpus = [0]\ncommand = {json.dumps(sim)}\n")
@@ -114,7 +119,7 @@ def main() -> None:
                                        str(cfg), "sim-on-gpu"], env=env, cwd=ROOT)
             time.sleep(8)  # start-up is not the steady state
             windows = []
-            for interval in (2.0, 1.0, 0.5):
+            for interval in (1.0,) if args.quiet_log else (2.0, 1.0, 0.5):
                 nvitop = Pty([*nvitop_cmd, str(interval)], env)
                 procs.append(nvitop)
                 time.sleep(4)
@@ -128,35 +133,38 @@ def main() -> None:
             floor.stop()
             engine.kill()
             engine.wait()
-            # the console alone against the server: what its probes and scrapes write into the server's own log
-            logs = sorted(Path(d).glob("**/deployments/sim-on-gpu/logs/*.log"), key=lambda f: f.stat().st_mtime)
-            before = logs[-1].read_text(errors="replace").count("\n") if logs else 0
-            time.sleep(args.seconds)
-            lines = logs[-1].read_text(errors="replace").splitlines()[before:] if logs else []
-            result["server_log_lines_per_minute_from_the_console"] = access_lines(lines, args.seconds)
-            print(json.dumps(result["server_log_lines_per_minute_from_the_console"]), flush=True)
-            console.stop()
-            fast = Pty([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
-            procs.append(fast)
-            nvitop = Pty([*nvitop_cmd, "0.5"], env)
-            procs.append(nvitop)
-            time.sleep(8)
-            w = window({"bringup": fast, "nvitop": nvitop}, args.seconds)
-            w["bringup"]["refresh_hz"] = 2.0
-            w["nvitop"]["interval_s"] = 0.5
-            windows.append(w)
-            print(json.dumps(w), flush=True)
-            result["windows"] = windows
-            result["what"] = ("bringup console (NVML, simulated SGLang server's logs and /metrics, probes) and nvitop's "
-                              "monitor, each in a 120x40 pseudo-terminal, same windows, GPU under load; with them, "
-                              "bringup's engine alone (nothing drawn) and the Textual floor (bringup's layout, two "
-                              "rows changing once a second, no work)")
+            result["windows"], result["quiet_log"] = windows, args.quiet_log
+            if not args.quiet_log:  # the quiet run: the one window above
+                # the console alone against the server: what its probes and scrapes write into the server's own log
+                logs = sorted(Path(d).glob("**/deployments/sim-on-gpu/logs/*.log"), key=lambda f: f.stat().st_mtime)
+                before = logs[-1].read_text(errors="replace").count("\n") if logs else 0
+                time.sleep(args.seconds)
+                lines = logs[-1].read_text(errors="replace").splitlines()[before:] if logs else []
+                result["server_log_lines_per_minute_from_the_console"] = access_lines(lines, args.seconds)
+                print(json.dumps(result["server_log_lines_per_minute_from_the_console"]), flush=True)
+                console.stop()
+                fast = Pty([*bringup, "console", "sim-on-gpu"], {**env, "BRINGUP_UI__REFRESH_HZ": "2"})
+                procs.append(fast)
+                nvitop = Pty([*nvitop_cmd, "0.5"], env)
+                procs.append(nvitop)
+                time.sleep(8)
+                w = window({"bringup": fast, "nvitop": nvitop}, args.seconds)
+                w["bringup"]["refresh_hz"] = 2.0
+                w["nvitop"]["interval_s"] = 0.5
+                windows.append(w)
+                print(json.dumps(w), flush=True)
+                result["windows"] = windows
+                result["what"] = ("bringup console (NVML, simulated SGLang server's logs and /metrics, probes) and nvitop's "
+                                  "monitor, each in a 120x40 pseudo-terminal, same windows, GPU under load; with them, "
+                                  "bringup's engine alone (nothing drawn) and the Textual floor (bringup's layout, two "
+                                  "rows changing once a second, no work)")
         finally:
             for p in procs:
                 p.stop()
             load.kill()
             subprocess.run([*bringup, "stop", "sim-on-gpu"], env=env, cwd=ROOT, timeout=60)
-    (OUT / "console_vs_nvitop.json").write_text(json.dumps(result, indent=1) + "\n")
+    name = "console_vs_nvitop_quiet.json" if args.quiet_log else "console_vs_nvitop.json"
+    (OUT / name).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
 

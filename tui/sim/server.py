@@ -156,6 +156,7 @@ def build_parser(rel: Release) -> argparse.ArgumentParser:
     a("--skip-server-warmup", action="store_true")
     a("--watchdog-timeout", type=float, default=300.0)
     a("--trust-remote-code", action="store_true")
+    a("--log-level", default="info", help="above info (warning, error): no batch or access lines, as SGLang's logger")
     a("--time-scale", type=float, default=1.0, help="multiplies every simulated duration")
     a("--scenario", choices=SCENARIOS)
     a("--sim-state-dir", default=gpus.default_state_dir())
@@ -240,6 +241,9 @@ class Log:
         self.ms = os.environ.get("SGLANG_LOG_MS") == "1"
         self.lock = threading.RLock()
         self.quiet = False
+        #: `--log-level` above info: the routine lines (batches, access lines) are not printed, as SGLang's logger
+        #: drops them; warnings, errors and a crash's lines still are
+        self.routine = True
 
     def line(self, msg: str, rank: int | None = None) -> None:
         t = time.time()
@@ -252,6 +256,11 @@ class Log:
             if not self.quiet:
                 sys.stdout.write(f"[{ts}] {msg}\n")
                 sys.stdout.flush()
+
+    def info(self, msg: str, rank: int | None = None) -> None:
+        """A routine line (a batch, an access line): printed at `--log-level info` and below only."""
+        if self.routine:
+            self.line(msg, rank)
 
     def ranks(self, msg: str) -> None:
         for r in range(self.first, self.first + self.count):
@@ -296,6 +305,7 @@ class Sim:
         self.a, self.scale, self.pid = a, a.time_scale, os.getpid()
         per_node = a.tp_size // a.nnodes
         self.log = Log(a.tp_size, a.ep_size, a.node_rank * per_node, per_node)
+        self.log.routine = a.log_level.lower() in ("debug", "info")
         self.rank0 = a.node_rank * per_node  # this node's first TP rank
         self.head: nodes.Head | None = None
         self.worker: nodes.Worker | None = None
@@ -709,7 +719,7 @@ class Sim:
             toks = sum(r.prompt for r in new)
             self.c["prefill"] += toks
             used = sum(r.prompt + r.generated for r in self.running + new)
-            self.log.line(f"Prefill batch, #new-seq: {len(new)}, #new-token: {toks}, #cached-token: 0, token "
+            self.log.info(f"Prefill batch, #new-seq: {len(new)}, #new-token: {toks}, #cached-token: 0, token "
                           f"usage: {used / max(1, self.max_tokens):.2f}, #running-req: {len(self.running)}, "
                           f"#queue-req: {len(self.waiting)}, #pending-token: 0, cuda graph: False, "
                           f"input throughput (token/s): {toks / max(0.05, dt):.2f}", 0)
@@ -776,7 +786,7 @@ class Sim:
                         tok = sum(r.prompt + r.generated for r in self.running)
                         spec = (f"accept len: {self.accept_len:.2f}, accept rate: {self.accept_rate:.2f}, "
                                 if self.algo else "")
-                        self.log.line(f"Decode batch, #running-req: {n_run}, #token: {tok}, token usage: "
+                        self.log.info(f"Decode batch, #running-req: {n_run}, #token: {tok}, token usage: "
                                       f"{tok / max(1, self.max_tokens):.2f}, {spec}cuda graph: "
                                       f"{self.a.graphs}, gen throughput (token/s): "
                                       f"{self.gen_throughput:.2f}, #queue-req: {len(self.waiting)}", 0)
@@ -890,7 +900,7 @@ class Handler(BaseHTTPRequestHandler):
         c = int(code) if str(code).isdigit() else 0
         host, port = self.client_address[:2]
         phrase = HTTPStatus(c).phrase if c else ""
-        self.sim.log.line(f'INFO:     {host}:{port} - "{self.requestline}" {c} {phrase}')
+        self.sim.log.info(f'INFO:     {host}:{port} - "{self.requestline}" {c} {phrase}')
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
