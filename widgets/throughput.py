@@ -39,6 +39,10 @@ SPANS = (30, 60, 120, 300)
 Y_TICKS = 6
 #: while the samples are stale the panel redraws itself this often, so the chart's "now" keeps moving
 STALE_REDRAW_S = 5.0
+#: the chart is redrawn at most this many times per span it shows (a 5-minute chart every 30 s, a 30-second one every
+#: 3 s at most, every PLOT_EVERY_S of the console's at least): each redraw writes all its rows to the terminal, and on
+#: an H200 host under load the chart's redraws were most of what the console wrote there
+REDRAWS_PER_SPAN = 10
 #: a TTFT older than this is shown with its age
 TTFT_AGE_S = 5.0
 
@@ -180,7 +184,7 @@ class ThroughputPanel(Vertical):
         self._args: tuple[ThroughputSample | None, Sequence[tuple[float, float]], str, bool] = (None, (), "", True)
         #: the headline figure drawn with the chart: shown until the chart is redrawn, so the two agree
         self._charted: float | None = None
-        self._drawn_at = -math.inf  # time.monotonic() of the last chart
+        self._drawn_at = -math.inf  # when the last chart was drawn, on the panel's clock (`now`)
         self._ttft: tuple[float, float] | None = None  # the last TTFT seen, and when
         self._chart_shown = False
         #: the dots the chart showed last (`_picture`): a chart whose dots would not move is not drawn again
@@ -210,13 +214,14 @@ class ThroughputPanel(Vertical):
         newest = history[-1][0] if history else tp.at if tp is not None else now
         ttft_aging = self._ttft is not None and tp is not None and tp.ttft_s is None
         if now - newest > stale_after(history):
-            self._redraw(now, plot=time.monotonic() - self._drawn_at >= STALE_REDRAW_S)
+            self._redraw(now, plot=now - self._drawn_at >= STALE_REDRAW_S)
         elif ttft_aging:
             self._redraw(now, plot=False)
 
     def on_resize(self) -> None:
         """The chart's ticks and whether it fits at all depend on the size."""
         if self.is_mounted:
+            self._drawn_at = -math.inf  # a new size: drawn now, whatever the pace
             self._redraw(self.clock(), plot=True)
 
     def show(self, tp: ThroughputSample | None, history: Sequence[tuple[float, float]], note: str = "",
@@ -278,6 +283,8 @@ class ThroughputPanel(Vertical):
     def _redraw(self, now: float, plot: bool) -> None:
         tp, history, _, _ = self._args
         span = span_for(now - history[0][0]) if history else SPANS[0]
+        if plot and now - self._drawn_at < span / REDRAWS_PER_SPAN:
+            plot = False  # drawn a moment ago, at this span's scale: its line has not moved a column's worth
         drawable = bool(history) and history[-1][0] >= now - span
         # the figures as they will be with the chart, to see how many rows the chart is left
         probe = self.text_for(now, headline_value(tp, history), sparkline=False)
@@ -307,7 +314,7 @@ class ThroughputPanel(Vertical):
         p = found.first(PlotextPlot) if found else PlotextPlot(id="tps-plot")
         if not found:
             self.mount(p)
-        self._drawn_at = time.monotonic()
+        self._drawn_at = now
         width = p.size.width or self.content_region.width  # before its first layout
         series = chart_series(history, now, span, 2 * max(10, width))
         top = max((v for seg in series for _, v in seg), default=1.0)

@@ -365,6 +365,34 @@ async def test_time_keeps_moving_when_samples_stop(monkeypatch: pytest.MonkeyPat
         assert f"no samples since {w.clock_time(hist[-1][0])}" in _headline(app)
 
 
+async def test_the_chart_is_redrawn_at_a_pace_its_span_sets() -> None:
+    """Each redraw writes all the chart's rows to the terminal: a 5-minute chart is redrawn at most every 30 s (a tenth
+    of its span), not at every one of the console's 5 s plots, while the figures above it follow each sample."""
+    from tui.model import ThroughputSample
+    from widgets import throughput as w
+
+    hist = [(1000.0 + k, 200.0 + (k % 7) * 10) for k in range(200)]  # 200 s of samples: the 300 s span
+    app = _panel_app(24)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panel = app.query_one(w.ThroughputPanel)
+        clock = _Clock(hist[-1][0])
+        panel.clock = clock
+        sample = ThroughputSample(at=hist[-1][0], tokens_per_s=200.0, source="metrics")
+
+        def show(at: float) -> None:
+            clock.t = at
+            panel.show(sample, hist, plot=True, now=at)
+
+        show(hist[-1][0])
+        assert await until(pilot, lambda: _figure(app).x[-1][-1] == pytest.approx(0.0))
+        for later in (5.0, 10.0, 29.0):
+            show(hist[-1][0] + later)
+            await settled(pilot)
+            assert _figure(app).x[-1][-1] == pytest.approx(0.0), later  # the same chart: not redrawn
+        show(hist[-1][0] + 300 / w.REDRAWS_PER_SPAN)
+        assert await until(pilot, lambda: _figure(app).x[-1][-1] == pytest.approx(-30.0))
+
+
 async def test_the_last_ttft_stays_with_its_age() -> None:
     from tui.model import ThroughputSample
     from widgets.throughput import ThroughputPanel
