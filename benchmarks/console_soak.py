@@ -1,0 +1,106 @@
+"""The console's memory over time: the demo in a 120x40 pseudo-terminal for an hour, its RSS sampled every minute,
+a restart (r, y) every third sample, the log's two views and the sweep key pressed between samples, and
+tracemalloc's top allocation sites compared between the middle and the end: what grows, if anything does.
+
+    python benchmarks/console_soak.py [--minutes 60] [--every 60] [--no-tracemalloc]
+
+The target (issue: lighter than nvitop): RSS growth under 2 MiB over the second half. tracemalloc costs CPU and
+a lot of memory of its own; `--no-tracemalloc` measures RSS without it. Writes
+benchmarks/results/console_soak_tracemalloc.json (or console_soak.json without tracemalloc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _terminal import Pty, cpu_seconds, demo_env, rss_mib  # noqa: E402
+
+
+def growth(before: dict[str, object], after: dict[str, object], n: int = 15) -> list[dict[str, object]]:
+    """The allocation sites that grew most between two snapshots (KiB and blocks)."""
+    was = {t["where"]: t for t in before["top"]}  # type: ignore[index, union-attr]
+    rows = []
+    for t in after["top"]:  # type: ignore[union-attr]
+        w = was.get(t["where"], {"kib": 0.0, "count": 0})
+        rows.append({"where": t["where"], "kib": round(t["kib"] - w["kib"], 1), "count": t["count"] - w["count"]})
+    return sorted(rows, key=lambda r: -float(r["kib"]))[:n]  # type: ignore[arg-type]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--every", type=float, default=60.0, help="seconds between samples")
+    ap.add_argument("--no-tracemalloc", action="store_true")
+    args = ap.parse_args()
+    samples = max(2, int(args.minutes * 60 / args.every))
+    with tempfile.TemporaryDirectory() as home:
+        env = {**demo_env(home), "SOAK_DIR": home}
+        argv = ([sys.executable, str(ROOT / "benchmarks" / "_soak_child.py"), "demo", "--time-scale", "0.3"]
+                if not args.no_tracemalloc else [sys.executable, "-m", "tui", "demo", "--time-scale", "0.3"])
+        console = Pty(argv, env, cwd=str(ROOT))
+        rss: list[float] = []
+        restarts = {"asked": 0, "ready": 0}
+        snapshots: dict[str, int] = {}
+        quit_clean = False
+        try:
+            if console.wait_for(b"READY", 180) is None:
+                raise SystemExit("the demo did not reach READY")
+            c0, t0 = cpu_seconds(console.pid), time.monotonic()
+            for k in range(samples):
+                time.sleep(args.every)
+                rss.append(rss_mib(console.pid))
+                if not args.no_tracemalloc and k in (samples // 2 - 1, samples - 1):
+                    os.kill(console.pid, signal.SIGUSR2)
+                    snapshots["middle" if k < samples - 1 else "end"] = len(snapshots)
+                for keys in (b"e", b"e", b"S", b"\x1b"):  # all lines, errors only, the sweep view (or its note)
+                    console.keys(keys)
+                    time.sleep(0.5)
+                if k % 3 == 2:
+                    restarts["asked"] += 1
+                    console.mark()
+                    console.keys(b"r")
+                    time.sleep(1.0)
+                    console.keys(b"y")
+                    if console.wait_for(b"READY", 120) is not None:
+                        restarts["ready"] += 1
+            cpu = 100 * (cpu_seconds(console.pid) - c0) / (time.monotonic() - t0)
+            console.keys(b"q")
+            quit_clean = False
+            for _ in range(100):
+                if not console.alive():
+                    quit_clean = True
+                    break
+                time.sleep(0.1)
+        finally:
+            if not quit_clean:
+                console.stop()
+        snaps = {name: json.loads((Path(home) / f"snapshot-{i}.json").read_text())
+                 for name, i in snapshots.items() if (Path(home) / f"snapshot-{i}.json").exists()}
+    half = len(rss) // 2
+    result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+              "minutes": args.minutes, "every_s": args.every, "tracemalloc": not args.no_tracemalloc,
+              "rss_mib": rss, "growth_first_half_mib": round(rss[half - 1] - rss[0], 1) if half else None,
+              "growth_second_half_mib": round(rss[-1] - rss[half - 1], 1) if half else None,
+              "restarts": restarts, "q_exited": quit_clean, "cpu_percent_of_one_core": round(cpu, 2)}
+    if "middle" in snaps and "end" in snaps:
+        result["traced_kib"] = {"middle": snaps["middle"]["traced_kib"], "end": snaps["end"]["traced_kib"]}
+        result["grew_most_second_half"] = growth(snaps["middle"], snaps["end"])
+    out = ROOT / "benchmarks" / "results" / ("console_soak.json" if args.no_tracemalloc else
+                                             "console_soak_tracemalloc.json")
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
