@@ -21,10 +21,19 @@ sys.path.insert(0, str(ROOT))
 COUNT = {"n": 0}
 
 
+def _short(path: str) -> str:
+    """A file as the package or the checkout names it (`textual/strip.py`, `tui/...`): results carry no path of the
+    machine they ran on."""
+    if "site-packages/" in path:
+        return path.rsplit("site-packages/", 1)[1]
+    root = f"{ROOT}/"
+    return path[len(root):] if path.startswith(root) else Path(path).name
+
+
 def snapshot(*_: Any) -> None:
     snap = tracemalloc.take_snapshot()
     stats = snap.statistics("lineno")
-    top = [{"where": f"{s.traceback[0].filename}:{s.traceback[0].lineno}", "kib": round(s.size / 1024, 1),
+    top = [{"where": f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno}", "kib": round(s.size / 1024, 1),
             "count": s.count} for s in stats[:400]]
     out = Path(os.environ["SOAK_DIR"]) / f"snapshot-{COUNT['n']}.json"
     out.write_text(json.dumps({"traced_kib": round(tracemalloc.get_traced_memory()[0] / 1024, 1), "top": top}))
