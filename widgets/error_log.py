@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from rich.cells import cell_len
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
@@ -24,7 +25,7 @@ from textual.widgets import Input, Log, Static
 from tui.lifecycle.lines import LineKind, sanitize
 from tui.model import LogLine
 from tui.words import noun
-from widgets.borders import RESTORE_HINT, set_border
+from widgets.written import RESTORE_HINT, set_border, set_text
 
 BUFFER = 50_000
 FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
@@ -100,8 +101,6 @@ class ErrorLog(Vertical):
         self._border_counted = 0
         self._border_counted_at = -math.inf
         self.clock: Callable[[], float] = time.monotonic
-        #: what the note shows now: written only when it changes
-        self._note_shown = ""
         #: the panel fills the screen (Textual's maximize): the border says how to come back
         self.maximized = False
 
@@ -335,7 +334,7 @@ class ErrorLog(Vertical):
             what = "lines match" if self.filter_text else "lines yet" if self.show_all else "errors or warnings so far"
             keys = f"e: {'errors only' if self.show_all else 'show all lines'}, /: filter"
             lines = noun(self._counted, "other line")
-            self._set_note(note, f"no {what}; {hidden} {lines} hidden  ({keys})" if hidden else f"no {what}  ({keys})")
+            set_text(note, Text(f"no {what}; {hidden} {lines} hidden  ({keys})" if hidden else f"no {what}  ({keys})"))
         # the border counts them too once lines are on view (the note is gone), more slowly: its words repaint the
         # whole panel, lines and all
         border = self._counted if self._content_shown else 0
@@ -353,17 +352,6 @@ class ErrorLog(Vertical):
         """The hidden lines to count: all lines leave out bringup's own polling only, which is not counted (e
         shows it no more than now)."""
         return self._hidden if self.filter_text or not self.show_all else 0
-
-    def _set_note(self, note: Static, text: str) -> None:
-        """The note's words, with a layout only when they may take another number of rows (it wraps on a narrow
-        panel): a layout of the screen for words of the same height is work, and output, for nothing."""
-        if text == self._note_shown:
-            return
-        width = max(1, note.content_region.width or self.size.width or 1)
-        rows = (cell_len(text) + width - 1) // width
-        was = (cell_len(self._note_shown) + width - 1) // width if self._note_shown else -1
-        self._note_shown = text
-        note.update(text, layout=rows != was or not note.content_region.width)
 
     def on_mount(self) -> None:
         self.watch(self.log_view, "scroll_y", self._scrolled, init=False)

@@ -30,7 +30,7 @@ from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_nam
 from tui.lifecycle.presets.telemetry import MemoryBudget
 from tui.lifecycle.release import NamedHolder
 from tui.model import Attribution, GpuSample, GpuSnapshot
-from widgets.borders import RESTORE_HINT, set_border
+from widgets.written import RESTORE_HINT, set_border
 
 SPARK = "▁▂▃▄▅▆▇█"
 _PLAIN = Style()

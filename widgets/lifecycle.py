@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from weakref import WeakKeyDictionary
 
-from rich.text import Span, Text
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -17,6 +16,7 @@ from tui.lifecycle.eta import eta_words
 from tui.lifecycle.presets.facts import ReleaseMatch, releases, version_key
 from tui.lifecycle.secrets import redact_argv
 from tui.model import Phase, PhaseEta, Snapshot, Step
+from widgets.written import set_text
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
 STEP_MARK = {"done": "✓", "running": "…", "failed": "✗", "skipped": "-"}
@@ -90,24 +90,6 @@ def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 40
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-#: what each Static was last given through `set_text`: its text, the text's styles and its number of lines
-_SHOWN: WeakKeyDictionary[Static, tuple[str, list[Span], int]] = WeakKeyDictionary()
-
-
-def set_text(widget: Static, text: Text | str) -> None:
-    """Update a Static only when its text changed, and re-layout only when its number of lines did: a full
-    layout per refresh tick is most of an idle console's CPU."""
-    plain = text.plain if isinstance(text, Text) else text
-    old = _SHOWN.get(widget)
-    if old is not None and old[0] == plain and (not isinstance(text, Text) or old[1] == text.spans):
-        return
-    width = widget.content_region.width if widget.is_mounted else 0
-    rich = text if isinstance(text, Text) else Text(text)
-    rows = len(rich.wrap(widget.app.console, width)) if width > 0 else plain.count("\n") + 1  # as displayed
-    _SHOWN[widget] = (plain, rich.spans, rows)
-    widget.update(text, layout=old is None or old[2] != rows)
-
-
 def timeline_text(snap: Snapshot, now: float, width: int) -> Text:
     """Phases with their durations, `loading 12.0s > graph-capture 8.1s > ...`, broken between phases, never
     between a phase and its duration (Rich would wrap at the space inside `ready 15.6s`)."""
@@ -132,7 +114,6 @@ def timeline_text(snap: Snapshot, now: float, width: int) -> Text:
         t.append(item, style=style)
         col += len(item)
     return t
-
 
 
 #: phases whose latest log line is news: a bring-up on its way

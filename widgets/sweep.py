@@ -26,7 +26,7 @@ from tui.sweep.charts import draw_pareto, draw_throughput, pareto_points, throug
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import RESTORE, CellRecord, ConfigRecord, StepRecord
 from tui.words import plural
-from widgets.lifecycle import set_text
+from widgets.written import set_text
 
 NAME_COL, STATUS_COL = "_config", "_status"
 STATE_STYLE = {"ready": "green", "failed": "bold red", "running": "bold cyan", "skipped": "dim", "pending": "dim",

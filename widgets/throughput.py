@@ -25,7 +25,7 @@ from textual.widgets import Static
 
 from tui.model import ThroughputSample
 from widgets.gpus import spark
-from widgets.lifecycle import set_text
+from widgets.written import set_text
 
 #: the headline and the chart are means over this many seconds of samples (one a second from /metrics)
 SMOOTH_S = 5.0

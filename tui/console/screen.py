@@ -24,11 +24,11 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, Static
 
 from tui.screens.help import HelpScreen
-from widgets.borders import RESTORE_HINT, set_border
 from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
+from widgets.written import RESTORE_HINT, set_border
 
 
 class ConsoleScreen(Screen[None]):
