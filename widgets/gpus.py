@@ -30,6 +30,7 @@ from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_nam
 from tui.lifecycle.presets.telemetry import MemoryBudget
 from tui.lifecycle.release import NamedHolder
 from tui.model import Attribution, GpuSample, GpuSnapshot
+from widgets.cells import refresh_changed
 from widgets.written import RESTORE_HINT, set_border
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -332,10 +333,11 @@ class GpuPanel(ScrollView):
         keep = set(rows)
         self._strips = {k: s for k, s in self._strips.items() if k[0] in keep}
         if self.virtual_size == size and len(old) == len(rows):
-            # only the rows whose numbers moved: a frame then renders those lines, not the panel's whole height
+            # only the cells whose numbers moved: a frame then writes those, not the panel's rows
+            scroll_x, scroll_y = self.scroll_offset
             for i, (was, now) in enumerate(zip(old, rows, strict=True)):  # same size, same count
                 if was != now:
-                    self.refresh_line(i)
+                    refresh_changed(self, i - scroll_y, was, now, x_offset=scroll_x)
             return
         self.virtual_size = size
         self.refresh()

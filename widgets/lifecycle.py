@@ -16,6 +16,7 @@ from tui.lifecycle.eta import eta_words
 from tui.lifecycle.presets.facts import ReleaseMatch, releases, version_key
 from tui.lifecycle.secrets import redact_argv
 from tui.model import Phase, PhaseEta, Snapshot, Step
+from widgets.cells import TextLines
 from widgets.written import set_text
 
 _EXC = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
@@ -149,10 +150,10 @@ class LifecyclePanel(Vertical):
         # by priority, as a small terminal cuts from the bottom: the phase, what failed and the hint, then how
         # it got here, a restart's steps, and the command line
         yield Static(" STOPPED ", id="phase-big", classes="phase-stopped")
-        yield Static(id="failure")
-        yield Static(id="phase-detail")
-        yield Static(id="steps")
-        yield Static(id="context")
+        yield TextLines(id="failure")
+        yield TextLines(id="phase-detail")
+        yield TextLines(id="steps")
+        yield TextLines(id="context")
 
     def show(self, snap: Snapshot, now: float, steps: Sequence[Step] = (), note: str = "",
              hide_flags: Sequence[str] = ()) -> None:
@@ -190,18 +191,18 @@ class LifecyclePanel(Vertical):
         detail.append_text(timeline_text(snap, now, self._width()))
         if note:
             detail.append("\n" + note, style="italic")
-        set_text(self.query_one("#phase-detail", Static), detail)
+        self.query_one("#phase-detail", TextLines).update(detail)
         for wid, text in (("#steps", self._steps(steps)), ("#failure", self._failure(snap))):
-            w = self.query_one(wid, Static)
-            set_text(w, text)
+            w = self.query_one(wid, TextLines)
+            w.update(text)
             w.display = bool(text.plain)  # an empty one would still take a row
-        ctx = Text()  # wrapped: set_text counts its rows as drawn, so a longer command line gets its rows
+        ctx = Text()  # wrapped at the width: a longer command line gets its rows
         if snap.endpoint and phase not in (Phase.STOPPED, Phase.STOPPING, Phase.FAILED):  # no probes then: stale
             ctx.append(f"endpoint: {snap.endpoint}\n", style="dim")
         flags = _server_flags(snap.flags, hide_flags)
         if flags:
             ctx.append(flags, style="dim")
-        set_text(self.query_one("#context", Static), ctx)
+        self.query_one("#context", TextLines).update(ctx)
 
     def _width(self) -> int:
         w = self.content_region.width if self.is_mounted else 0

@@ -21,11 +21,10 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from tui.model import ThroughputSample
+from widgets.cells import TextLines
 from widgets.gpus import spark
-from widgets.written import set_text
 
 #: the headline and the chart are means over this many seconds of samples (one a second from /metrics)
 SMOOTH_S = 5.0
@@ -191,7 +190,7 @@ class ThroughputPanel(Vertical):
         self._picture: tuple[object, ...] = ()
 
     def compose(self) -> ComposeResult:
-        yield Static(id="tps-now")
+        yield TextLines(id="tps-now")
         # the chart is mounted with the first samples: plotext is 30-70 ms of imports the first frame need not wait for
 
     def on_mount(self) -> None:
@@ -299,7 +298,7 @@ class ThroughputPanel(Vertical):
         else:
             value = self._charted
         text = self.text_for(now, value, sparkline=not chart and room >= 1)
-        set_text(self.query_one("#tps-now", Static), text)
+        self.query_one("#tps-now", TextLines).update(text)
         found = self.query("#tps-plot")
         if found:
             found.first().display = chart
@@ -308,10 +307,10 @@ class ThroughputPanel(Vertical):
             self._draw(history, now, span, room)
 
     def _draw(self, history: Sequence[tuple[float, float]], now: float, span: int, rows: int) -> None:
-        from textual_plotext import PlotextPlot
+        from widgets.tps_chart import TpsChart
 
         found = self.query("#tps-plot")
-        p = found.first(PlotextPlot) if found else PlotextPlot(id="tps-plot")
+        p = found.first(TpsChart) if found else TpsChart(id="tps-plot")
         if not found:
             self.mount(p)
         self._drawn_at = now
@@ -334,7 +333,7 @@ class ThroughputPanel(Vertical):
         xt, xl = x_ticks(span)
         plt.xlim(-span, 0)
         plt.xticks(xt, xl)
-        p.refresh()
+        p.redraw()
 
 
 def _picture(series: Sequence[Sequence[tuple[float, float]]], span: int, width: int, rows: int,

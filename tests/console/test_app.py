@@ -396,7 +396,7 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
     from tui.ops import restart as protocol
 
     def panel(app: ControlConsoleApp, sel: str) -> str:
-        return "\n".join(str(w.render()) for w in app.query(f"{sel} Static"))
+        return "\n".join(str(w.render()) for w in app.query(f"{sel} Static, {sel} TextLines"))
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -418,10 +418,10 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         tp = panel(app, "#throughput")
         assert "the last while it served" in tp and "running 4" not in tp, tp
         assert "endpoint:" not in panel(app, "#lifecycle")
-        assert "stop" in str(app.query_one("#steps", Static).render())  # this console's own last action shows
+        assert "stop" in str(app.query_one("#steps").render())  # this console's own last action shows
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli"))))
-        await until(pilot, lambda: app.steps == [] and "stop" not in str(app.query_one("#steps", Static).render()))
-        assert app.steps == [] and "stop" not in str(app.query_one("#steps", Static).render())
+        await until(pilot, lambda: app.steps == [] and "stop" not in str(app.query_one("#steps").render()))
+        assert app.steps == [] and "stop" not in str(app.query_one("#steps").render())
 
 
 async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: Path) -> None:
@@ -560,7 +560,7 @@ async def test_every_collector_note_shows_in_the_lifecycle_panel_and_the_metrics
     from tui.model import Note, NoteSource
 
     def panel(app: ControlConsoleApp, sel: str) -> str:
-        return "\n".join(str(w.render()) for w in app.query(f"{sel} Static"))
+        return "\n".join(str(w.render()) for w in app.query(f"{sel} Static, {sel} TextLines"))
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(120, 36)) as pilot:

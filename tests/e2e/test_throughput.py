@@ -310,9 +310,9 @@ def _figure(app: Any) -> Any:
 
 
 def _headline(app: Any) -> str:
-    from textual.widgets import Static
+    from widgets.cells import TextLines
 
-    return str(app.query_one("#tps-now", Static).render())
+    return str(app.query_one("#tps-now", TextLines).render())
 
 
 async def test_the_headline_is_the_charts_last_point_and_the_y_axis_starts_at_zero() -> None:
