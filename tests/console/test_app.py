@@ -389,8 +389,6 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
 async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_old_steps(tmp_path: Path) -> None:
     import dataclasses
 
-    from textual.widgets import Static
-
     from tests.helpers import console_states as cs
     from tui.messages import RestartStepped
     from tui.ops import restart as protocol
