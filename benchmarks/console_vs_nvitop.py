@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,12 +68,48 @@ def access_lines(lines: list[str], seconds: float) -> dict[str, float]:
     return {k: round(sum(1 for ln in lines if any(w in ln for w in ws)) * per_min, 1) for k, ws in kinds.items()}
 
 
+#: frames where a process waits, not works: left out of a profile's active samples
+IDLE = ("select (", "epoll", "poll (selectors", "wait (threading", "_wait_for_tstate_lock", "sleep (")
+
+
+def profile(py_spy: str, pids: dict[str, int], seconds: float, top: int = 40) -> dict[str, object]:
+    """py-spy samples of each process at 250 Hz over the same `seconds`: the functions that were on the stack of
+    most working samples (a function counted once per sample however deep it recurs)."""
+    spies = {}
+    for name, pid in pids.items():
+        raw = OUT / f"profile_{name.replace(' ', '_')}.txt"
+        spies[name] = (raw, subprocess.Popen([py_spy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "250",
+                                              "-f", "raw", "-o", str(raw), "--nonblocking"],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    out: dict[str, object] = {}
+    for name, (raw, spy) in spies.items():
+        _, err = spy.communicate(timeout=seconds + 60)
+        if not raw.exists():
+            out[name] = {"error": err.decode(errors="replace")[-300:]}
+            continue
+        working, total = Counter[str](), 0
+        for line in raw.read_text().splitlines():
+            stack, n = line.rsplit(" ", 1)
+            frames = stack.split(";")
+            if any(w in frames[-1] for w in IDLE):
+                continue
+            total += int(n)
+            for f in {f.split(" (")[0] + " " + f.rsplit("/", 1)[-1].rstrip(")") for f in frames}:
+                working[f] += int(n)
+        out[name] = {"working_samples": total, "samples_per_second": 250,
+                     "top": [[n, f] for f, n in working.most_common(top)]}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--quiet-log", action="store_true",
                     help="the server logs nothing routine (--log-level warning): the floor of the console's own work; "
                          "one window, at nvitop's 1 s")
+    ap.add_argument("--profile", metavar="PY_SPY",
+                    help="after the windows, sample the console and the engine with this py-spy for --seconds: "
+                         "where their CPU goes, by function (OUT/profile_*.txt, and the top functions in the JSON)")
     ap.add_argument("--dry-run", action="store_true",
                     help="check the script on a machine without a GPU: no load, a sleeping placeholder for nvitop")
     args = ap.parse_args()
@@ -131,6 +168,9 @@ def main() -> None:
                 print(json.dumps(w), flush=True)
                 nvitop.stop()
             floor.stop()
+            if args.profile:
+                result["profile"] = profile(args.profile, {"console": console.pid, "engine alone": engine.pid},
+                                            args.seconds)
             engine.kill()
             engine.wait()
             result["windows"], result["quiet_log"] = windows, args.quiet_log
