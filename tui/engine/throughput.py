@@ -100,6 +100,11 @@ class ThroughputTracker:
         return [tp for tp in found if tp is not None]
 
 
+#: the deployment the console shows: a scrape every 2 s. Its headline is a 5 s mean, the server's counters move per
+#: batch, nvitop refreshes every 2 s by default and Prometheus every 15 s; each scrape is a request the server logs
+#: and a page to parse: scraping every second was about a quarter of the console's CPU on a serving host (py-spy on
+#: the H200, benchmarks/console_vs_nvitop.py --profile)
+FOREGROUND_METRICS_S = 2.0
 #: a fleet's deployment that no one looks at: its tokens/s in the overview row every 5 s is plenty
 BACKGROUND_METRICS_S = 5.0
 
@@ -115,7 +120,8 @@ async def _nap(background: Callable[[], bool], seconds: float) -> None:
 
 async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callable[[], bool],
                        background: Callable[[], bool], answered: Callable[[], None]) -> None:
-    """Scrape /metrics every second while the server serves (`serving()`: ready, and not paused); `scrape()` raises
+    """Scrape /metrics every FOREGROUND_METRICS_S while the server serves (`serving()`: ready, and not paused),
+    every BACKGROUND_METRICS_S while no one looks at it; `scrape()` raises
     httpx.HTTPError or TimeoutError when the endpoint does not answer, and a scrape that answers is `answered()`
     (the collector's note cleared)."""
     while True:
@@ -128,4 +134,4 @@ async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callabl
             await asyncio.sleep(2.0)
             continue
         answered()
-        await _nap(background, BACKGROUND_METRICS_S if background() else 1.0)
+        await _nap(background, BACKGROUND_METRICS_S if background() else FOREGROUND_METRICS_S)
