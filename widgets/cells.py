@@ -20,8 +20,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-#: unchanged cells between two changed runs below which the runs are written as one: moving the cursor over them
-#: costs about as many bytes as writing them
+#: unchanged cells between two changed runs below which the runs are one: moving the cursor over them costs about as
+#: many bytes as writing them
 GAP = 8
 
 #: a cell's text and its style (a Rich Style, or whatever names one: the GPU panel's rows carry style names)
@@ -73,8 +73,13 @@ def changed_runs(old: Pieces, new: Pieces, gap: int = GAP) -> list[tuple[int, in
 
 
 def refresh_changed(widget: Widget, y: int, old: Pieces, new: Pieces, x_offset: int = 0) -> None:
-    """Mark dirty the cells of row `y` (of the widget's content) that differ between `old` and `new`."""
-    for x0, x1 in changed_runs(old, new):
+    """Mark dirty the cells of row `y` (of the widget's content) that differ between `old` and `new`: one region,
+    from the first changed cell to the last. Textual writes a dirty region of a widget's row from the widget's left
+    edge to the region's end (its compositor cuts rows at widget edges only), so two regions in a row would write the
+    row's start twice; one region costs what its last run alone does."""
+    runs = changed_runs(old, new)
+    if runs:
+        x0, x1 = runs[0][0], runs[-1][1]
         widget.refresh(Region(x0 - x_offset, y, x1 - x0, 1))
 
 
@@ -102,7 +107,8 @@ def row_strip(rows: Sequence[list[Segment]], y: int, width: int, base: Style) ->
     """Row `y` as drawn: cut or padded to `width`, over the widget's own style."""
     if y >= len(rows):
         return Strip.blank(width, base)
-    return Strip(rows[y]).crop_extend(0, width, None).apply_style(base)
+    # pieces of one style written as one segment: each segment is written with its whole style, then a reset
+    return Strip(rows[y]).crop_extend(0, width, None).apply_style(base).simplify()
 
 
 class TextLines(Widget):

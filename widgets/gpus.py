@@ -376,8 +376,9 @@ class GpuPanel(ScrollView):
         key = (self.rows[i], width, scroll_x, self._base)
         strip = self._strips.get(key)
         if strip is None:
+            # pieces of one style as one segment, and no empty ones: each segment is written with its whole style
             strip = Strip([Segment(text, self._base + _S[style] if style else self._base)
-                           for text, style in self.rows[i]])
+                           for text, style in self.rows[i] if text]).simplify()
             if strip.cell_length - scroll_x > width:  # ellipsis, like `overflow: ellipsis` for text
                 strip = strip.crop(scroll_x, scroll_x + width - 1).extend_cell_length(width - 1)
                 strip = Strip.join([strip, Strip([Segment("…", self._base)])])
