@@ -100,6 +100,8 @@ class ThroughputTracker:
         return [tp for tp in found if tp is not None]
 
 
+Sleep = Callable[[float], Awaitable[None]]
+
 #: the deployment the console shows: a scrape every 2 s. Its headline is a 5 s mean, the server's counters move per
 #: batch, nvitop refreshes every 2 s by default and Prometheus every 15 s; each scrape is a request the server logs
 #: and a page to parse: scraping every second was about a quarter of the console's CPU on a serving host (py-spy on
@@ -109,29 +111,34 @@ FOREGROUND_METRICS_S = 2.0
 BACKGROUND_METRICS_S = 5.0
 
 
-async def _nap(background: Callable[[], bool], seconds: float) -> None:
-    """Sleep, but wake within a second when the deployment comes to the foreground (opened in the console)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        await asyncio.sleep(min(1.0, deadline - time.monotonic()))
+async def _nap(background: Callable[[], bool], seconds: float, sleep: Sleep, clock: Callable[[], float]) -> None:
+    """Sleep; a deployment in the background wakes within a second of coming to the foreground (opened in the
+    console)."""
+    if not background():
+        await sleep(seconds)
+        return
+    deadline = clock() + seconds
+    while clock() < deadline:
+        await sleep(min(1.0, deadline - clock()))
         if not background():
             return
 
 
 async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callable[[], bool],
-                       background: Callable[[], bool], answered: Callable[[], None]) -> None:
+                       background: Callable[[], bool], answered: Callable[[], None], *,
+                       sleep: Sleep = asyncio.sleep, clock: Callable[[], float] = time.monotonic) -> None:
     """Scrape /metrics every FOREGROUND_METRICS_S while the server serves (`serving()`: ready, and not paused),
     every BACKGROUND_METRICS_S while no one looks at it; `scrape()` raises
     httpx.HTTPError or TimeoutError when the endpoint does not answer, and a scrape that answers is `answered()`
-    (the collector's note cleared)."""
+    (the collector's note cleared). `sleep` and `clock`: asyncio's and the monotonic clock (a test's virtual ones)."""
     while True:
         if not serving():
-            await asyncio.sleep(1.0)
+            await sleep(1.0)
             continue
         try:
             await scrape()
         except (httpx.HTTPError, TimeoutError):
-            await asyncio.sleep(2.0)
+            await sleep(2.0)
             continue
         answered()
-        await _nap(background, BACKGROUND_METRICS_S if background() else FOREGROUND_METRICS_S)
+        await _nap(background, BACKGROUND_METRICS_S if background() else FOREGROUND_METRICS_S, sleep, clock)
