@@ -1,6 +1,5 @@
 """Runs `bringup` with tracemalloc on (one frame a trace: cheap enough for an hour), and on SIGUSR2 writes the top
-allocation sites by file and line, the live objects by type, and who holds Textual's strips, segments and styles
-to $SOAK_DIR/snapshot-N.json (N counting from 0): console_soak.py compares them
+allocation sites by file and line to $SOAK_DIR/snapshot-N.json (N counting from 0): console_soak.py compares them
 to say what grew. A measuring wrapper, not part of bringup.
 
     SOAK_DIR=d python benchmarks/_soak_child.py demo
@@ -8,13 +7,11 @@ to say what grew. A measuring wrapper, not part of bringup.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
 import sys
 import tracemalloc
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,34 +30,13 @@ def _short(path: str) -> str:
     return path[len(root):] if path.startswith(root) else Path(path).name
 
 
-def holders(kind: str, sample: int = 300) -> dict[str, int]:
-    """Who holds objects of type `kind`: the types of the objects that refer to a sample of them (a dict named by
-    the type of the object whose __dict__ it is, when there is one)."""
-    objs = [o for o in gc.get_objects() if type(o).__name__ == kind][-sample:]
-    owners: Counter[str] = Counter()
-    for o in objs:
-        for r in gc.get_referrers(o):
-            if r is objs:
-                continue
-            name = type(r).__name__
-            if isinstance(r, dict):
-                outer = [type(x).__name__ for x in gc.get_referrers(r) if getattr(x, "__dict__", None) is r]
-                name = f"dict of {outer[0]}" if outer else name
-            owners[name] += 1
-    return dict(owners.most_common(12))
-
-
 def snapshot(*_: Any) -> None:
-    gc.collect()
-    types = Counter(type(o).__name__ for o in gc.get_objects())
     snap = tracemalloc.take_snapshot()
     stats = snap.statistics("lineno")
     top = [{"where": f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno}", "kib": round(s.size / 1024, 1),
             "count": s.count} for s in stats[:400]]
     out = Path(os.environ["SOAK_DIR"]) / f"snapshot-{COUNT['n']}.json"
-    out.write_text(json.dumps({"traced_kib": round(tracemalloc.get_traced_memory()[0] / 1024, 1), "top": top,
-                               "types": dict(types.most_common(300)),
-                               "holders": {k: holders(k) for k in ("Strip", "Segment", "Style")}}))
+    out.write_text(json.dumps({"traced_kib": round(tracemalloc.get_traced_memory()[0] / 1024, 1), "top": top}))
     COUNT["n"] += 1
 
 

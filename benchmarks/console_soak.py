@@ -96,10 +96,6 @@ def main() -> None:
     if "middle" in snaps and "end" in snaps:
         result["traced_kib"] = {"middle": snaps["middle"]["traced_kib"], "end": snaps["end"]["traced_kib"]}
         result["grew_most_second_half"] = growth(snaps["middle"], snaps["end"])
-        mid, end = snaps["middle"].get("types", {}), snaps["end"].get("types", {})
-        grew = {t: end[t] - mid.get(t, 0) for t in end if end[t] - mid.get(t, 0) > 0}
-        result["objects_grew_second_half"] = dict(sorted(grew.items(), key=lambda kv: -kv[1])[:20])
-        result["holders_at_end"] = snaps["end"].get("holders", {})
     out = ROOT / "benchmarks" / "results" / ("console_soak.json" if args.no_tracemalloc else
                                              "console_soak_tracemalloc.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
