@@ -10,7 +10,7 @@ marked), so it is written here, over Textual's public `Strip` and `Widget.refres
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -83,10 +83,10 @@ def refresh_changed(widget: Widget, y: int, old: Pieces, new: Pieces, x_offset: 
         widget.refresh(Region(x0 - x_offset, y, x1 - x0, 1))
 
 
-def segment_rows(text: Text, widget: Widget) -> list[list[Segment]]:
-    """One row of segments per line of `text` (already cut to the widget's width), the widget's style not applied."""
+def segment_rows(lines: Iterable[Text], widget: Widget) -> list[list[Segment]]:
+    """One row of segments per line (each already cut to the widget's width), the widget's style not applied."""
     rows = []
-    for line in text.split("\n", allow_blank=True):
+    for line in lines:
         line.end = ""
         rows.append(list(line.render(widget.app.console)))
     return rows
@@ -141,7 +141,7 @@ class TextLines(Widget):
         lines = self._text.wrap(self.app.console, width)
         for line in lines:
             line.rstrip()
-        return segment_rows(Text("\n").join(lines), self)
+        return segment_rows(lines, self)
 
     def _rows_at(self, width: int) -> list[list[Segment]]:
         if width != self._width:

@@ -300,7 +300,7 @@ class ThroughputPanel(Vertical):
         text = self.text_for(now, value, sparkline=not chart and room >= 1)
         self.query_one("#tps-now", TextLines).update(text)
         found = self.query("#tps-plot")
-        if found:
+        if found and found.first().display != chart:  # set even to its value, it lays out and repaints the chart
             found.first().display = chart
         self._chart_shown = chart
         if redraw:

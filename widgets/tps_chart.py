@@ -27,7 +27,7 @@ class TpsChart(PlotextPlot):
         rendered = self.render()  # plotext's figure at this size and theme, as PlotextPlot draws it
         text = rendered if isinstance(rendered, Text) else Text(str(rendered))
         self._drawn_for = (self.size.width, self.size.height, self.app.theme)
-        return segment_rows(text, self)
+        return segment_rows(text.split("\n", allow_blank=True), self)
 
     def redraw(self) -> None:
         """Show what was plotted since the last redraw: the changed cells, or all of it at a new size or theme."""

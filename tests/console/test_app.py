@@ -10,7 +10,7 @@ from textual.widgets import OptionList
 from tests.helpers.pilot import settled, until
 from tests.helpers.simdeploy import settings_for
 from tui.app import ConsoleApp, ControlConsoleApp
-from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
+from tui.engine.updates import LogsRead, PhaseChanged, ThroughputSampled
 from tui.lifecycle.lines import line_kinds
 from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
@@ -298,37 +298,6 @@ async def test_lines_arriving_while_paused_past_the_buffer_show_the_newest_on_re
         assert log.log_view.line_count == BUFFER
         assert log.log_view.lines[0] == f"seq {n - BUFFER}" and log.log_view.lines[-1] == f"seq {n - 1}"
         assert not log.has_due
-
-
-async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_others(tmp_path: Path) -> None:
-    """The GPU panel repaints only the rows whose numbers moved: what is on screen afterwards must be exactly what
-    a full repaint would show (a row left out of the repaint would keep its old numbers)."""
-    import dataclasses
-
-    from tests.helpers import console_states as cs
-    from widgets.gpus import GpuPanel
-
-    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
-    async with app.run_test(size=(100, 30)) as pilot:
-        first = cs.gpus(128.4, 68)
-        app.post_message(EngineUpdated(GpusSampled(first, cs.history(128.4))))
-        assert await until(pilot, lambda: app.gpu_snap is first)
-        app.render_gpus()
-        await until(pilot, lambda: screen_text(app).count(" 68%") == 8)
-        assert screen_text(app).count(" 68%") == 8
-        changed = dataclasses.replace(first, gpus=tuple(
-            dataclasses.replace(g, util_pct=97.0) if g.index == 3 else g for g in first.gpus))
-        app.post_message(EngineUpdated(GpusSampled(changed, cs.history(128.4))))
-        assert await until(pilot, lambda: app.gpu_snap is changed)
-        app.render_gpus()
-        assert await until(pilot, lambda: " 97%" in screen_text(app))
-        text = screen_text(app)
-        row3 = next(ln for ln in text.splitlines() if "▸ 3 " in ln or " 3 █" in ln)
-        assert " 97%" in row3 and text.count(" 68%") == 7, text
-        panel = app.query_one(GpuPanel)
-        panel.refresh()  # a full repaint shows the same
-        await settled(pilot)
-        assert screen_text(app) == text
 
 
 async def test_a_flag_change_answered_no_is_dropped_and_a_later_r_restarts_without_it(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from tests.helpers import console_states as cs
 from tests.helpers.pilot import settled, until
 from tests.helpers.simdeploy import settings_for
 from tui.app import ControlConsoleApp
-from tui.engine.updates import GpusSampled, PhaseChanged
+from tui.engine.updates import GpusSampled, PhaseChanged, ThroughputSampled
 from tui.messages import EngineUpdated
 from tui.model import Phase
 from widgets.cells import TextLines
@@ -23,6 +23,7 @@ from widgets.gpus import GpuPanel
 
 
 def screen_text(app: ControlConsoleApp) -> str:
+    """What the compositor paints now, as text: stale cells a partial repaint missed would show here."""
     return "\n".join(line.text for line in app.screen._compositor.render_strips())
 
 
@@ -65,15 +66,17 @@ async def test_the_phase_clock_ticking_repaints_its_figures_only(tmp_path: Path,
         assert screen_text(app) == text
 
 
-async def test_a_gpu_figure_moving_repaints_its_cells_in_its_row(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU figure moving repaints its cells in its row, nothing else: what is on screen afterwards must be exactly
+    what a full repaint would show (a row or a cell left out of the repaint would keep its old numbers)."""
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         first = cs.gpus(128.4, 68)
         app.post_message(EngineUpdated(GpusSampled(first, cs.history(128.4))))
         assert await until(pilot, lambda: app.gpu_snap is first)
         app.render_gpus()
-        await settled(pilot)
+        assert await until(pilot, lambda: screen_text(app).count(" 68%") == 8)
         panel = app.query_one(GpuPanel)
         asked = spy(monkeypatch, panel)
         row3 = next(i for i, row in enumerate(panel.rows) if "3 " in "".join(t for t, _ in row)[:6])
@@ -82,12 +85,50 @@ async def test_a_gpu_figure_moving_repaints_its_cells_in_its_row(tmp_path: Path,
         app.post_message(EngineUpdated(GpusSampled(changed, cs.history(128.4))))
         assert await until(pilot, lambda: app.gpu_snap is changed)
         app.render_gpus()
-        await settled(pilot)
+        assert await until(pilot, lambda: " 97%" in screen_text(app))
         regions = [r for call in asked for r in call]
         assert asked and all(call for call in asked), asked
         assert [(r.y, r.width) for r in regions] == [(row3, 2)], regions  # "97" for "68", in GPU 3's row
         text = screen_text(app)
-        assert " 97%" in text and text.count(" 68%") == 7
-        panel.refresh()
+        on_screen = next(ln for ln in text.splitlines() if "▸ 3 " in ln or " 3 █" in ln)
+        assert " 97%" in on_screen and text.count(" 68%") == 7, text
+        panel.refresh()  # a full repaint shows the same
+        await settled(pilot)
+        assert screen_text(app) == text
+
+
+async def test_the_chart_redrawn_repaints_the_cells_its_line_moved_in(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its axes and labels stay as they were; the line's new cells are repainted, and the screen is then what a
+    full repaint of the chart shows."""
+    from widgets.tps_chart import TpsChart
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    now = cs.T0 + 100.0
+    app.clock = lambda: now
+    sample, hist = cs.throughput()
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.READY))))
+        app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
+        assert await until(pilot, lambda: app.tp is sample)
+        app.render_throughput(force_plot=True)
+        assert await until(pilot, lambda: bool(app.query(TpsChart)))
+        await settled(pilot)
+        chart = app.query_one(TpsChart)
+        asked = spy(monkeypatch, chart)
+        before = screen_text(app)
+        now += 30.0  # half a minute later, the line higher: far enough for the chart's pace to redraw it
+        more = [*hist, *((cs.T0 + 100 + k, 400.0) for k in range(1, 31))]
+        later = dataclasses.replace(sample, at=now, tokens_per_s=400.0)
+        app.post_message(EngineUpdated(ThroughputSampled(later, tuple(more))))
+        assert await until(pilot, lambda: app.tp is later)
+        app.render_throughput(force_plot=True)
+        await settled(pilot)
+        text = screen_text(app)
+        assert text != before
+        regions = [r for call in asked for r in call]
+        assert asked and all(call for call in asked), asked  # never the whole chart
+        assert len({r.y for r in regions}) < chart.size.height  # some rows (the frame, the x labels) untouched
+        chart.refresh()
         await settled(pilot)
         assert screen_text(app) == text
