@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from tui.lifecycle.eta import eta_words
-from tui.lifecycle.presets.facts import ReleaseMatch, releases, version_key
+from tui.lifecycle.presets.facts import ReleaseMatch, known_versions, version_key
 from tui.lifecycle.secrets import redact_argv
 from tui.model import Phase, PhaseEta, Snapshot, Step
 from widgets.cells import TextLines
@@ -61,11 +61,11 @@ def release_text(release: ReleaseMatch | None, server: str) -> str:
     facts = release.facts
     if facts is None or release.exact:
         return head
-    known = releases(facts.server)
+    known = known_versions(facts.server)
     ours = version_key(release.version)
-    if known and ours > version_key(known[-1].version):
+    if known and ours > version_key(known[-1]):
         return f"{head} · newer than known: facts of {facts.version}"
-    if known and ours < version_key(known[0].version):
+    if known and ours < version_key(known[0]):
         return f"{head} · older than known: facts of {facts.version}"
     return f"{head} · no facts of its own: facts of {facts.version}"
 

@@ -300,13 +300,13 @@ async def test_the_prober_says_when_nothing_answered() -> None:
 
 def facts_of(version: str, server: str = "vllm") -> ReleaseFacts:
     return ReleaseFacts(server=server, version=version, wheel_file="", wheel_sha256="", allow_abbrev=True,
-                        underscore_spellings=False, options=(), positionals=(), log_formats=(), metrics=(),
+                        underscore_spellings=False, options=(), positionals=(), metrics=(),
                         args_line_form="unknown", routes=(), version_line=None)
 
 
 def test_the_header_says_the_release_and_how_sure_the_facts_are(monkeypatch: pytest.MonkeyPatch) -> None:
     known = (facts_of("0.8.5"), facts_of("0.11.0"), facts_of("0.34.0"))
-    monkeypatch.setattr(lifecycle_widget, "releases", lambda server: known)
+    monkeypatch.setattr(lifecycle_widget, "known_versions", lambda server: tuple(f.version for f in known))
     assert release_text(None, "vLLM") == ""  # not said yet: nothing, no guess
     assert release_text(ReleaseMatch(known[2], "0.34.0", True, ""), "vLLM") == "vLLM 0.34.0"
     assert release_text(ReleaseMatch(None, "0.5.23", False, "no release facts for sglang"), "SGLang") == \

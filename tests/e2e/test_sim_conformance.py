@@ -36,7 +36,7 @@ import pytest
 
 from tests.helpers.e2e import free_port
 from tui.lifecycle.presets import get_preset
-from tui.lifecycle.presets.facts import LogFormat, ReleaseFacts, releases
+from tui.lifecycle.presets.facts import LogFormat, ReleaseFacts, log_formats, releases
 from tui.sim import server as sim_server
 from tui.sim.releases import RELEASES
 
@@ -231,7 +231,7 @@ def test_every_bringup_line_is_one_of_the_releases_log_formats(runs: dict[str, R
     facts, run = facts_of(release), runs[release]
     preset = get_preset("sglang")
     marker_rx = [m.pattern for m in preset.markers] + [preset.ready]
-    formats = _usable(facts.log_formats)
+    formats = _usable(log_formats(facts.server, facts.version))
     checked, bad = 0, []
     for raw in run.lines:
         if not PREFIX.match(raw):

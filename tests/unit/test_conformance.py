@@ -13,7 +13,7 @@ import re
 import pytest
 
 from tui.lifecycle.presets import Alternation, Preset
-from tui.lifecycle.presets.facts import ReleaseFacts, releases, resolve, version_key
+from tui.lifecycle.presets.facts import ReleaseFacts, log_formats, releases, resolve, version_key
 from tui.lifecycle.presets.registry import PRESETS
 from tui.model import FailureKind, Phase
 
@@ -28,7 +28,7 @@ def _rendered(facts: ReleaseFacts) -> list[str]:
     """Each message rendered twice: every field a number-like "1", and every text field empty (SGLang's
     `Prefill batch{iter_msg}, ...` reads `Prefill batch, ...` when its optional part is empty)."""
     out = []
-    for f in facts.log_formats:
+    for f in log_formats(facts.server, facts.version):
         for sample in ("1", ""):
             text = f.render(sample)
             if text is not None:
@@ -59,8 +59,9 @@ def test_the_listed_releases_have_facts_with_their_provenance(server: str) -> No
     for f in have.values():
         assert re.fullmatch(r"[0-9a-f]{64}", f.wheel_sha256), f"{server} {f.version}: no wheel sha256"
         assert f.wheel_file.startswith(server + "-" + f.version), f.wheel_file
-        assert len(f.options) > 50 and len(f.log_formats) > 200 and f.metrics, \
-            f"{server} {f.version}: facts look empty ({len(f.options)} options, {len(f.log_formats)} log formats)"
+        formats = log_formats(server, f.version)
+        assert len(f.options) > 50 and len(formats) > 200 and f.metrics, \
+            f"{server} {f.version}: facts look empty ({len(f.options)} options, {len(formats)} log formats)"
 
 
 def test_resolve_says_which_facts_stand_in() -> None:
@@ -94,7 +95,8 @@ def test_every_wording_is_a_releases_own_or_a_named_librarys(name: str) -> None:
     # the wordings both servers share (PyTorch's, common.py) are checked against either server's releases
     texts = [t for server in PRESETS for f in releases(server) for t in rendered(f)]
     foreign = preset.foreign_wordings
-    templates = {f.text for server in PRESETS for r in releases(server) for f in r.log_formats}
+    templates = {f.text for server in PRESETS for r in releases(server)
+                 for f in log_formats(server, r.version)}
     templates |= {r.args_line_text for server in PRESETS for r in releases(server)}
     bad = []
     for where, alt in _alternations(preset):

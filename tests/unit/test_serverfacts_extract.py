@@ -573,10 +573,11 @@ def test_provenance_and_deterministic_output(sglang_facts: dict) -> None:
 
 
 def test_loader_reads_grouped_log_formats(sglang_facts: dict) -> None:
-    from tui.lifecycle.presets.facts import _load
+    from tui.lifecycle.presets.facts import _load, _log_formats
 
-    loaded = _load(json.loads(dumps(sglang_facts)))
-    by_text = {f.text: f for f in loaded.log_formats}
+    raw = json.loads(dumps(sglang_facts))
+    loaded = _load(raw)
+    by_text = {f.text: f for f in _log_formats(raw["log_formats"])}
     assert by_text["Not enough memory: {} GB left"].source.startswith("sglang/srt/entrypoints/engine.py:")
     assert by_text["Not enough memory: {} GB left"].via == "raise RuntimeError"
     assert loaded.has_metric("sglang:num_running_reqs").optional_labels == ("dp_rank", "priority")

@@ -6,7 +6,8 @@ next to this module are written by `python -m tui.serverfacts` (statically, from
 wheel's sha256), and the conformance tests hold every preset, hint and the simulator to them. At run time they
 answer "does this release take this flag" once the server's release is known.
 
-Pure: the files are package data, read once; nothing here touches the host or the network.
+Pure: the files are package data, each read when its release is first asked for; nothing here touches the host or
+the network.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 __all__ = [
-    "LogFormat", "MetricFact", "OptionFact", "ReleaseFacts", "ReleaseMatch", "releases", "resolve", "version_key",
+    "LogFormat", "MetricFact", "OptionFact", "ReleaseFacts", "ReleaseMatch", "known_versions", "log_formats",
+    "release_facts", "releases", "resolve", "version_key",
 ]
 
 
@@ -124,7 +127,6 @@ class ReleaseFacts:
     underscore_spellings: bool
     options: tuple[OptionFact, ...]
     positionals: tuple[str, ...]
-    log_formats: tuple[LogFormat, ...]
     metrics: tuple[MetricFact, ...]
     args_line_form: str  # dict | dataclass | non_default_dict | namespace | unknown
     routes: tuple[str, ...]
@@ -219,7 +221,6 @@ def _load(raw: dict[str, object]) -> ReleaseFacts:
         underscore_spellings=bool(argp.get("underscore_spellings", False)),
         options=options, spellings=_index(options),
         positionals=tuple(str(p.get("dest", "")) for p in lst("positionals")),
-        log_formats=_log_formats(lst("log_formats")),
         metrics=tuple(MetricFact(
             name=str(m.get("name", "")), type=str(m.get("type", "")), labels=tup(m.get("labels")),
             optional_labels=tup(m.get("optional_labels")),
@@ -248,15 +249,47 @@ def _log_formats(raw: list[dict[str, object]]) -> tuple[LogFormat, ...]:
 
 
 @cache
-def releases(server: str) -> tuple[ReleaseFacts, ...]:
-    """Every release of a server with committed facts, oldest first."""
-    out = []
+def known_versions(server: str) -> tuple[str, ...]:
+    """The releases of a server with committed facts, oldest first, read off the files' names
+    (`sglang-0.5.23.json`): knowing which releases exist costs no parsing (every release's facts together are about
+    9 MiB of objects, a third of the console's own memory; a process needs one or two)."""
     folder = resources.files(__package__).joinpath("facts")
-    if folder.is_dir():
-        for entry in folder.iterdir():
-            if entry.name.startswith(server + "-") and entry.name.endswith(".json"):
-                out.append(_load(json.loads(entry.read_text(encoding="utf-8"))))
-    return tuple(sorted(out, key=lambda f: version_key(f.version)))
+    if not folder.is_dir():
+        return ()
+    prefix = server + "-"
+    found = [entry.name[len(prefix):-len(".json")] for entry in folder.iterdir()
+             if entry.name.startswith(prefix) and entry.name.endswith(".json")]
+    return tuple(sorted(found, key=version_key))
+
+
+def _file(server: str, version: str) -> Traversable:
+    return resources.files(__package__).joinpath("facts").joinpath(f"{server}-{version}.json")
+
+
+@lru_cache(maxsize=32)
+def release_facts(server: str, version: str) -> ReleaseFacts:
+    """One release's facts, read when first asked for, then kept: a console asks for one or two (the newest known,
+    and the server's own)."""
+    entry = _file(server, version)
+    facts = _load(json.loads(entry.read_text(encoding="utf-8")))
+    if (facts.server, facts.version) != (server, version):
+        raise ValueError(f"{entry.name} holds the facts of {facts.server} {facts.version}")
+    return facts
+
+
+def log_formats(server: str, version: str) -> tuple[LogFormat, ...]:
+    """Every message the release's code can print, read from its file at each call: the conformance tests' question
+    (are the presets' wordings the release's own?), never asked at run time, so never held by a console (5,500
+    formats of a recent SGLang are 2 MiB of objects)."""
+    raw = json.loads(_file(server, version).read_text(encoding="utf-8"))
+    formats = raw.get("log_formats") if isinstance(raw, dict) else None
+    return _log_formats([g for g in formats if isinstance(g, dict)] if isinstance(formats, list) else [])
+
+
+def releases(server: str) -> tuple[ReleaseFacts, ...]:
+    """Every release of a server with committed facts, oldest first: loads them all (the conformance tests'
+    question, not the console's: it asks `resolve`)."""
+    return tuple(release_facts(server, v) for v in known_versions(server))
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,23 +315,24 @@ class ReleaseMatch:
 def resolve(server: str, version: str | None) -> ReleaseMatch:
     """The facts for a server's release: its own, else the newest older release's (what changed since is not
     known), else, for a release newer than all or one not known yet, the newest's; said so either way."""
-    known = releases(server)
+    known = known_versions(server)
     if not known:
         return ReleaseMatch(None, version, False, f"no release facts for {server}")
     newest = known[-1]
     if not version or not version_key(version):
-        return ReleaseMatch(newest, None, False,
-                            f"release not known yet: going by the newest known, {newest.version}")
+        return ReleaseMatch(release_facts(server, newest), None, False,
+                            f"release not known yet: going by the newest known, {newest}")
     key = version_key(version)
-    for f in known:
-        if version_key(f.version) == key:
-            return ReleaseMatch(f, version, True, "")
-    older = [f for f in known if version_key(f.version) < key]
+    for v in known:
+        if version_key(v) == key:
+            return ReleaseMatch(release_facts(server, v), version, True, "")
+    older = [v for v in known if version_key(v) < key]
     if not older:
-        return ReleaseMatch(known[0], version, False,
-                            f"{version} is older than every known release: going by the oldest, {known[0].version}")
+        return ReleaseMatch(release_facts(server, known[0]), version, False,
+                            f"{version} is older than every known release: going by the oldest, {known[0]}")
     best = older[-1]
-    if best is newest:
-        return ReleaseMatch(best, version, False,
-                            f"{version} is newer than the newest known release: going by {best.version}")
-    return ReleaseMatch(best, version, False, f"{version} has no facts: going by {best.version}, the closest older")
+    if best == newest:
+        return ReleaseMatch(release_facts(server, best), version, False,
+                            f"{version} is newer than the newest known release: going by {best}")
+    return ReleaseMatch(release_facts(server, best), version, False,
+                        f"{version} has no facts: going by {best}, the closest older")
