@@ -12,7 +12,9 @@ server's log; then a window with bringup at 2 Hz.
 Two more processes run in the same windows, to say where bringup's share goes: the engine alone
 (`_engine_only.py`: every collector the console runs, nothing drawn), and the Textual floor
 (`_textual_floor_app.py`, in a third terminal: bringup's layout with two rows changing once a second and no work,
-what Textual itself takes to keep such a screen live). Writes OUT/console_vs_nvitop.json.
+what Textual itself takes to keep such a screen live), and the NVML floor (Python reading the GPUs through
+bringup's NVML collector once a second, nothing else: what any NVML monitor, nvitop included, carries in memory
+before it draws anything). Writes OUT/console_vs_nvitop.json.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
 from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 GiB, and matmuls)
+
+#: Python and NVML, nothing else: bringup's NVML collector reading the GPUs once a second, as the console does
+NVML_FLOOR = """
+import time
+from tui.collectors.gpu_nvml import NvmlSource
+src = NvmlSource()
+while True:
+    src.sample()
+    time.sleep(1.0)
+"""
 
 
 def window(procs: dict[str, Pty | subprocess.Popen[bytes]], seconds: float) -> dict[str, dict[str, float]]:
@@ -114,8 +126,9 @@ def main() -> None:
                     help="check the script on a machine without a GPU: no load, a sleeping placeholder for nvitop")
     args = ap.parse_args()
     nvitop_cmd = [sys.executable, "-m", "nvitop", "-m", "full", "--interval"]
-    load_code = LOAD
+    load_code, nvml_code = LOAD, NVML_FLOOR
     if args.dry_run:
+        nvml_code = "import time; time.sleep(600)"
         nvitop_cmd = [sys.executable, "-c", "import sys, time; time.sleep(600)"]
         load_code = "print('ready', flush=True); import time; time.sleep(600)"
     OUT.mkdir(parents=True, exist_ok=True)
@@ -152,6 +165,7 @@ def main() -> None:
             procs.append(console)
             floor = Pty([sys.executable, str(ROOT / "benchmarks" / "_textual_floor_app.py")], env)
             procs.append(floor)
+            nvml_floor = subprocess.Popen([sys.executable, "-c", nvml_code], env=env, cwd=ROOT)
             engine = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_engine_only.py"), "--config",
                                        str(cfg), "sim-on-gpu"], env=env, cwd=ROOT)
             time.sleep(8)  # start-up is not the steady state
@@ -161,7 +175,7 @@ def main() -> None:
                 procs.append(nvitop)
                 time.sleep(4)
                 w = window({"bringup": console, "nvitop": nvitop, "textual floor": floor,
-                            "bringup engine alone": engine}, args.seconds)
+                            "bringup engine alone": engine, "nvml floor": nvml_floor}, args.seconds)
                 w["nvitop"]["interval_s"] = interval
                 w["bringup"]["refresh_hz"] = 1.0
                 windows.append(w)
@@ -171,8 +185,9 @@ def main() -> None:
             if args.profile:
                 result["profile"] = profile(args.profile, {"console": console.pid, "engine alone": engine.pid},
                                             args.seconds)
-            engine.kill()
-            engine.wait()
+            for p in (engine, nvml_floor):
+                p.kill()
+                p.wait()
             result["windows"], result["quiet_log"] = windows, args.quiet_log
             if not args.quiet_log:  # the quiet run: the one window above
                 # the console alone against the server: what its probes and scrapes write into the server's own log
@@ -197,7 +212,8 @@ def main() -> None:
                 result["what"] = ("bringup console (NVML, simulated SGLang server's logs and /metrics, probes) and nvitop's "
                                   "monitor, each in a 120x40 pseudo-terminal, same windows, GPU under load; with them, "
                                   "bringup's engine alone (nothing drawn) and the Textual floor (bringup's layout, two "
-                                  "rows changing once a second, no work)")
+                                  "rows changing once a second, no work) and the NVML floor (Python sampling GPU 0 through "
+                                  "NVML once a second)")
         finally:
             for p in procs:
                 p.stop()
