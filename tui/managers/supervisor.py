@@ -28,6 +28,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -57,16 +58,23 @@ def write_private(path: str, data: bytes) -> None:
 
 
 def private_dir(path: str) -> None:
-    """`path` and any missing parent made 0700; an existing one of ours that others can enter is tightened."""
-    if not os.path.isdir(path):
-        parent = os.path.dirname(path.rstrip("/"))
-        if parent and parent != path:
-            private_dir(parent)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
+    """`path` and any missing parent made 0700; `path` itself, when it existed, is ours and others can enter it,
+    tightened. A parent that existed is never touched: it is someone's choice (as root, tightening the first existing
+    parent of `/tmp/x/run` made `/tmp` 0700 and dropped its sticky bit, locking every other user out of it)."""
+    _make_missing(path)
     st = os.stat(path)
     if st.st_uid == os.geteuid() and st.st_mode & 0o077:
-        os.chmod(path, st.st_mode & 0o700)
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def _make_missing(path: str) -> None:
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path.rstrip("/"))
+    if parent and parent != path:
+        _make_missing(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
 
 
 class SegmentedLog:
