@@ -320,7 +320,10 @@ def test_stop_then_start_as_two_commands_waits_for_gpu_memory(make_bringup: Call
 def test_start_after_a_stop_it_did_not_see_waits_for_gpu_memory(make_bringup: Callable[..., Bringup]) -> None:
     """The server stopped behind bringup's back (SIGTERM by hand, `systemctl stop`): a new `bringup start` knows
     no old PIDs, and the memory the dead run still holds must not pass for another tenant's."""
-    bu = make_bringup(scenario="oom-on-fast-restart", sim_args=("--sim-release-delay", "40"))
+    # 12 s at 0.1 (the last of the 8 GPUs freed 4-12 s after the exit, most often after 10): the memory must still
+    # be held when the new `bringup start` reaches its release step, and a Python process takes seconds to get there
+    # on a loaded machine (with 4 s, CI's 2 cores once saw everything released at 0.1 s)
+    bu = make_bringup(scenario="oom-on-fast-restart", sim_args=("--sim-release-delay", "120"))
     bu.bring_up()
     cur = stop_by_hand(bu)
     r = bu.run("start", bu.name, timeout=60)
