@@ -2,7 +2,11 @@
 a restart (r, y) every third sample, the log's two views and the sweep key pressed between samples, and
 tracemalloc's top allocation sites compared between the middle and the end: what grows, if anything does.
 
-    python benchmarks/console_soak.py [--minutes 60] [--every 60] [--no-tracemalloc]
+    python benchmarks/console_soak.py [--minutes 60] [--every 60] [--no-tracemalloc] [--restart-every N] [--no-keys]
+                                      [--name NAME]
+
+`--restart-every 0` (no restarts) and `--no-keys` take the actions out one at a time, to say which one the growth
+follows: the same soak with one cause less, side by side.
 
 The target (issue: lighter than nvitop): RSS growth under 2 MiB over the second half. tracemalloc costs CPU and
 a lot of memory of its own; `--no-tracemalloc` measures RSS without it. Writes
@@ -42,6 +46,10 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--every", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--no-tracemalloc", action="store_true")
+    ap.add_argument("--restart-every", type=int, default=3, metavar="N",
+                    help="a restart (r, y) every N samples; 0: none")
+    ap.add_argument("--no-keys", action="store_true", help="no log views or sweep key between samples")
+    ap.add_argument("--name", help="write benchmarks/results/NAME.json instead of the default name")
     args = ap.parse_args()
     samples = max(2, int(args.minutes * 60 / args.every))
     with tempfile.TemporaryDirectory() as home:
@@ -63,10 +71,11 @@ def main() -> None:
                 if not args.no_tracemalloc and k in (samples // 2 - 1, samples - 1):
                     os.kill(console.pid, signal.SIGUSR2)
                     snapshots["middle" if k < samples - 1 else "end"] = len(snapshots)
-                for keys in (b"e", b"e", b"S", b"\x1b"):  # all lines, errors only, the sweep view (or its note)
+                views = () if args.no_keys else (b"e", b"e", b"S", b"\x1b")  # all lines, errors only, the sweep view
+                for keys in views:
                     console.keys(keys)
                     time.sleep(0.5)
-                if k % 3 == 2:
+                if args.restart_every and k % args.restart_every == args.restart_every - 1:
                     restarts["asked"] += 1
                     console.mark()
                     console.keys(b"r")
@@ -92,12 +101,13 @@ def main() -> None:
               "minutes": args.minutes, "every_s": args.every, "tracemalloc": not args.no_tracemalloc,
               "rss_mib": rss, "growth_first_half_mib": round(rss[half - 1] - rss[0], 1) if half else None,
               "growth_second_half_mib": round(rss[-1] - rss[half - 1], 1) if half else None,
-              "restarts": restarts, "q_exited": quit_clean, "cpu_percent_of_one_core": round(cpu, 2)}
+              "restarts": restarts, "restart_every_samples": args.restart_every, "keys": not args.no_keys,
+              "q_exited": quit_clean, "cpu_percent_of_one_core": round(cpu, 2)}
     if "middle" in snaps and "end" in snaps:
         result["traced_kib"] = {"middle": snaps["middle"]["traced_kib"], "end": snaps["end"]["traced_kib"]}
         result["grew_most_second_half"] = growth(snaps["middle"], snaps["end"])
-    out = ROOT / "benchmarks" / "results" / ("console_soak.json" if args.no_tracemalloc else
-                                             "console_soak_tracemalloc.json")
+    out = ROOT / "benchmarks" / "results" / (f"{args.name}.json" if args.name else "console_soak.json"
+                                             if args.no_tracemalloc else "console_soak_tracemalloc.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
