@@ -8,6 +8,7 @@ results directory is named relative to the test's working directory."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,9 @@ def console(tmp: Path, monkeypatch: pytest.MonkeyPatch, *, running: bool = True)
     dir (the sweep's directory is drawn relative to it). `running`: the unit as last read, and the engine's
     snapshot the fixed one of a ready run (else of a stopped one): the console reads it at every tick."""
     monkeypatch.chdir(tmp)
+    # the demo's deployment (in every config) runs this interpreter, and the picker draws its name: `python3` as
+    # in CI, not whichever name the tests were started with (`.venv/bin/python -m pytest` drew `python`)
+    monkeypatch.setattr(sys, "executable", str(Path(sys.executable).with_name("python3")))
     settings = console_settings(tmp)
     app = ControlConsoleApp(settings, NAME, live=False)
     app.clock = lambda: cs.T0 + 103.0

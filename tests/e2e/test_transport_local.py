@@ -197,3 +197,24 @@ async def test_write_and_read_file(tmp_path: Path) -> None:
     assert await t.read_file(str(p)) == b"[Service]\nExecStart=\n"
     assert await t.read_file(str(tmp_path / "missing")) is None
     assert [x.name for x in p.parent.iterdir()] == ["50-bringup.conf"], "no temp file left behind"
+
+
+
+async def test_a_run_cancelled_twice_has_reaped_its_command_when_it_returns(marker: str) -> None:
+    """A caller cancelled again while its command is being reaped (a CLI's exit cancels what is left, a console's
+    quit cancels the collectors it already cancelled): the reap still finishes before the cancellation is passed
+    on, so the command is gone when the caller's task is, and no reap is left as a task nobody awaits."""
+    t = LocalTransport()
+    script = f"trap '' TERM; sleep {marker}"  # ignores SIGTERM: the reap has to wait out its grace, then KILL
+    task = asyncio.create_task(t.run(["bash", "-c", script], timeout=30))
+    assert await _appeared(lambda: _procs_matching(f"sleep {marker}"))
+    before = asyncio.all_tasks()
+    task.cancel()
+    await asyncio.sleep(0.1)  # in its reap now: SIGTERM sent, waiting out the grace
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+    assert _procs_matching(script) == []
+    assert asyncio.all_tasks() <= before, "a reap left running on its own"
+    _kill_leftovers(f"sleep {marker}")

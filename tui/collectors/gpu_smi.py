@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from tui.model import GpuProcess, GpuSample, GpuSnapshot
 from tui.transport import Transport, TransportError
@@ -143,7 +143,7 @@ class SmiSource:
         gpus = parse_gpu_csv(res.text)
         return GpuSnapshot(at=now, gpus=tuple(gpus), processes=await self.processes(gpus))
 
-    async def stream(self) -> AsyncIterator[GpuSnapshot]:
+    async def stream(self) -> AsyncGenerator[GpuSnapshot, None]:
         """One long-lived `-lms` stream; restarted with backoff if it dies."""
         backoff = 1.0
         count = 0
@@ -151,27 +151,29 @@ class SmiSource:
             group: list[GpuSample] = []
             stamp = None
             errors: list[str] = []
+            argv = [*self._query(), "-lms", str(self.interval_ms)]
             try:
-                async for line in self.transport.stream([*self._query(), "-lms", str(self.interval_ms)]):
-                    parsed = parse_gpu_row(line)
-                    if parsed is None:
-                        err = driver_error(line)
-                        if err:
-                            errors.append(err)
-                        continue
-                    ts, sample = parsed
-                    backoff = 1.0
-                    if group and (ts != stamp or sample.index <= group[-1].index):
-                        count = count or len(group)  # learnt from the first complete sample
+                async with contextlib.aclosing(self.transport.stream(argv)) as lines:
+                    async for line in lines:
+                        parsed = parse_gpu_row(line)
+                        if parsed is None:
+                            err = driver_error(line)
+                            if err:
+                                errors.append(err)
+                            continue
+                        ts, sample = parsed
+                        backoff = 1.0
+                        if group and (ts != stamp or sample.index <= group[-1].index):
+                            count = count or len(group)  # learnt from the first complete sample
+                            yield await self._snapshot(group)
+                            group = []
+                        stamp = ts
+                        group.append(sample)
+                        if count and len(group) >= count:
+                            yield await self._snapshot(group)
+                            group = []
+                    if group:
                         yield await self._snapshot(group)
-                        group = []
-                    stamp = ts
-                    group.append(sample)
-                    if count and len(group) >= count:
-                        yield await self._snapshot(group)
-                        group = []
-                if group:
-                    yield await self._snapshot(group)
             except TransportError as e:
                 errors.append(str(e))
             msg = errors[0] if errors else "nvidia-smi stream ended; restarting"

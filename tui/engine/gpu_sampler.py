@@ -7,6 +7,7 @@ sampler can serve every deployment on a host.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -60,11 +61,12 @@ class GpuSampler:
                 deliver(await asyncio.to_thread(src.sample))
                 await asyncio.sleep(GPU_INTERVAL_S)
         else:
-            async for snap in src.stream():
-                if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
-                    snap = replace(snap, error=(self._why_none + "; " if self._why_none else "")
-                                   + "nvidia-smi not found")
-                deliver(snap)
+            async with contextlib.aclosing(src.stream()) as snaps:
+                async for snap in snaps:
+                    if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
+                        snap = replace(snap, error=(self._why_none + "; " if self._why_none else "")
+                                       + "nvidia-smi not found")
+                    deliver(snap)
 
     async def once(self) -> GpuSnapshot | None:
         """One sample now (None: the host has no telemetry)."""

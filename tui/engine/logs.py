@@ -62,9 +62,10 @@ class LogFollower:
                     await task
 
     async def _follow(self, unit: UnitState) -> None:
-        stream = self.manager.follow(unit)
         loop = asyncio.get_running_loop()
-        try:
+        # closed here, not by the collector of unreferenced generators: its close would be a task of its own that
+        # nothing awaits, its command reaped (or not) after the loop has moved on, or closed
+        async with contextlib.aclosing(self.manager.follow(unit)) as stream:
             async for line in stream:
                 self._lines.append(line)
                 due = len(self._lines) - self._applied
@@ -73,9 +74,6 @@ class LogFollower:
                 elif due >= APPLY_CHUNK:  # a long burst: let the screen and the keys in
                     self.apply_due()
                     await asyncio.sleep(0)
-        finally:
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
 
     def apply_due(self) -> None:
         """Apply the lines read since the loop last ran; start a batch for listeners, or send a full one."""

@@ -8,7 +8,7 @@ declared (`can_control`, `sees_run`, `LogHistory`), never looked up by name.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Protocol, runtime_checkable
 
 from tui.errors import PermanentError as Permanent
@@ -67,7 +67,7 @@ class Manager(Protocol):
 
     async def stop(self, report: Report = unreported) -> None: ...
 
-    def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+    def follow(self, unit: UnitState) -> AsyncGenerator[LogLine, None]:
         """Log lines of the given invocation from its first line on, then live; ends when that run has ended."""
         ...
 

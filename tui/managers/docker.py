@@ -20,10 +20,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from tui.managers import AsyncLock, ManagerError, PermanentManagerError, Report, unreported
@@ -302,7 +303,7 @@ class DockerManager:
                 return started
         return finished
 
-    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+    async def follow(self, unit: UnitState) -> AsyncGenerator[LogLine, None]:
         """This run's lines from its first on, then live, both streams; ends when the run has ended.
 
         The engine's CLI does not keep stdout and stderr in order with each other (a stderr line can arrive after
@@ -316,15 +317,17 @@ class DockerManager:
         if self._info is None or invocation_of(self._info) != unit.invocation:
             await self.inspect()
         if self.engine != "podman":
-            async for line in self._follow(unit, _BOTH_STREAMS):
-                yield line
+            async with contextlib.aclosing(self._follow(unit, _BOTH_STREAMS)) as lines:
+                async for line in lines:
+                    yield line
             return
         queue: asyncio.Queue[LogLine | None] = asyncio.Queue(maxsize=1000)
 
         async def pump(which: list[str]) -> None:
             try:
-                async for line in self._follow(unit, which):
-                    await queue.put(line)
+                async with contextlib.aclosing(self._follow(unit, which)) as lines:
+                    async for line in lines:
+                        await queue.put(line)
             finally:
                 await queue.put(None)
 
@@ -342,8 +345,10 @@ class DockerManager:
         finally:
             for t in tasks:
                 t.cancel()
+            # each pump's stream is closed (its command reaped) before this one's close returns
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _follow(self, unit: UnitState, streams: list[str]) -> AsyncIterator[LogLine]:
+    async def _follow(self, unit: UnitState, streams: list[str]) -> AsyncGenerator[LogLine, None]:
         since = self._since(unit)
         floor = stamp_key(since) if parse_time(since) is not None else None
         delivered: dict[int, int] = {}  # stamp -> lines of that stamp delivered
@@ -358,32 +363,33 @@ class DockerManager:
             again: dict[int, int] = {}  # stamp -> lines of that stamp read on this stream
             delivering = False  # whether the stamped line that the current pieces continue was delivered
             try:
-                async for raw in self.transport.stream([*streams, *argv, self.container]):
-                    stamp, _, text = raw.partition(" ")
-                    if self.engine == "podman":
-                        text = _joined(stamp, text)
-                    key = stamp_key(stamp)
-                    if key is None:
-                        # a piece after a carriage return (a progress bar) continues its stamped line; before any
-                        # stamped line it is the engine's own words (no such container...): the state says those
-                        if delivering:
-                            yield LogLine(at=at, text=raw, invocation=unit.invocation)
-                        continue
-                    delivering = False
-                    if floor is not None and key <= floor:
-                        continue  # the previous run's last lines
-                    n = again[key] = again.get(key, 0) + 1
-                    if n <= delivered.get(key, 0):
-                        continue  # delivered before the stream dropped
-                    delivered[key] = n
-                    newest = max(newest, key)
-                    if len(delivered) > 20000:  # only the margin's stamps can come again
-                        delivered = {k: v for k, v in delivered.items() if k >= newest - 2 * RESUME_MARGIN_NS}
-                        again = {k: v for k, v in again.items() if k in delivered}
-                    delivering = True
-                    at = key / 1e9
-                    yield LogLine(at=at, text=text, invocation=unit.invocation)
-                    backoff = 0.5
+                async with contextlib.aclosing(self.transport.stream([*streams, *argv, self.container])) as raws:
+                    async for raw in raws:
+                        stamp, _, text = raw.partition(" ")
+                        if self.engine == "podman":
+                            text = _joined(stamp, text)
+                        key = stamp_key(stamp)
+                        if key is None:
+                            # a piece after a carriage return (a progress bar) continues its stamped line; before any
+                            # stamped line it is the engine's own words (no such container...): the state says those
+                            if delivering:
+                                yield LogLine(at=at, text=raw, invocation=unit.invocation)
+                            continue
+                        delivering = False
+                        if floor is not None and key <= floor:
+                            continue  # the previous run's last lines
+                        n = again[key] = again.get(key, 0) + 1
+                        if n <= delivered.get(key, 0):
+                            continue  # delivered before the stream dropped
+                        delivered[key] = n
+                        newest = max(newest, key)
+                        if len(delivered) > 20000:  # only the margin's stamps can come again
+                            delivered = {k: v for k, v in delivered.items() if k >= newest - 2 * RESUME_MARGIN_NS}
+                            again = {k: v for k, v in again.items() if k in delivered}
+                        delivering = True
+                        at = key / 1e9
+                        yield LogLine(at=at, text=text, invocation=unit.invocation)
+                        backoff = 0.5
             except TransportError:
                 pass
             # `logs --follow` ends with the run, or when its stream drops: which of the two, the container says

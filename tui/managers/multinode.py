@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -205,7 +205,7 @@ class MultiNodeManager:
             err.args = (f"stopped on {', '.join(done)}; {err.args[0]} (its run may still hold its GPUs)",)
         raise err from first
 
-    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+    async def follow(self, unit: UnitState) -> AsyncGenerator[LogLine, None]:
         """Every node's log of the run, merged as it arrives, each line tagged with its node; a worker whose run
         is bound later (started after the head) is followed from its first line once it is."""
         parts = self._node_units(unit)
@@ -217,8 +217,9 @@ class MultiNodeManager:
         async def pump(i: int, st: UnitState) -> None:
             tag = node_tag(self.nodes[i].name)
             try:
-                async for line in self.nodes[i].manager.follow(st):
-                    queue.put_nowait(LogLine(line.at, tag + line.text, unit.invocation, line.cursor))
+                async with contextlib.aclosing(self.nodes[i].manager.follow(st)) as lines:
+                    async for line in lines:
+                        queue.put_nowait(LogLine(line.at, tag + line.text, unit.invocation, line.cursor))
             finally:
                 queue.put_nowait(i)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from tui.managers import AsyncLock, ManagerError, Report, unreported
 from tui.model import LogLine, UnitState
@@ -23,7 +23,7 @@ class NoManager:
     async def stop(self, report: Report = unreported) -> None:
         raise ManagerError("this deployment is observe-only (manager = 'none'): bringup cannot stop it")
 
-    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+    async def follow(self, unit: UnitState) -> AsyncGenerator[LogLine, None]:
         return
         yield
 

@@ -15,11 +15,12 @@ is. A 1.6 GB log read whole took `status` 216 s at 7.4 GB RSS; bounded it costs 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,7 +231,7 @@ class ProcessManager:
             await self.transport.run(["kill", "-KILL", f"-{cur.main_pid}"], timeout=5)
         raise ManagerError(f"the server did not stop within {self.stop_timeout:g} s; killed it")
 
-    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+    async def follow(self, unit: UnitState) -> AsyncGenerator[LogLine, None]:
         """The invocation's log so far, then new lines while it runs (tail -F ends when we stop reading). So far is
         bounded as `read_log`'s (the run's head and the live file's end) once the log is long or rotated; the live
         file is then followed from the byte the read ended at."""
@@ -246,14 +247,11 @@ class ProcessManager:
                 yield old
             live = next((f.size for f in files if f.path == log), 0)
             argv = ["tail", "-c", f"+{live + 1}", "-F", log]
-        stream = self.transport.stream(argv)
-        try:
-            async for raw in stream:
+        async with contextlib.aclosing(self.transport.stream(argv)) as raws:
+            async for raw in raws:
                 line = parse_log_line(raw, unit.invocation)
                 if line is not None:
                     yield line
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
 
     def log_source(self, invocation: str) -> str:
         return f"{self.run_dir}/logs/{invocation}.log"

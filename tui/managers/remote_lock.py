@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from tui.errors import PermanentError as Permanent
 from tui.managers import LockHeld, LockInfo, ManagerError, PermanentManagerError, refusal
@@ -129,7 +129,7 @@ class RemoteLock:
         self.sudo = sudo
         self._where = where
         self.info: LockInfo | None = None
-        self._stream: AsyncIterator[str] | None = None
+        self._stream: AsyncGenerator[str, None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._lost = False
 
@@ -160,13 +160,13 @@ class RemoteLock:
                     break
         except (TimeoutError, TransportError) as e:
             with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+                await stream.aclose()
             if isinstance(e, Permanent):
                 raise
             raise ManagerError(f"could not take the lock on {self.transport.name}: {e}") from None
         if first != "locked":
             with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+                await stream.aclose()
             where = f"the lock {path} on {self.transport.name}"
             if not first:
                 raise ManagerError(f"could not take {where}: the command ended without a word")
@@ -216,7 +216,7 @@ class RemoteLock:
         return LockHeld(f"the lock {path} on {self.transport.name} is held by pid {pid} (user {user}: "
                         f"{command or '?'}), which is not a bringup{named}")
 
-    async def _watch_stream(self, stream: AsyncIterator[str]) -> None:
+    async def _watch_stream(self, stream: AsyncGenerator[str, None]) -> None:
         """The holding command prints nothing more: its stream ends only when the lock is gone."""
         with contextlib.suppress(Exception):
             async for _ in stream:
@@ -293,7 +293,7 @@ class RemoteLock:
             self._watch = None
         if self._stream is not None:
             with contextlib.suppress(Exception):
-                await self._stream.aclose()  # type: ignore[attr-defined]
+                await self._stream.aclose()
             self._stream = None
 
     async def __aexit__(self, *exc: object) -> None:

@@ -23,10 +23,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from tui.lifecycle.journal import parse_entry
@@ -153,7 +154,7 @@ class SystemdManager:
     async def stop(self, report: Report = unreported) -> None:
         await self._run(["systemctl", "stop", self.unit], timeout=self.stop_timeout + 10, priv=True)
 
-    async def follow(self, unit: UnitState) -> AsyncIterator[LogLine]:
+    async def follow(self, unit: UnitState) -> AsyncGenerator[LogLine, None]:
         """The unit's journal from the start of this invocation, then live; resumes by cursor after a drop."""
         since = f"@{int(unit.started_at) - 1}" if unit.started_at else "-10min"
         cursor = ""
@@ -162,20 +163,21 @@ class SystemdManager:
             argv = ["journalctl", "-u", self.unit, "-o", "json", "--all", "-f", "--no-pager"]
             argv += [f"--after-cursor={cursor}"] if cursor else ["--since", since, "-n", "all"]
             try:
-                async for raw in self.transport.stream(self._priv(argv)):
-                    if not raw.startswith("{"):
-                        continue
-                    try:
-                        obj = json.loads(raw)
-                    except ValueError:
-                        continue
-                    cursor = str(obj.get("__CURSOR") or cursor)
-                    line = journal_line(obj)
-                    # `--since` reaches a second back, into the previous run's last lines (already delivered,
-                    # by the follow of that run), and `-u` goes on into the next run (followed on its own)
-                    if line is not None and (not line.invocation or line.invocation == unit.invocation):
-                        yield line
-                    backoff = 0.5
+                async with contextlib.aclosing(self.transport.stream(self._priv(argv))) as raws:
+                    async for raw in raws:
+                        if not raw.startswith("{"):
+                            continue
+                        try:
+                            obj = json.loads(raw)
+                        except ValueError:
+                            continue
+                        cursor = str(obj.get("__CURSOR") or cursor)
+                        line = journal_line(obj)
+                        # `--since` reaches a second back, into the previous run's last lines (already delivered,
+                        # by the follow of that run), and `-u` goes on into the next run (followed on its own)
+                        if line is not None and (not line.invocation or line.invocation == unit.invocation):
+                            yield line
+                        backoff = 0.5
             except TransportError:
                 pass
             # `journalctl -f` only ends when its channel does: resume after the last line we got

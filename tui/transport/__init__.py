@@ -5,7 +5,7 @@ Everything above this layer speaks argv lists, never shell strings, so user text
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -58,7 +58,7 @@ class Transport(Protocol):
     async def run(self, argv: Sequence[str], *, timeout: float = 30.0, input: bytes | None = None,
                   env: Mapping[str, str] | None = None) -> CommandResult: ...
 
-    def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
         """Lines of a long-running command's stdout (split on \\n and \\r); closing the iterator kills it."""
         ...
 

@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 
 from tui.transport import CommandResult, TransportError
@@ -69,16 +69,44 @@ def _killpg(proc: asyncio.subprocess.Process, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+#: how long a reap waits for a group's leader after SIGKILL (a process in the kernel's uninterruptible sleep can
+#: outlive it; the reap then gives up on it rather than hold the caller forever)
+KILL_WAIT_S = 5.0
+
+
 async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
-    """TERM the whole group, then KILL it if it has not gone within `grace` seconds."""
+    """TERM the whole group, then KILL it if it has not gone within `grace` seconds, and wait for the exit.
+
+    It finishes even when cancelled, then raises the cancellation: a command that ends with its caller cancelled
+    (Ctrl-C, a console quitting, the loop shutting down) must still be reaped by the loop that started it. Left
+    half-done, asyncio finds the process after the loop has closed and prints it on the user's terminal ("Task was
+    destroyed but it is pending", "Event loop is closed", or, when the transport's close reaps the child before the
+    child watcher does, "Unknown child process pid N"). Callers await it directly: a shielded reap is a new task
+    that a loop's shutdown never awaits. Bounded: `grace`, then KILL_WAIT_S."""
     LIVE_GROUPS.discard(proc.pid)
+    task = asyncio.current_task()
+    cancelled = False
+
+    async def exited(within: float) -> None:
+        nonlocal cancelled
+        deadline = time.monotonic() + within
+        while proc.returncode is None and (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(proc.wait(), left)
+            except TimeoutError:
+                return
+            except asyncio.CancelledError:
+                cancelled = True
+                if task is not None:
+                    task.uncancel()
+
     if proc.returncode is None:
         _killpg(proc, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), grace)
+        await exited(grace)
     _killpg(proc, signal.SIGKILL)  # the leader and whatever in its group ignored SIGTERM or outlived it
-    if proc.returncode is None:
-        await proc.wait()
+    await exited(KILL_WAIT_S)
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 class LocalTransport:
@@ -103,12 +131,12 @@ class LocalTransport:
             await _reap(proc, 0.5)
             raise TransportError(f"{argv[0]!r} did not finish within {timeout:g} s") from None
         except BaseException:
-            await asyncio.shield(_reap(proc, 0.5))
+            await _reap(proc, 0.5)
             raise
         LIVE_GROUPS.discard(proc.pid)
         return CommandResult(proc.returncode if proc.returncode is not None else -1, out, err)
 
-    async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -129,7 +157,7 @@ class LocalTransport:
                     yield line
             await proc.wait()
         finally:
-            await asyncio.shield(_reap(proc, 1.0))
+            await _reap(proc, 1.0)
 
     async def read_file(self, path: str) -> bytes | None:
         try:

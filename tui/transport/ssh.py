@@ -28,7 +28,7 @@ import re
 import shlex
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -487,7 +487,7 @@ class SshTransport:
                                  kind="timeout")
         return CommandResult(rc, out, err)
 
-    async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
         conn = await self.connection()
         async with self._slots:
             try:
