@@ -41,6 +41,53 @@ def growth(before: dict[str, object], after: dict[str, object], n: int = 15) -> 
     return sorted(rows, key=lambda r: -float(r["kib"]))[:n]  # type: ignore[arg-type]
 
 
+def finished_sweep(state_dir: Path, deployment: str = "demo") -> Path:
+    """A finished sweep of the demo in its state dir, written through the runner's own recorder: so that the sweep
+    key opens the real view (its matrix, charts and records read from disk) and Esc closes it, as in a day of work,
+    instead of a notice that there is no sweep. Four configurations of twelve cells, one failed."""
+    from tui.sweep.recorder import Recorder
+    from tui.sweep.results import (
+        CellMetrics,
+        CellRecord,
+        ConfigRecord,
+        FailureInfo,
+        Stat,
+        SweepMeta,
+        cell_id,
+        default_results_dir,
+    )
+
+    now = time.time() - 3600
+    configs = [f"speculative-num-draft-tokens={n}" for n in (4, 8, 16, 32)]
+    cells = [(p, 256, c) for p in (1024, 8192) for c in (1, 2, 4, 8, 16, 32)]
+    ids = [cell_id(p, o, c, 0) for p, o, c in cells]
+    rec = Recorder(default_results_dir(state_dir, deployment, now))
+    argv = ("python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8")
+    rec.write_meta(SweepMeta(deployment, "local", now, argv, tuple(configs), tuple(ids), "done", os.getpid(),
+                             finished_at=now + 3000, keep="original"))
+    at = now
+    for k, name in enumerate(configs):
+        at += 300
+        failed = k == len(configs) - 1
+        failure = FailureInfo("graph-capture", "cuda-graph", ("RuntimeError: CUDA error: out of memory",),
+                              "lower --cuda-graph-max-bs") if failed else None
+        rec.append(ConfigRecord(name, {"speculative-num-draft-tokens": name.split("=")[1]}, argv, f"run{k}",
+                                "failed" if failed else "ready", 1, failure,
+                                {} if failed else {str(g): 131072.0 for g in range(8)},
+                                None if failed else 240.0 + 10 * k, at).to_json())
+        if failed:
+            continue
+        for (p, o, c), cid in zip(cells, ids, strict=True):
+            at += 40
+            total = 90.0 * c ** 0.8 * (1 + 0.07 * k) * (1.0 if p == 1024 else 0.6)
+            m = CellMetrics(completed=8 * c, duration_s=38.0, ttft_ms=Stat(210.0, 180.0, 420.0, 650.0),
+                            tpot_ms=Stat(11.0, 10.5, 14.0, 19.0), tok_s_total=total, tok_s_user=total / c,
+                            tok_s_gpu=total / 8, req_s=total / 256, accept_len=3.1 + 0.1 * k, accept_rate=0.6)
+            rec.append(CellRecord(name, cid, p, o, c, 0, True, "", 1, f"run{k}", m, at).to_json())
+    rec.close()
+    return rec.dir
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0)
@@ -54,6 +101,8 @@ def main() -> None:
     samples = max(2, int(args.minutes * 60 / args.every))
     with tempfile.TemporaryDirectory() as home:
         env = {**demo_env(home), "SOAK_DIR": home}
+        if not args.no_keys:
+            finished_sweep(Path(env["XDG_STATE_HOME"]) / "bringup")
         argv = ([sys.executable, str(ROOT / "benchmarks" / "_soak_child.py"), "demo", "--time-scale", "0.3"]
                 if not args.no_tracemalloc else [sys.executable, "-m", "tui", "demo", "--time-scale", "0.3"])
         console = Pty(argv, env, cwd=str(ROOT))
@@ -71,7 +120,8 @@ def main() -> None:
                 if not args.no_tracemalloc and k in (samples // 2 - 1, samples - 1):
                     os.kill(console.pid, signal.SIGUSR2)
                     snapshots["middle" if k < samples - 1 else "end"] = len(snapshots)
-                views = () if args.no_keys else (b"e", b"e", b"S", b"\x1b")  # all lines, errors only, the sweep view
+                # errors only, all lines again, the sweep view opened and closed
+                views = () if args.no_keys else (b"e", b"e", b"S", b"\x1b")
                 for keys in views:
                     console.keys(keys)
                     time.sleep(0.5)

@@ -347,3 +347,42 @@ async def test_the_console_opens_a_running_sweep_of_its_deployment_and_s_opens_i
         app.look_for_sweep()  # closed by the operator: not opened again by itself
         await pilot.pause()
         assert not isinstance(app.screen, SweepScreen), (app.screen_stack, app.sweeps.opened)
+
+
+async def test_the_sweep_view_is_made_once_shown_again_and_polls_only_while_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S, Esc, S: the same view, kept with what it has read; closed, it reads nothing; shown again, it reads what
+    was written meanwhile at once. A newer sweep of the deployment gets a view of its own, the old one removed."""
+    monkeypatch.setattr(sweep_screen, "POLL_S", 0.05)
+    settings = settings_for(tmp_path)
+    d = settings.state_path() / "sweeps" / "sim-20250101T000000Z"
+    meta(d, "running")
+    append(d, *steps(CONFIGS[0], T0), config(CONFIGS[0], T0 + 10, "inv0"))
+    app = ConsoleApp(settings, "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("S")
+        assert await until(pilot, lambda: isinstance(app.screen, SweepScreen))
+        first = app.screen
+        assert isinstance(first, SweepScreen)
+        assert await until(pilot, lambda: first.updates >= 1 and first.polls >= 3)
+        await pilot.press("escape")
+        assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
+        closed_at = first.polls
+        append(d, cell(CONFIGS[0], CELLS[0], T0 + 60, "inv0"))  # written while no one looks
+        # a witness on the same pace: five of its ticks, and the view's poll, paused, never ran
+        ticks: list[int] = []
+        app.set_interval(sweep_screen.POLL_S, lambda: ticks.append(1))
+        assert await until(pilot, lambda: len(ticks) >= 5)
+        assert first.polls == closed_at, "a closed sweep view polled its directory"
+        await pilot.press("S")
+        assert await until(pilot, lambda: app.screen is first)
+        assert first.polls > closed_at and shown(first, CONFIGS[0], CELLS[0]) not in ("", "…")
+        await pilot.press("escape")
+        assert await until(pilot, lambda: not isinstance(app.screen, SweepScreen))
+
+        newer = settings.state_path() / "sweeps" / "sim-20250102T000000Z"
+        full_sweep(newer)
+        await pilot.press("S")
+        assert await until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen is not first)
+        assert app.screen.dir == newer  # type: ignore[attr-defined]
+        assert await until(pilot, lambda: not first.is_attached), "the old view was left in the app"

@@ -52,7 +52,7 @@ from tui.messages import EngineUpdated, RestartStepped
 from tui.model import GpuSnapshot, LockInfo, NoteSource, Phase, Snapshot, Step, ThroughputSample
 from tui.screens.fleet import FleetScreen
 from tui.screens.picker import PickerScreen
-from tui.screens.sweep import SweepScreen
+from tui.screens.sweep import sweep_screen_of
 from widgets.error_log import ErrorLog
 from widgets.fleet import FleetRow
 from widgets.gpus import GpuPanel, memory_budget
@@ -525,7 +525,7 @@ class ConsoleApp(App[int]):
         found = self.sweeps.newly_running(self.deployment)
         if found is None:
             return
-        self.push_screen(SweepScreen(found))
+        self.push_screen(sweep_screen_of(self, found))
         self.notify(f"a sweep of {self.deployment} is running: its view is open (Esc: back to the console, S: "
                     "the sweep again)", title="sweep", timeout=8, markup=False)
 
@@ -537,7 +537,7 @@ class ConsoleApp(App[int]):
                         f"{self.deployment} PLAN` runs one, and its view opens here by itself", title="sweep",
                         timeout=8, markup=False)
             return
-        self.push_screen(SweepScreen(found))
+        self.push_screen(sweep_screen_of(self, found))
 
     # ------------------------------------------------------------------ the palette
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Static
 
 from tui.sweep.tail import SweepTail
@@ -23,6 +25,8 @@ from widgets.sweep import SweepView
 
 #: how often the results directory is polled
 POLL_S = 1.0
+#: the name the console installs its sweep view under: made once, shown again by S
+SWEEP_SCREEN = "sweep"
 
 
 class SweepScreen(ModalScreen[None]):
@@ -43,6 +47,8 @@ class SweepScreen(ModalScreen[None]):
         #: polls done, and those that found something new (and redrew): tests wait on them, never on a sleep
         self.polls = 0
         self.updates = 0
+        self._poll_timer: Timer | None = None
+        self._suspended = False
 
     def compose(self) -> ComposeResult:
         yield SweepView(id="sweep")
@@ -60,8 +66,23 @@ class SweepScreen(ModalScreen[None]):
         self.poll()
         if not self.updates:
             view.show(self.tail.state, self.clock())  # an empty directory: say so, rather than nothing
-        self.set_interval(POLL_S, self.poll, name="sweep-poll")
+        self._poll_timer = self.set_interval(POLL_S, self.poll, name="sweep-poll")
         self.query_one("#sweep-matrix").focus()
+
+    def on_screen_suspend(self) -> None:
+        """Closed (kept installed, to be shown again): nothing to poll for a view no one sees."""
+        self._suspended = True
+        if self._poll_timer is not None:
+            self._poll_timer.pause()
+
+    def on_screen_resume(self) -> None:
+        """Shown again: what the sweep wrote meanwhile at once, then a poll a second as before."""
+        if not self._suspended:
+            return
+        self._suspended = False
+        self.poll()
+        if self._poll_timer is not None:
+            self._poll_timer.resume()
 
     def poll(self) -> None:
         self.polls += 1
@@ -85,3 +106,19 @@ class SweepScreen(ModalScreen[None]):
 
     def action_next_workload(self) -> None:
         self.query_one(SweepView).next_workload()
+
+
+def sweep_screen_of(app: App[Any], results_dir: Path) -> str:
+    """The name of `app`'s sweep view of `results_dir`, to push: the one installed before when it shows that
+    directory, else a new one in its place (the old one removed). Made once and shown again rather than built at
+    each S: a view rebuilt re-reads every record and builds its table and charts again, and each discarded one
+    leaves its widgets' style caches to Textual's caches for a while (a console left open all day, the sweep
+    opened and closed, grew by it)."""
+    if app.is_screen_installed(SWEEP_SCREEN):
+        old = app.get_screen(SWEEP_SCREEN)
+        if isinstance(old, SweepScreen) and old.dir == Path(results_dir):
+            return SWEEP_SCREEN
+        app.uninstall_screen(SWEEP_SCREEN)
+        old.remove()
+    app.install_screen(SweepScreen(results_dir), SWEEP_SCREEN)
+    return SWEEP_SCREEN
