@@ -53,3 +53,18 @@ def test_the_check_would_notice_textual() -> None:
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "textual" in json.loads(p.stdout.strip().splitlines()[-1])["textual"]
+
+
+def test_a_bringup_command_does_not_load_the_command_line_of_httpx() -> None:
+    """httpx loads its own CLI (click, pygments, rich's syntax) whenever click is installed, as it is here (for
+    import-linter) and next to SGLang and vLLM: tens of milliseconds at each `bringup` start, never used. Checked
+    where click is importable, so the check could fail; and httpx still has its `main`, the stub."""
+    script = ("import importlib.util, json, sys; import tui.cli, httpx; "
+              "print(json.dumps({'click_installed': importlib.util.find_spec('click') is not None, "
+              "'loaded': sorted(m for m in ('click', 'pygments', 'httpx._main', 'rich.syntax') "
+              "if sys.modules.get(m) is not None), 'main': callable(httpx.main)}))")
+    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["click_installed"], "click is not installed here: this check cannot fail"
+    assert out["loaded"] == [] and out["main"], out
