@@ -19,13 +19,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Static
-from textual_plotext import PlotextPlot
 
 from tui.sweep.board import Board, CellView, ConfigView, Mark, board, column_label, fmt_duration, fmt_tok_s
 from tui.sweep.charts import draw_pareto, draw_throughput, pareto_points, throughput_series, workloads
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import RESTORE, CellRecord, ConfigRecord, StepRecord
 from tui.words import plural
+from widgets.plot import Plot
 from widgets.written import set_text
 
 NAME_COL, STATUS_COL = "_config", "_status"
@@ -210,8 +210,8 @@ class SweepView(Vertical):
         yield table
         yield Static(id="sweep-detail")
         with SweepCharts(id="sweep-charts"):
-            yield PlotextPlot(id="sweep-tps")
-            yield PlotextPlot(id="sweep-pareto")
+            yield Plot(id="sweep-tps")
+            yield Plot(id="sweep-pareto")
 
     # ------------------------------------------------------------------ drawing
 
@@ -303,7 +303,7 @@ class SweepView(Vertical):
         changed or the size did."""
         loads = workloads(self.live)
         wl = loads[self.workload % len(loads)] if loads else None
-        tps, pareto = self.query_one("#sweep-tps", PlotextPlot), self.query_one("#sweep-pareto", PlotextPlot)
+        tps, pareto = self.query_one("#sweep-tps", Plot), self.query_one("#sweep-pareto", Plot)
         key = (id(self.live), self.live.cells_version, wl, (tps.size.width, tps.size.height))
         if key == self._charted:
             return

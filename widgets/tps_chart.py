@@ -11,12 +11,12 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.text import Text
 from textual.strip import Strip
-from textual_plotext import PlotextPlot
 
 from widgets.cells import repaint_rows, row_strip, segment_rows
+from widgets.plot import Plot
 
 
-class TpsChart(PlotextPlot):
+class TpsChart(Plot):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         #: the picture as drawn, and the size and theme it was drawn for

@@ -6,11 +6,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from tui.screens.closing import ClosingModal
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(ClosingModal[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm.yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),

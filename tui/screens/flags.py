@@ -12,11 +12,11 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from tui.lifecycle.flags import FlagChange
 from tui.lifecycle.presets import FlagSpec, FlagValueError
+from tui.screens.closing import ClosingModal
 from tui.words import plural
 
 TITLE = "Flags · space: toggle/edit · its key: toggle · a: apply + restart · u: undo last · esc: close"
@@ -54,7 +54,7 @@ class FlagTable(DataTable[str | Text]):
             self.move_cursor(row=self.cursor_row)
 
 
-class FlagsScreen(ModalScreen[list[FlagChange] | None]):
+class FlagsScreen(ClosingModal[list[FlagChange] | None]):
     BINDINGS = [
         Binding("space,enter", "toggle_flag", "Toggle/edit", id="flags.toggle"),
         Binding("a", "apply", "Apply + restart", id="flags.apply"),

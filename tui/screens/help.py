@@ -9,8 +9,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from tui.screens.closing import ClosingModal
 
 #: the key column's width (the widest key names, "up/down", "ctrl+p", fit)
 KEY_W = 10
@@ -18,7 +19,7 @@ KEY_W = 10
 LAST_LINE = "ctrl+p opens the command palette with the same actions. Esc closes this."
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ClosingModal[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss_help", "Close")]
     #: the scrolling body has the focus, so that the arrow and page keys scroll it
     AUTO_FOCUS = "#help-body"

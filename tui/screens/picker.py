@@ -6,11 +6,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui.model import Phase
+from tui.screens.closing import ClosingModal
 
 #: the theme's colour of each phase (as the lifecycle panel's phase badge, app.tcss)
 PHASE_STYLE = {
@@ -24,7 +24,7 @@ PHASE_STYLE = {
 }
 
 
-class PickerScreen(ModalScreen[str | None]):
+class PickerScreen(ClosingModal[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     #: the app's AUTO_FOCUS names the log, which this screen has not: without its own, nothing had the focus and
     #: Up, Down and Enter did nothing until Tab

@@ -16,10 +16,10 @@ from typing import Any
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Static
 
+from tui.screens.closing import ClosingModal
 from tui.sweep.tail import SweepTail
 from widgets.sweep import SweepView
 
@@ -29,7 +29,7 @@ POLL_S = 1.0
 SWEEP_SCREEN = "sweep"
 
 
-class SweepScreen(ModalScreen[None]):
+class SweepScreen(ClosingModal[None]):
     """Modal, though it fills the terminal: the console's own keys (restart, flags, quit) are not live under a
     view that does not show what they act on; Esc, q or S go back to the console."""
 
