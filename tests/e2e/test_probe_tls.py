@@ -20,6 +20,7 @@ from cryptography.x509.oid import NameOID
 
 import tui.collectors.probes as probes
 from tui.collectors.probes import Prober
+from tui.model import ProbeResult
 
 
 def _self_signed(tmp: Path) -> tuple[Path, Path]:
@@ -67,30 +68,31 @@ def https_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         server.server_close()
 
 
+async def _health_under_this_trust(url: str, monkeypatch: pytest.MonkeyPatch) -> ProbeResult:
+    """A health probe of `url` by a new prober whose shared TLS context is made again, under the trust the test set
+    (SSL_CERT_FILE, SSL_CERT_DIR), as a fresh process would make it."""
+    monkeypatch.setattr(probes, "_SSL", None)
+    p = Prober(url, timeout=5)
+    try:
+        return await p.health()
+    finally:
+        await p.close()
+
+
 async def test_an_https_endpoint_is_verified_against_the_trusted_authorities(
         https_server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     url, cert = https_server
-    monkeypatch.setattr(probes, "_SSL", None)  # the shared context is made again, under this test's trust
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    p = Prober(url, timeout=5)
-    try:
-        r = await p.health()
-    finally:
-        await p.close()
+    r = await _health_under_this_trust(url, monkeypatch)
     assert r.ok, r
 
 
 async def test_an_https_endpoint_whose_certificate_no_authority_signed_fails(
         https_server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     url, _ = https_server
-    monkeypatch.setattr(probes, "_SSL", None)
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))  # trusts nothing
     monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
-    p = Prober(url, timeout=5)
-    try:
-        r = await p.health()
-    finally:
-        await p.close()
+    r = await _health_under_this_trust(url, monkeypatch)
     assert not r.ok and "certificate" in r.detail.lower(), r
 
 
