@@ -1,8 +1,9 @@
 """The log panel: the server's errors (warnings, errors, whole tracebacks) or all its lines, filterable.
 
 Lines are shown with Textual's `Log`, which renders plain text: a `[bold]` or `[/]` in a log line is displayed as
-written, and escape codes were stripped before the line got here. The widget keeps its own bounded buffer so
-the text filter searches everything it has seen, not just what is on screen. While the user has scrolled up,
+written, and escape codes were stripped before the line got here. The widget keeps its own bounded buffer
+(widgets/log_buffer.py: the newest lines, and the errors apart) so the text filter searches all it has kept, not
+just what is on screen. While the user has scrolled up,
 new lines do not move the view; the border counts them instead.
 """
 
@@ -13,7 +14,6 @@ import re
 import textwrap
 import time
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable, Iterable
 
 from rich.cells import cell_len
@@ -25,9 +25,10 @@ from textual.widgets import Input, Log, Static
 from tui.lifecycle.lines import LineKind, sanitize
 from tui.model import LogLine
 from tui.words import noun
+from widgets import log_buffer
+from widgets.log_buffer import LogBuffer
 from widgets.written import RESTORE_HINT, set_border, set_text
 
-BUFFER = 50_000
 FILTER_IDLE = "/ filter   e errors or all lines   w wrap   End follow"
 FILTER_EDITING = "filter: type, Enter to apply, Esc to clear"
 #: how often the count of hidden lines (the note's and the border's) follows a busy log: every tick, it kept the
@@ -75,7 +76,9 @@ class ErrorLog(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.entries: deque[tuple[str, bool]] = deque(maxlen=BUFFER)
+        self.entries = LogBuffer(log_buffer.LINES, log_buffer.ERRORS)
+        #: the most rows the view keeps (Textual's `Log` drops its oldest past it): as many as the buffer holds
+        self.rows = self.entries.bound
         self.show_all = False
         self.filter_text = ""
         self.unseen = 0
@@ -107,7 +110,7 @@ class ErrorLog(Vertical):
     def compose(self) -> ComposeResult:
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
         yield Static(id="log-empty")  # its words: _update_title, at mount
-        yield BurstLog(id="log", max_lines=BUFFER, on_end=self.follow)
+        yield BurstLog(id="log", max_lines=self.rows, on_end=self.follow)
 
     @property
     def log_view(self) -> Log:
@@ -133,18 +136,18 @@ class ErrorLog(Vertical):
                 self._run = line.invocation
                 when = time.strftime("%H:%M:%S", time.localtime(line.at))
                 marker = f"{_MARKER}{line.invocation[:8]} (first line {when}) ────"
-                self.entries.append((marker, True))
+                self.entries.append(marker, True)
                 if self._matches(marker, True):
                     due.append(marker)
             text = sanitize(line.text)
             is_error = kind is not LineKind.PLAIN
-            self.entries.append((text, is_error))
+            self.entries.append(text, is_error)
             if self._matches(text, is_error):
                 due.append(text)
             else:
                 hidden += 1
         self._hidden = min(self._hidden + hidden, len(self.entries))
-        if len(due) > BUFFER:  # paused for long: the next flush rebuilds from the buffer instead
+        if len(due) > self.rows:  # paused for long: the next flush rebuilds from the buffer instead
             due.clear()
             self._due_overflowed = True
 
@@ -166,7 +169,7 @@ class ErrorLog(Vertical):
         if self.wrap:
             new = self._fold(new)
         at_end = self.following or log.max_scroll_y == 0
-        dropped = max(0, log.line_count + len(new) - BUFFER)  # Log drops this many from the top, at max_lines
+        dropped = max(0, log.line_count + len(new) - self.rows)  # Log drops this many from the top, at max_lines
         full = dropped > 0
         y = log.scroll_y
         log.write_lines(new, scroll_end=False)
@@ -188,17 +191,18 @@ class ErrorLog(Vertical):
         self._update_title()
 
     def _shown(self) -> tuple[list[int], list[str]]:
-        """The lines of the buffer the view shows: their places in `entries`, and their text."""
-        pairs = [(i, t) for i, (t, e) in enumerate(self.entries) if self._matches(t, e)]
+        """The lines of the buffer the view shows: their numbers in `entries`, and their text."""
+        pairs = [(i, t) for i, t, e in self.entries.items() if self._matches(t, e)]
         return [i for i, _ in pairs], [t for _, t in pairs]
 
     def _rows_of(self, text: str, width: int) -> int:
         return len(self._fold_line(text, width)) if self.wrap else 1
 
     def _top_entry(self) -> int | None:
-        """Where the view is, as the place in `entries` of the line at its top; None when it follows the log (it
-        keeps following) or the place cannot be told (the lines waiting for the screen overflowed). Counted from
-        the newest line back to the top of the view: the Log may have dropped rows from its own top."""
+        """Where the view is, as the number in `entries` of the line at its top (numbers do not move when older
+        lines are dropped); None when it follows the log (it keeps following) or the place cannot be told (the
+        lines waiting for the screen overflowed). Counted from the newest line back to the top of the view: the
+        Log may have dropped rows from its own top."""
         log = self.log_view
         if self.following or self._due_overflowed or log.line_count == 0:
             return None
@@ -213,7 +217,7 @@ class ErrorLog(Vertical):
         return places[0] if places else None
 
     def rebuild(self, top: int | None = None) -> None:
-        """Redraw the view from the buffer. It follows the log, unless `top` (an entry's place in the buffer, from
+        """Redraw the view from the buffer. It follows the log, unless `top` (an entry's number in the buffer, from
         `_top_entry`) says which line to keep at the top: the first shown at or after it. Folded, only the newest
         lines that fill the Log's rows are folded (it would drop the older ones' rows anyway): folding is most of
         what a rebuild costs, a second and more for a full buffer of long lines."""
@@ -227,7 +231,7 @@ class ErrorLog(Vertical):
             width = self._fold_width()
             pieces: list[list[str]] = []
             total, first = 0, len(shown)
-            while first > 0 and total < BUFFER:
+            while first > 0 and total < self.rows:
                 first -= 1
                 pieces.append(self._fold_line(shown[first], width))
                 total += len(pieces[-1])
@@ -242,7 +246,7 @@ class ErrorLog(Vertical):
         log.write_lines(rows, scroll_end=False)
         k = bisect_left(places, top) if top is not None else len(places)
         if k < len(places):
-            y = max(0, starts[k] - max(0, len(rows) - BUFFER))
+            y = max(0, starts[k] - max(0, len(rows) - self.rows))
             log.scroll_to(y=y, animate=False, immediate=True)
             self.following = y >= log.max_scroll_y
         else:
@@ -291,7 +295,7 @@ class ErrorLog(Vertical):
 
     def set_filter(self, text: str) -> None:
         if text == self.filter_text:
-            return  # a rebuild redraws up to 50,000 lines: not for closing an empty filter box
+            return  # a rebuild redraws up to 15,000 lines: not for closing an empty filter box
         self.filter_text = text
         self.rebuild()  # the matches end at the newest: followed
 

@@ -130,11 +130,13 @@ async def test_read_only_has_no_control_bindings(tmp_path: Path) -> None:
 
 
 async def test_filter_searches_the_whole_buffer_and_markup_is_literal(tmp_path: Path) -> None:
+    from widgets.log_buffer import LINES
+
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(ErrorLog)
         nasty = "[bold]not bold[/] \x1b[31mred\x1b[0m [/] [link=x]y"
-        lines = [f"[2026-11-29 10:00:00 TP0] Decode batch, #running-req: {i}" for i in range(20_000)]
+        lines = [f"[2026-11-29 10:00:00 TP0] Decode batch, #running-req: {i}" for i in range(LINES - 2)]
         lines.insert(3, "[2026-11-29 10:00:00 TP0] needle-in-the-haystack")
         lines.append(nasty)
         app.post_message(logs_read([LogLine(at=1.0, text=t) for t in lines]))
@@ -198,9 +200,9 @@ async def test_worker_errors_do_not_kill_the_app(tmp_path: Path) -> None:
 
 
 async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path) -> None:
-    """Past the 50,000-line buffer the view must still show the newest lines (Textual's Log alone froze there);
-    a new run's lines start with a marker naming the run."""
-    from widgets.error_log import BUFFER
+    """Past the buffer the view must still show the newest lines (Textual's Log alone froze there); a new run's
+    lines start with a marker naming the run, and the older run's marker is kept with the errors."""
+    from widgets.log_buffer import LINES
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -213,14 +215,40 @@ async def test_log_keeps_following_past_its_buffer_and_marks_runs(tmp_path: Path
                 n += len(batch)
                 app.post_message(logs_read(batch))
                 await settled(pilot)
-        await until(pilot, lambda: log.log_view.line_count == BUFFER)
-        assert log.log_view.line_count == BUFFER
+        await until(pilot, lambda: log.log_view.line_count == log.rows)
+        assert log.log_view.line_count == log.rows
         assert log.log_view.is_vertical_scroll_end
         screen = "\n".join(line.text for line in log.log_view.render_lines(log.log_view.region.reset_offset))
         assert f"seq {n - 1}" in [ln.strip() for ln in screen.splitlines()], screen[-300:]
         markers = [t for t, _ in log.entries if t.startswith("──── run ")]
-        assert [m.split()[2] for m in markers] == ["bbbbbbbb"]  # the first run's marker fell out of the buffer
-        assert any("run aaaaaaaa" in t for t in log.matching()) is False
+        assert [m.split()[2] for m in markers] == ["aaaaaaaa", "bbbbbbbb"]  # a marker is kept as the errors are
+        kept = [t for t, _ in log.entries if not t.startswith("──── run ")]
+        assert kept == [f"seq {i}" for i in range(n - LINES, n)]  # the newest lines, none of the first run's
+
+
+async def test_a_traceback_stays_in_both_views_after_a_busy_log_pushed_out_the_lines_around_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server busy between errors (a decode batch line per step) must not push its errors out of the panel:
+    they have a bound of their own. The errors view still shows the traceback, and all lines show it above the
+    newest lines after a switch rebuilds the view from the buffer."""
+    import widgets.log_buffer as lb
+
+    monkeypatch.setattr(lb, "LINES", 200)
+    monkeypatch.setattr(lb, "ERRORS", 50)
+    traceback = ["Traceback (most recent call last):", '  File "scheduler.py", line 1, in run',
+                 "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = app.query_one(ErrorLog)
+        app.post_message(logs_read([LogLine(at=1.0, text=t) for t in ["starting", *traceback]]))
+        busy = [f"Decode batch. #running-req: 1, gen throughput (token/s): {i}" for i in range(1000)]
+        for k in range(0, len(busy), 250):
+            app.post_message(logs_read([LogLine(at=2.0, text=t) for t in busy[k:k + 250]]))
+        assert await until(pilot, lambda: len(log.entries) == 200 + len(traceback) and not log.has_due)
+        assert log.matching() == traceback and log.log_view.lines == traceback
+        await pilot.press("e")
+        assert await until(pilot, lambda: log.show_all and log.log_view.line_count == 203)
+        assert log.log_view.lines == [*traceback, *busy[-200:]]
 
 
 async def test_escape_clears_an_applied_filter_and_help_lists_the_console_keys(tmp_path: Path) -> None:
@@ -279,24 +307,24 @@ async def test_log_follows_while_the_filter_box_is_open_and_stops_when_scrolled_
 async def test_lines_arriving_while_paused_past_the_buffer_show_the_newest_on_resume(tmp_path: Path) -> None:
     """Lines are classified as they arrive and drawn at the next flush; while paused they queue, and past the
     buffer the queue gives way to a rebuild from the buffer: the newest lines show, none twice."""
-    from widgets.error_log import BUFFER
+    from widgets.log_buffer import LINES
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("e", "p")
         log = app.query_one(ErrorLog)
-        n = BUFFER + 5_000
+        n = log.rows + 5_000
         for start in range(0, n, 10_000):
             batch = [LogLine(at=1.0, text=f"seq {i}") for i in range(start, min(n, start + 10_000))]
             app.post_message(logs_read(batch))
             await settled(pilot)
         await settled(pilot)
         assert log.log_view.line_count == 0 and log.has_due
-        assert len(log._due) <= BUFFER  # what waits for the screen is bounded like the buffer
+        assert len(log._due) <= log.rows  # what waits for the screen is bounded like the buffer
         await pilot.press("p")
-        await until(pilot, lambda: log.log_view.line_count == BUFFER)
-        assert log.log_view.line_count == BUFFER
-        assert log.log_view.lines[0] == f"seq {n - BUFFER}" and log.log_view.lines[-1] == f"seq {n - 1}"
+        await until(pilot, lambda: log.log_view.line_count == LINES)
+        assert log.log_view.line_count == LINES
+        assert log.log_view.lines[0] == f"seq {n - LINES}" and log.log_view.lines[-1] == f"seq {n - 1}"
         assert not log.has_due
 
 

@@ -84,9 +84,10 @@ async def test_pageup_holds_the_view_while_a_full_buffer_drops_its_oldest_lines(
                                                                                 monkeypatch: Any) -> None:
     """During a burst the buffer is full and every new line drops the oldest: a view scrolled back must stay on the
     lines it shows (as `less` does), not slide down with the positions."""
-    import widgets.error_log as el
+    import widgets.log_buffer as lb
 
-    monkeypatch.setattr(el, "BUFFER", 300)
+    monkeypatch.setattr(lb, "LINES", 200)
+    monkeypatch.setattr(lb, "ERRORS", 100)
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(ErrorLog)
@@ -157,24 +158,26 @@ async def test_w_keeps_the_line_at_the_top_in_view_when_scrolled_back(tmp_path: 
 async def test_w_keeps_the_place_in_a_full_buffer_whose_folded_rows_the_log_cannot_all_hold(tmp_path: Path) -> None:
     """Folded, a full buffer of long lines makes more rows than the Log keeps: it drops the oldest, and the place
     is counted from the newest line back."""
-    from widgets.error_log import BUFFER
+    from widgets.log_buffer import LINES
 
     app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(ErrorLog)
         view = log.log_view
         await pilot.press("e")
-        for start in range(0, BUFFER, 10_000):
-            app.post_message(logs_read([f"n{i} {LONG}" for i in range(start, start + 10_000)]))
-        assert await until(pilot, lambda: view.line_count == BUFFER and view.lines[-1].startswith(f"n{BUFFER - 1} "))
-        view.scroll_to(y=BUFFER - 200, animate=False, immediate=True)
+        rows = log.rows
+        for start in range(0, rows, 5_000):
+            app.post_message(logs_read([f"n{i} {LONG}" for i in range(start, min(rows, start + 5_000))]))
+        assert await until(pilot, lambda: view.line_count == rows and view.lines[-1].startswith(f"n{rows - 1} "))
+        view.scroll_to(y=rows - 200, animate=False, immediate=True)
         assert await until(pilot, lambda: not log.following)
         want = top_row(log).split()[0]
         for wrapped in (True, False, True):
             await pilot.press("w")
             assert await until(pilot, lambda: log.wrap is wrapped, 30)  # noqa: B023
             assert top_row(log).startswith(f"{want} "), (want, top_row(log))
-            assert view.line_count == BUFFER
+            # folded, the buffer's newest lines make more rows than the Log keeps; unfolded, one row a line
+            assert view.line_count == (rows if wrapped else LINES)
 
 
 async def test_the_errors_view_says_how_many_lines_it_hides_and_which_key_shows_them(tmp_path: Path) -> None:
