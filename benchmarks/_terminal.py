@@ -34,6 +34,36 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def rss_parts(pid: int) -> dict[str, float]:
+    """RSS split as the kernel counts it: anonymous memory (the process's own: Python objects, malloc arenas, what a
+    library allocated), file pages (shared libraries and modules mapped from disk, shared with other processes that
+    map them), shared memory; and the number of threads (each may hold a malloc arena of its own)."""
+    keys = {"RssAnon": "anon_mib", "RssFile": "file_mib", "RssShmem": "shmem_mib"}
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in keys:
+            out[keys[key]] = round(int(value.split()[0]) / 1024, 1)
+        elif key == "Threads":
+            out["threads"] = int(value)
+    return out
+
+
+def rss_by_mapping(pid: int, top: int = 12) -> list[tuple[str, float]]:
+    """Where the RSS is, by what is mapped (a library's path, `[heap]`, `[anon]` for anonymous mappings): MiB each,
+    largest first."""
+    sizes: dict[str, int] = {}
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            name = head[5].strip() if len(head) == 6 else "[anon]"
+            name = name.rsplit("/", 1)[-1] if name.startswith("/") else name
+        elif line.startswith("Rss:"):
+            sizes[name] = sizes.get(name, 0) + int(line.split()[1])
+    return [(k, round(v / 1024, 1)) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:top]]
+
+
 def demo_env(home: str) -> dict[str, str]:
     """HOME, state and config under `home`, and a free loopback port for the demo: runs never share state."""
     with socket.socket() as s:

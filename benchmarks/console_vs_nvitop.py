@@ -14,12 +14,16 @@ Two more processes run in the same windows, to say where bringup's share goes: t
 (`_textual_floor_app.py`, in a third terminal: bringup's layout with two rows changing once a second and no work,
 what Textual itself takes to keep such a screen live), and the NVML floor (Python reading the GPUs through
 bringup's NVML collector once a second, nothing else: what any NVML monitor, nvitop included, carries in memory
-before it draws anything). Writes OUT/console_vs_nvitop.json.
+before it draws anything), and bringup's imports alone (the console's modules loaded, nothing run). Each RSS is
+also split into anonymous and file pages, with the thread count, and once by mapping (`rss_by_mapping_mib`).
+Writes OUT/console_vs_nvitop.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import json
 import os
 import platform
@@ -36,10 +40,14 @@ OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
+from _terminal import Pty, cpu_seconds, rss_by_mapping, rss_mib, rss_parts  # noqa: E402
 from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 GiB, and matmuls)
 
 #: Python and NVML, nothing else: bringup's NVML collector reading the GPUs once a second, as the console does
+#: bringup's imports for the console and nothing run: what the modules themselves (ours, Textual, pydantic, httpx)
+#: take before anything is sampled or drawn
+IMPORTS_FLOOR = "import time, tui.app, tui.cli, tui.console.run; time.sleep(600)"
+
 NVML_FLOOR = """
 import time
 from tui.collectors.gpu_nvml import NvmlSource
@@ -65,7 +73,7 @@ def window(procs: dict[str, Pty | subprocess.Popen[bytes]], seconds: float) -> d
     out: dict[str, dict[str, float]] = {}
     for k, p in procs.items():
         out[k] = {"cpu_percent_of_one_core": round(100 * (cpu_seconds(p.pid) - c0[k]) / wall, 2),
-                  "rss_mib_max": round(max(rss[k]), 1), "seconds": round(wall, 1)}
+                  "rss_mib_max": round(max(rss[k]), 1), "seconds": round(wall, 1), **rss_parts(p.pid)}
         if isinstance(p, Pty):
             out[k]["terminal_output_kib"] = round((p.bytes - b0[k]) / 1024, 1)
     return out
@@ -113,6 +121,11 @@ def profile(py_spy: str, pids: dict[str, int], seconds: float, top: int = 40) ->
     return out
 
 
+def _origin(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    return spec.origin if spec is not None and spec.origin else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60)
@@ -134,6 +147,13 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     result: dict[str, object] = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                                             f"{platform.python_version()}"}
+    # as installed: pip compiles every module when it installs a package, and a module compiled at each start
+    # costs memory that is not given back (pynvml, 8,000 lines: 13 MiB of RSS more than from its compiled file)
+    compileall.compile_dir(ROOT / "tui", quiet=1)
+    compileall.compile_dir(ROOT / "widgets", quiet=1)
+    result["modules_compiled"] = {m: Path(importlib.util.cache_from_source(f)).exists() for m, f in (
+        ("tui", str(ROOT / "tui" / "app.py")), ("textual", _origin("textual")), ("pynvml", _origin("pynvml")))
+        if f}
     if not args.dry_run:
         result["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                                        capture_output=True, text=True).stdout.strip()
@@ -147,9 +167,13 @@ def main() -> None:
                "--sim-state-dir", f"{d}/sim-gpus", "--time-scale", "0.2"]
         if args.quiet_log:
             sim += ["--log-level", "warning"]
+        # a dry run has no GPU: the simulator's nvidia-smi stands in, so that the start can see the release
+        smi = [sys.executable, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", f"{d}/sim-gpus"]
         cfg.write_text(
-            "[deployments.sim-on-gpu]\nmanager = \"process\"\npreset = \"sglang\"\n"
-            f"endpoint = \"http://127.0.0.1:{port}\"\ngpus = [0]\ncommand = {json.dumps(sim)}\n")
+            (f"[hosts.sim]\nnvidia_smi = {json.dumps(smi)}\n\n" if args.dry_run else "")
+            + "[deployments.sim-on-gpu]\nmanager = \"process\"\npreset = \"sglang\"\n"
+            + ("host = \"sim\"\n" if args.dry_run else "")
+            + f"endpoint = \"http://127.0.0.1:{port}\"\ngpus = [0]\ncommand = {json.dumps(sim)}\n")
         env = {**os.environ, "HOME": d, "XDG_STATE_HOME": f"{d}/state", "XDG_CONFIG_HOME": f"{d}/cfg",
                "TERM": "xterm-256color", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         bringup = [sys.executable, "-m", "tui", "--config", str(cfg)]
@@ -168,6 +192,7 @@ def main() -> None:
             nvml_floor = subprocess.Popen([sys.executable, "-c", nvml_code], env=env, cwd=ROOT)
             engine = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_engine_only.py"), "--config",
                                        str(cfg), "sim-on-gpu"], env=env, cwd=ROOT)
+            imports = subprocess.Popen([sys.executable, "-c", IMPORTS_FLOOR], env=env, cwd=ROOT)
             time.sleep(8)  # start-up is not the steady state
             windows = []
             for interval in (1.0,) if args.quiet_log else (2.0, 1.0, 0.5):
@@ -175,7 +200,12 @@ def main() -> None:
                 procs.append(nvitop)
                 time.sleep(4)
                 w = window({"bringup": console, "nvitop": nvitop, "textual floor": floor,
-                            "bringup engine alone": engine, "nvml floor": nvml_floor}, args.seconds)
+                            "bringup engine alone": engine, "nvml floor": nvml_floor,
+                            "bringup imports alone": imports}, args.seconds)
+                if not windows:  # where each one's RSS is, once: by mapping
+                    result["rss_by_mapping_mib"] = {k: rss_by_mapping(p.pid) for k, p in (
+                        ("bringup", console), ("nvitop", nvitop), ("nvml floor", nvml_floor),
+                        ("bringup imports alone", imports))}
                 w["nvitop"]["interval_s"] = interval
                 w["bringup"]["refresh_hz"] = 1.0
                 windows.append(w)
@@ -185,7 +215,7 @@ def main() -> None:
             if args.profile:
                 result["profile"] = profile(args.profile, {"console": console.pid, "engine alone": engine.pid},
                                             args.seconds)
-            for p in (engine, nvml_floor):
+            for p in (engine, nvml_floor, imports):
                 p.kill()
                 p.wait()
             result["windows"], result["quiet_log"] = windows, args.quiet_log
