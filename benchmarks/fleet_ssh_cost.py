@@ -95,7 +95,38 @@ def ssh_connections(pid: int, ports: set[int]) -> int:
     return n
 
 
-def window(p: Pty, seconds: float, ports: set[int]) -> dict[str, float]:
+def spy_summary(raw: Path, top: int = 30) -> dict[str, object]:
+    """A py-spy raw profile as the functions of bringup's own code (tui/, widgets/) on the stack of most working
+    samples (the innermost of ours in each sample), and the leaf functions: where the overview's CPU goes without
+    cProfile's overhead, which triples the cost of every Python call and so distorts what is cheap and frequent."""
+    idle = ("select (", "epoll", "poll (selectors", "wait (threading", "_wait_for_tstate_lock", "sleep (", "_worker (")
+    ours: dict[str, int] = {}
+    leaves: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        frames = stack.split(";")
+        if any(w in frames[-1] for w in idle):
+            continue
+        total += int(n)
+        leaf = frames[-1].split(" (")[0] + " " + frames[-1].rsplit("/", 1)[-1].rstrip(")")
+        leaves[leaf] = leaves.get(leaf, 0) + int(n)
+        mine = [f for f in frames if "/tui/" in f or "/widgets/" in f]
+        if mine:
+            where = mine[-1].split(" (")[0] + " " + "/".join(mine[-1].rstrip(")").rsplit("/", 2)[-2:])
+            ours[where] = ours.get(where, 0) + int(n)
+    return {"working_samples": total,
+            "ours_innermost": sorted(([n, f] for f, n in ours.items()), reverse=True)[:top],
+            "leaves": sorted(([n, f] for f, n in leaves.items()), reverse=True)[:top]}
+
+
+def window(p: Pty, seconds: float, ports: set[int], spy: str | None = None) -> dict[str, object]:
+    spying = None
+    if spy:  # sampled over the same window, at 100 Hz
+        raw = OUT.parent / "fleet_ssh_cost_overview_pyspy.txt"
+        spying = (raw, subprocess.Popen([spy, "record", "-p", str(p.pid), "-d", str(int(seconds)), "-r", "100", "-f",
+                                         "raw", "-o", str(raw), "--nonblocking", "--full-filenames"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
     c0, b0, t0 = cpu_seconds(p.pid), p.bytes, time.monotonic()
     rss, conns = [], []
     while time.monotonic() - t0 < seconds:
@@ -103,19 +134,25 @@ def window(p: Pty, seconds: float, ports: set[int]) -> dict[str, float]:
         conns.append(ssh_connections(p.pid, ports))
         time.sleep(1.0)
     wall = time.monotonic() - t0
-    return {"cpu_percent_of_one_core": round(100 * (cpu_seconds(p.pid) - c0) / wall, 2),
-            "rss_mib_max": round(max(rss), 1), "ssh_connections_max": max(conns), "seconds": round(wall, 1),
-            "terminal_output_kib": round((p.bytes - b0) / 1024, 1)}
+    out: dict[str, object] = {
+        "cpu_percent_of_one_core": round(100 * (cpu_seconds(p.pid) - c0) / wall, 2),
+        "rss_mib_max": round(max(rss), 1), "ssh_connections_max": max(conns), "seconds": round(wall, 1),
+        "terminal_output_kib": round((p.bytes - b0) / 1024, 1)}
+    if spying is not None:
+        spying[1].wait(timeout=seconds + 60)
+        out["py_spy"] = spy_summary(spying[0])
+        spying[0].unlink(missing_ok=True)
+    return out
 
 
 def watch(argv: list[str], env: dict[str, str], cwd: str, needle: bytes, seconds: float, warmup: float,
-          ports: set[int], quit_key: bool = False) -> dict[str, float]:
+          ports: set[int], quit_key: bool = False, spy: str | None = None) -> dict[str, object]:
     p = Pty(argv, env, rows=40, cols=120, cwd=cwd)
     try:
         if p.wait_for(needle, 90) is None:
             raise SystemExit(f"{needle!r} never drawn by {' '.join(argv[3:])}")
         time.sleep(warmup)
-        return window(p, seconds, ports)
+        return window(p, seconds, ports, spy)
     finally:
         if quit_key:  # a clean exit (a profile is written only then)
             p.keys(b"q")
@@ -133,6 +170,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--warmup", type=float, default=10)
     ap.add_argument("--profile", metavar="FILE", help="also run the overview under cProfile, stats written to FILE")
+    ap.add_argument("--py-spy", metavar="PY_SPY", help="sample the overview with this py-spy over its window: where "
+                    "its CPU goes, by function of ours (in the JSON, `overview_all.py_spy`)")
     args = ap.parse_args()
     booted = [i for i in range(args.hosts) if ensure_up(i)]
     ports = {2222 + i for i in range(args.hosts)}
@@ -168,7 +207,7 @@ def main() -> None:
             one = watch([*bringup, "console", names[0]], env, tmp, b"READY", args.seconds, args.warmup, ports)
             print("one deployment:", json.dumps(one), flush=True)
             fleet = watch(bringup, env, tmp, f"Deployments ({len(names)})".encode(), args.seconds, args.warmup,
-                          ports)
+                          ports, spy=args.py_spy)
             print(f"overview of {len(names)}:", json.dumps(fleet), flush=True)
             # the engines alone, nothing drawn: the exporter runs the same fleet headless
             listen = f"127.0.0.1:{free_port()}"
@@ -195,9 +234,9 @@ def main() -> None:
         "all_ready_s": round(ready_s, 1), "one_deployment": one, "overview_all": fleet,
         "engines_alone_exporter": engines,
         "per_extra_deployment": {
-            "cpu_percent_of_one_core": round((fleet["cpu_percent_of_one_core"] - one["cpu_percent_of_one_core"])
+            "cpu_percent_of_one_core": round((float(fleet["cpu_percent_of_one_core"]) - float(one["cpu_percent_of_one_core"]))
                                              / extra, 2),
-            "rss_mib": round((fleet["rss_mib_max"] - one["rss_mib_max"]) / extra, 1)},
+            "rss_mib": round((float(fleet["rss_mib_max"]) - float(one["rss_mib_max"])) / extra, 1)},
     }
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
