@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
+from tui.collectors import server_http
 from tui.collectors.bounded import BODY_MAX, capped_lines, fetch, read_capped
 from tui.words import plural
 
@@ -157,8 +158,7 @@ async def run_level(client: httpx.AsyncClient, model: str, concurrency: int, req
 async def bench(endpoint: str, concurrency: list[int], *, requests: int | None = None, prompt_tokens: int = 128,
                 max_tokens: int = 128, timeout: float = 120.0) -> dict[str, object]:
     prompt = "Summarise the following text in one paragraph. " + " ".join(["token"] * max(1, prompt_tokens - 9))
-    limits = httpx.Limits(max_connections=max(concurrency) + 4, max_keepalive_connections=max(concurrency) + 4)
-    async with httpx.AsyncClient(base_url=endpoint, trust_env=False, limits=limits,
+    async with httpx.AsyncClient(base_url=endpoint, trust_env=False, limits=server_http.limits(max(concurrency) + 4),
                                  timeout=httpx.Timeout(timeout, connect=3.0)) as client:
         model = await discover_model(client)
         levels = []

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tui.collectors import server_http
 from tui.collectors.bounded import fetch
 from tui.model import ProbeResult, ReleaseReported
 
@@ -164,7 +165,7 @@ class Prober:
         self.generated = ProbeTokens()
         self.client = ProbeClient(base_url=self.endpoint, trust_env=False, verify=_ssl_context(self.endpoint),
                                   timeout=httpx.Timeout(timeout, connect=min(1.0, timeout)),
-                                  probe_tokens=self.generated)
+                                  limits=server_http.limits(), probe_tokens=self.generated)
 
     async def close(self) -> None:
         await self.client.aclose()

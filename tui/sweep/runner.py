@@ -27,6 +27,7 @@ from typing import Protocol
 import httpx
 
 from tui.bench import BenchError, discover_model, one_request
+from tui.collectors import server_http
 from tui.collectors.bounded import METRICS_MAX, fetch
 from tui.lifecycle.incident import record_command
 from tui.lifecycle.secrets import REDACTED, unredact_argv
@@ -354,8 +355,7 @@ class SweepRunner:
     # ------------------------------------------------------------------------------------------------ requests
 
     def _client(self, concurrency: int) -> httpx.AsyncClient:
-        limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
-        return httpx.AsyncClient(base_url=self.endpoint, trust_env=False, limits=limits,
+        return httpx.AsyncClient(base_url=self.endpoint, trust_env=False, limits=server_http.limits(concurrency + 4),
                                  timeout=httpx.Timeout(self.opt.request_timeout_s, connect=5.0))
 
     async def _warmup(self, config: SweepConfig) -> bool:
