@@ -107,8 +107,12 @@ async def test_dflash_scenario_shows_failed_with_hint(tmp_path: Path) -> None:
             f = app.engine.state.failure
             assert f is not None and f.kind == "cuda-graph"
             assert "disable-cuda-graph" in f.hint
-            shown = str(app.query_one("#failure").render())
-            assert "cuda-graph" in shown and "disable-cuda-graph" in shown
+            # the engine's state is ahead of the screen by one message: the panel is read once it has drawn it
+            def shown() -> str:
+                return str(app.query_one("#failure").render())
+
+            assert await until(pilot, lambda: "disable-cuda-graph" in shown()), shown()
+            assert "cuda-graph" in shown()
         finally:
             await stop_quietly(app)
 
