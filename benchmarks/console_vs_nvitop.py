@@ -40,6 +40,7 @@ OUT = Path(os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _pyspy import short, working_samples  # noqa: E402
 from _terminal import Pty, cpu_seconds, rss_by_mapping, rss_mib, rss_parts  # noqa: E402
 from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 GiB, and matmuls)
 
@@ -88,10 +89,6 @@ def access_lines(lines: list[str], seconds: float) -> dict[str, float]:
     return {k: round(sum(1 for ln in lines if any(w in ln for w in ws)) * per_min, 1) for k, ws in kinds.items()}
 
 
-#: frames where a process waits, not works: left out of a profile's active samples
-IDLE = ("select (", "epoll", "poll (selectors", "wait (threading", "_wait_for_tstate_lock", "sleep (")
-
-
 def profile(py_spy: str, pids: dict[str, int], seconds: float, top: int = 40) -> dict[str, object]:
     """py-spy samples of each process at 250 Hz over the same `seconds`: the functions that were on the stack of
     most working samples (a function counted once per sample however deep it recurs)."""
@@ -108,14 +105,10 @@ def profile(py_spy: str, pids: dict[str, int], seconds: float, top: int = 40) ->
             out[name] = {"error": err.decode(errors="replace")[-300:]}
             continue
         working, total = Counter[str](), 0
-        for line in raw.read_text().splitlines():
-            stack, n = line.rsplit(" ", 1)
-            frames = stack.split(";")
-            if any(w in frames[-1] for w in IDLE):
-                continue
-            total += int(n)
-            for f in {f.split(" (")[0] + " " + f.rsplit("/", 1)[-1].rstrip(")") for f in frames}:
-                working[f] += int(n)
+        for frames, n in working_samples(raw):
+            total += n
+            for f in {short(f) for f in frames}:
+                working[f] += n
         out[name] = {"working_samples": total, "samples_per_second": 250,
                      "top": [[n, f] for f, n in working.most_common(top)]}
     return out

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _pyspy import short, working_samples  # noqa: E402
 from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
 from fleet_cost import start_all  # noqa: E402
 
@@ -99,22 +100,16 @@ def spy_summary(raw: Path, top: int = 30) -> dict[str, object]:
     """A py-spy raw profile as the functions of bringup's own code (tui/, widgets/) on the stack of most working
     samples (the innermost of ours in each sample), and the leaf functions: where the overview's CPU goes without
     cProfile's overhead, which triples the cost of every Python call and so distorts what is cheap and frequent."""
-    idle = ("select (", "epoll", "poll (selectors", "wait (threading", "_wait_for_tstate_lock", "sleep (", "_worker (")
     ours: dict[str, int] = {}
     leaves: dict[str, int] = {}
     total = 0
-    for line in raw.read_text().splitlines():
-        stack, n = line.rsplit(" ", 1)
-        frames = stack.split(";")
-        if any(w in frames[-1] for w in idle):
-            continue
-        total += int(n)
-        leaf = frames[-1].split(" (")[0] + " " + frames[-1].rsplit("/", 1)[-1].rstrip(")")
-        leaves[leaf] = leaves.get(leaf, 0) + int(n)
+    for frames, n in working_samples(raw):
+        total += n
+        leaves[short(frames[-1])] = leaves.get(short(frames[-1]), 0) + n
         mine = [f for f in frames if "/tui/" in f or "/widgets/" in f]
         if mine:
             where = mine[-1].split(" (")[0] + " " + "/".join(mine[-1].rstrip(")").rsplit("/", 2)[-2:])
-            ours[where] = ours.get(where, 0) + int(n)
+            ours[where] = ours.get(where, 0) + n
     return {"working_samples": total,
             "ours_innermost": sorted(([n, f] for f, n in ours.items()), reverse=True)[:top],
             "leaves": sorted(([n, f] for f, n in leaves.items()), reverse=True)[:top]}
