@@ -10,6 +10,7 @@ idle connection well before the server does.
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import threading
 import time
@@ -79,8 +80,6 @@ def _url(s: _Server) -> str:
 
 async def _idle_for(seconds: float) -> None:
     """The connection's idle time is what is tested: a wait on the clock is the condition itself."""
-    import asyncio
-
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         await asyncio.sleep(deadline - time.monotonic())
