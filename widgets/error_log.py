@@ -3,8 +3,8 @@
 Lines are shown with Textual's `Log`, which renders plain text: a `[bold]` or `[/]` in a log line is displayed as
 written, and escape codes were stripped before the line got here. The widget keeps its own bounded buffer
 (widgets/log_buffer.py: the newest lines, and the errors apart) so the text filter searches all it has kept, not
-just what is on screen. While the user has scrolled up,
-new lines do not move the view; the border counts them instead.
+just what is on screen. While the user has scrolled up, new lines do not move the view; the border counts them
+instead.
 """
 
 from __future__ import annotations
@@ -77,8 +77,6 @@ class ErrorLog(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.entries = LogBuffer(log_buffer.LINES, log_buffer.ERRORS)
-        #: the most rows the view keeps (Textual's `Log` drops its oldest past it): as many as the buffer holds
-        self.rows = self.entries.bound
         self.show_all = False
         self.filter_text = ""
         self.unseen = 0
@@ -111,6 +109,11 @@ class ErrorLog(Vertical):
         yield Input(placeholder=FILTER_IDLE, id="log-filter", disabled=True, compact=True)
         yield Static(id="log-empty")  # its words: _update_title, at mount
         yield BurstLog(id="log", max_lines=self.rows, on_end=self.follow)
+
+    @property
+    def rows(self) -> int:
+        """The most rows the view keeps (Textual's `Log` drops its oldest past it): as many as the buffer holds."""
+        return self.entries.bound
 
     @property
     def log_view(self) -> Log:
