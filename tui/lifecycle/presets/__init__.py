@@ -243,19 +243,38 @@ class Alternation:
     without a literal run of 3+ characters, or case-insensitive flags, turns the screen off.
     """
 
-    __slots__ = ("alternatives", "needles", "pattern", "regex")
+    __slots__ = ("_compiled", "alternatives", "flags", "pattern")
 
     def __init__(self, alternatives: Sequence[str], flags: int = 0) -> None:
         #: each wording as written: the conformance tests hold each one to a release's own format strings
         self.alternatives = tuple(alternatives)
-        self.regex = re.compile("|".join(f"(?:{a})" for a in alternatives), flags)
-        self.pattern = self.regex.pattern
-        self.needles = None if flags & re.IGNORECASE else _needles(_sre.parse(self.pattern))
+        self.pattern = "|".join(f"(?:{a})" for a in alternatives)
+        self.flags = flags
+        # compiled at the first search, not at import: the presets hold about 180 wordings, parsed twice each (the
+        # regex, the needles) in 40 ms, and every `bringup` command paid that at start-up for the one preset (or
+        # none) its deployment uses
+        self._compiled: tuple[re.Pattern[str], tuple[str, ...] | None] | None = None
+
+    def _compile(self) -> tuple[re.Pattern[str], tuple[str, ...] | None]:
+        if self._compiled is None:
+            regex = re.compile(self.pattern, self.flags)
+            self._compiled = regex, None if self.flags & re.IGNORECASE else _needles(_sre.parse(self.pattern))
+        return self._compiled
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return self._compile()[0]
+
+    @property
+    def needles(self) -> tuple[str, ...] | None:
+        """Substrings one of which any match contains (None: no such screen)."""
+        return self._compile()[1]
 
     def search(self, text: str) -> re.Match[str] | None:
-        if self.needles is not None and not any(n in text for n in self.needles):
+        regex, needles = self._compiled or self._compile()
+        if needles is not None and not any(n in text for n in needles):
             return None
-        return self.regex.search(text)
+        return regex.search(text)
 
 
 def _needles(sub: _sre.SubPattern) -> tuple[str, ...] | None:
