@@ -3,7 +3,9 @@
 Most tests wait on real processes (a simulated server loading, a console drawing, an SSH link), so they run in
 several workers at once; each keeps to its own tmp dir, port, state dir, tmux socket and environment. The tests of the
 one systemd test host share that host's unit, lock and journal, so they form one group that one worker runs in
-order, and that group goes first: it is the longest chain of the suite.
+order, and that group goes first: it is the longest chain of the suite. Modules that share nothing with the rest of
+that chain but the host itself run on a host of their own when CI starts one (`BRINGUP_TESTHOST_D_DIR`), as a
+second chain beside the first.
 """
 
 from __future__ import annotations
@@ -23,24 +25,65 @@ from tui.config import Settings
 
 #: the modules whose tests act on the systemd test host (.ci/testhost.sh): its unit, lock, journal and sshd
 TESTHOST_MODULES = frozenset({"test_remote.py", "test_remote_lock.py", "test_ssh_faults.py", "test_faults.py",
-                              "test_multinode_testhost.py"})
+                              "test_multinode_testhost.py", "test_exec_start_testhost.py", "test_ssh_cost.py"})
 #: a test elsewhere that asks for one of these fixtures reaches the test host too
 TESTHOST_FIXTURES = frozenset({"testhost", "ssh_config", "conf"})
 TESTHOST_GROUP = "testhost"
+#: modules whose tests need a test host of their own but nothing the others leave on it (its simulated server's
+#: unit, its journal): the fault trials (they reboot the host) and the units of their own (bx-*.service). With a
+#: fourth host up they run there, a chain of about 130 s beside the first one's 330 s (of a suite of 4-6 workers
+#: of 400-600 s each, the one chain had become as long as a worker's share)
+OWN_HOST_MODULES = frozenset({"test_faults.py", "test_exec_start_testhost.py"})
+#: that host's state directory (.ci/testhost.sh's TESTHOST_DIR), set by .ci/run; unset, they join the first chain
+OWN_HOST_DIR = os.environ.get("BRINGUP_TESTHOST_D_DIR", "")
+OWN_HOST_GROUP = "testhost-d"
 
 
 def uses_testhost(item: pytest.Item) -> bool:
     return item.path.name in TESTHOST_MODULES or bool(TESTHOST_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
+def on_own_host(module: str) -> bool:
+    return bool(OWN_HOST_DIR) and module in OWN_HOST_MODULES
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The test host's tests in one xdist group, first (a stable sort keeps their order within it). Every worker
-    runs this hook on its own collection and gets the same order, as xdist requires."""
+    """The test host's tests in one xdist group (two, with the fourth host up), first (a stable sort keeps their
+    order within it). Every worker runs this hook on its own collection and gets the same order, as xdist
+    requires."""
     for item in items:
         if uses_testhost(item):
-            item.add_marker(pytest.mark.xdist_group(TESTHOST_GROUP))
+            own = on_own_host(item.path.name)
+            item.add_marker(pytest.mark.xdist_group(OWN_HOST_GROUP if own else TESTHOST_GROUP))
     items.sort(key=lambda item: not uses_testhost(item))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def testhost_of_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module of OWN_HOST_MODULES, with the fourth host up, reaches that host: every `.ci/testhost.sh` it runs
+    (exec, status, ssh-config, up and down) reads TESTHOST_DIR, and the host's name and ports as its `up`
+    recorded them (a `down` removes that record, and an `up` without them would boot the first host's defaults).
+    Module-scoped and autouse, so it is in place before the module's own module-scoped fixtures (its ssh config)
+    and restored after them."""
+    if not on_own_host(request.path.name):
+        yield
+        return
+    saved = {k: v for k, v in os.environ.items() if k.startswith("TESTHOST_")}
+    for k in saved:
+        del os.environ[k]
+    record = Path(OWN_HOST_DIR, "run", "host.env")
+    for line in record.read_text().splitlines() if record.is_file() else ():
+        key, eq, value = line.partition("=")
+        if eq and key in ("TESTHOST_NAME", "TESTHOST_SSH_PORT", "TESTHOST_SIM_PORT"):
+            os.environ[key] = value
+    os.environ["TESTHOST_DIR"] = OWN_HOST_DIR
+    try:
+        yield
+    finally:
+        for k in [k for k in os.environ if k.startswith("TESTHOST_")]:
+            del os.environ[k]
+        os.environ.update(saved)
 
 
 # ------------------------------------------------------------------------------------------------- fixtures
