@@ -3,7 +3,7 @@ a restart (r, y) every third sample, the log's two views and the sweep key press
 tracemalloc's top allocation sites compared between the middle and the end: what grows, if anything does.
 
     python benchmarks/console_soak.py [--minutes 60] [--every 60] [--no-tracemalloc] [--restart-every N] [--no-keys]
-                                      [--name NAME]
+                                      [--time-scale F] [--busy-log LINES_PER_S] [--name NAME]
 
 `--restart-every 0` (no restarts) and `--no-keys` take the actions out one at a time, to say which one the growth
 follows: the same soak with one cause less, side by side.
@@ -22,6 +22,7 @@ import platform
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +89,50 @@ def finished_sweep(state_dir: Path, deployment: str = "demo") -> Path:
     return rec.dir
 
 
+class BusyLog(threading.Thread):
+    """Appends the demo server's own newest decode line, stamped now, `rate` times a second to the log of its
+    current run (the process manager's file, opened O_APPEND by it and by us, whole lines per write), through
+    restarts: a new run's file is followed from when it appears."""
+
+    def __init__(self, home: Path, rate: float) -> None:
+        super().__init__(daemon=True)
+        self.logs = home
+        self.rate = rate
+        self.stop = threading.Event()
+        self.written = 0
+
+    def _files(self) -> set[Path]:
+        return set(self.logs.glob("**/deployments/demo/logs/*.log"))
+
+    def run(self) -> None:
+        seen = self._files()
+        current = max(seen, key=lambda f: f.stat().st_mtime)
+        template = ""
+        owed = 0.0
+        while not self.stop.wait(1.0):
+            new = self._files() - seen
+            if new:
+                seen |= new
+                current = max(new, key=lambda f: f.stat().st_mtime)
+            decode = [ln for ln in current.read_text(errors="replace").splitlines()[-400:] if "Decode batch" in ln]
+            template = decode[-1].split(" ", 1)[1] if decode else template
+            owed += self.rate
+            n, owed = int(owed), owed - int(owed)
+            if template and n:
+                with current.open("a") as f:
+                    f.write("".join(f"{time.time():.6f} {template}\n" for _ in range(n)))
+                self.written += n
+
+
+def server_log_lines(home: Path) -> int:
+    """Lines in the demo server's log files (every run's), as the process manager keeps them under the state dir."""
+    n = 0
+    for f in home.glob("**/deployments/demo/logs/*.log"):
+        with f.open("rb") as fh:
+            n += sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0)
@@ -97,16 +142,23 @@ def main() -> None:
                     help="a restart (r, y) every N samples; 0: none")
     ap.add_argument("--no-keys", action="store_true", help="no log views or sweep key between samples")
     ap.add_argument("--name", help="write benchmarks/results/NAME.json instead of the default name")
+    ap.add_argument("--time-scale", type=float, default=0.3, help="the demo's (`bringup demo --time-scale`)")
+    ap.add_argument("--busy-log", type=float, default=0.0, metavar="LINES_PER_S",
+                    help="also append this many of the server's own decode lines a second to its log (a chatty "
+                    "server: the demo writes 150-340 lines a minute, so the console's 10,000-line buffer would "
+                    "still be filling in the second half; at 10 a second it is full in about 15 minutes)")
     args = ap.parse_args()
     samples = max(2, int(args.minutes * 60 / args.every))
     with tempfile.TemporaryDirectory() as home:
         env = {**demo_env(home), "SOAK_DIR": home}
         if not args.no_keys:
             finished_sweep(Path(env["XDG_STATE_HOME"]) / "bringup")
-        argv = ([sys.executable, str(ROOT / "benchmarks" / "_soak_child.py"), "demo", "--time-scale", "0.3"]
-                if not args.no_tracemalloc else [sys.executable, "-m", "tui", "demo", "--time-scale", "0.3"])
+        scale = f"{args.time_scale:g}"
+        argv = ([sys.executable, str(ROOT / "benchmarks" / "_soak_child.py"), "demo", "--time-scale", scale]
+                if not args.no_tracemalloc else [sys.executable, "-m", "tui", "demo", "--time-scale", scale])
         console = Pty(argv, env, cwd=str(ROOT))
         rss: list[float] = []
+        log_lines: list[int] = []  # what the demo server has written so far, every run: the log panel's input
         restarts = {"asked": 0, "ready": 0}
         snapshots: dict[str, int] = {}
         quit_clean = False
@@ -114,9 +166,13 @@ def main() -> None:
             if console.wait_for(b"READY", 180) is None:
                 raise SystemExit("the demo did not reach READY")
             c0, t0 = cpu_seconds(console.pid), time.monotonic()
+            busy = BusyLog(Path(home), args.busy_log) if args.busy_log else None
+            if busy is not None:
+                busy.start()
             for k in range(samples):
                 time.sleep(args.every)
                 rss.append(rss_mib(console.pid))
+                log_lines.append(server_log_lines(Path(home)))
                 if not args.no_tracemalloc and k in (samples // 2 - 1, samples - 1):
                     os.kill(console.pid, signal.SIGUSR2)
                     snapshots["middle" if k < samples - 1 else "end"] = len(snapshots)
@@ -134,6 +190,9 @@ def main() -> None:
                     if console.wait_for(b"READY", 120) is not None:
                         restarts["ready"] += 1
             cpu = 100 * (cpu_seconds(console.pid) - c0) / (time.monotonic() - t0)
+            if busy is not None:
+                busy.stop.set()
+                busy.join()
             console.keys(b"q")
             quit_clean = False
             for _ in range(100):
@@ -149,6 +208,7 @@ def main() -> None:
     half = len(rss) // 2
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
               "minutes": args.minutes, "every_s": args.every, "tracemalloc": not args.no_tracemalloc,
+              "time_scale": args.time_scale, "busy_log_lines_per_s": args.busy_log, "server_log_lines": log_lines,
               "rss_mib": rss, "growth_first_half_mib": round(rss[half - 1] - rss[0], 1) if half else None,
               "growth_second_half_mib": round(rss[-1] - rss[half - 1], 1) if half else None,
               "restarts": restarts, "restart_every_samples": args.restart_every, "keys": not args.no_keys,

@@ -8,9 +8,11 @@ Four systemd test hosts (.ci/testhost.sh, each in its own TESTHOST_DIR, with its
 `nvidia-smi`); on each, four units of the simulated SGLang server (TP 2 on GPUs 0-1, 2-3, 4-5, 6-7; --sim-load 0,
 --time-scale 0.1), all started and waited for with `bringup wait` over SSH. Then, in a 120x40 pseudo-terminal whose
 output is drained (benchmarks/_terminal.py): (a) `bringup console dep-0-0` (one deployment, one host); (b) the fleet
-overview of all 16 (`bringup` with no name). Each window: CPU % of one core (utime+stime from /proc), RSS, and
-the TCP connections the console holds to the hosts' sshd ports (from /proc/PID/fd and /proc/net/tcp). Every unit
-is stopped at the end; hosts this script booted are taken down. Writes benchmarks/results/fleet_ssh_cost.json.
+overview of all 16 (`bringup` with no name); (c) the overview of one deployment a host (`bringup console dep-0-0
+dep-1-0 ...`): (b) - (c) over the 12 more is what a deployment costs on a host already watched. Each window: CPU %
+of one core (utime+stime from /proc), RSS, and the TCP connections the console holds to the hosts' sshd ports (from
+/proc/PID/fd and /proc/net/tcp). Every unit is stopped at the end; hosts this script booted are taken down. Writes
+benchmarks/results/fleet_ssh_cost.json.
 """
 
 from __future__ import annotations
@@ -204,6 +206,12 @@ def main() -> None:
             fleet = watch(bringup, env, tmp, f"Deployments ({len(names)})".encode(), args.seconds, args.warmup,
                           ports, spy=args.py_spy)
             print(f"overview of {len(names)}:", json.dumps(fleet), flush=True)
+            # the overview of one deployment a host: every host's connection, GPU stream and journal already paid,
+            # so the 16's cost over this one is what the deployments added to hosts already watched
+            firsts = [f"dep-{i}-0" for i in range(args.hosts)]
+            per_host = watch([*bringup, "console", *firsts], env, tmp, f"Deployments ({len(firsts)})".encode(),
+                             args.seconds, args.warmup, ports)
+            print(f"overview of {len(firsts)}, one a host:", json.dumps(per_host), flush=True)
             # the engines alone, nothing drawn: the exporter runs the same fleet headless
             listen = f"127.0.0.1:{free_port()}"
             engines = watch([*bringup, "exporter", "--listen", listen], env, tmp, b"", args.seconds, args.warmup,
@@ -220,6 +228,7 @@ def main() -> None:
             for i in booted:
                 th(i, "down", check=False)
     extra = len(names) - 1
+    added = len(names) - args.hosts
     result = {
         "what": (f"bringup's console in a 120x40 pseudo-terminal: (a) `console dep-0-0`, one deployment; (b) the fleet "
                  f"overview of {len(names)} deployments on {args.hosts} systemd test hosts over SSH (units of the "
@@ -228,6 +237,14 @@ def main() -> None:
         "refresh_hz": UIConfig.model_validate({}).refresh_hz,
         "all_ready_s": round(ready_s, 1), "one_deployment": one, "overview_all": fleet,
         "engines_alone_exporter": engines,
+        "overview_one_a_host": per_host,
+        # the issue's measure: what one more deployment costs on a host already watched, (16 - one a host) / 12
+        "per_extra_deployment_on_a_watched_host": {
+            "cpu_percent_of_one_core": round((float(fleet["cpu_percent_of_one_core"])
+                                              - float(per_host["cpu_percent_of_one_core"])) / added, 2),
+            "rss_mib": round((float(fleet["rss_mib_max"]) - float(per_host["rss_mib_max"])) / added, 1)},
+        # the older measure, kept to compare runs: (16 - one deployment's console) / 15, the hosts' connections
+        # and the overview's own drawing spread over the deployments
         "per_extra_deployment": {
             "cpu_percent_of_one_core": round((float(fleet["cpu_percent_of_one_core"]) - float(one["cpu_percent_of_one_core"]))
                                              / extra, 2),
