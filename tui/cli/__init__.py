@@ -31,7 +31,7 @@ from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.ops.wait import STOPPED_GRACE_S
 from tui.transport import TransportError
-from tui.transport.local import LIVE_GROUPS, kill_all_children
+from tui.transport.local import KILL_WAIT_S, LIVE_GROUPS, kill_all_children
 
 from .actions import cmd_restart, cmd_start, cmd_stop
 from .args import DEPLOYMENT_HELP, EPILOG, FLAG_NAMES, ArgumentsError, UsageError, build_parser
@@ -104,8 +104,17 @@ def run_async(coro: Any) -> Any:
             # a command whose task was cancelled before it could reap it: ended now, and its exit and its
             # transport's close delivered while the loop still runs (after close() they print a traceback)
             if LIVE_GROUPS:
+                procs = list(LIVE_GROUPS.values())
                 kill_all_children()
-                loop.run_until_complete(asyncio.sleep(0.2))
+                # until the loop's child watcher has reaped them (not a fixed pause): a transport collected before
+                # that reaps its child itself (Popen.poll in its close), and the watcher, finding it gone, prints
+                # "Unknown child process pid N" on the user's terminal
+                waits = [loop.create_task(p.wait()) for p in procs]
+                _, late = loop.run_until_complete(asyncio.wait(waits, timeout=KILL_WAIT_S))
+                for t in late:
+                    t.cancel()
+                if late:
+                    loop.run_until_complete(asyncio.wait(late))
             gc.collect()
             loop.run_until_complete(asyncio.sleep(0))
         except (TimeoutError, RuntimeError):

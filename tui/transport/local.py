@@ -13,8 +13,9 @@ from pathlib import Path
 from tui.transport import CommandResult, TransportError
 from tui.transport.lines import LineSplitter
 
-#: process groups of the commands this process has running: killed all at once when the terminal goes away
-LIVE_GROUPS: set[int] = set()
+#: the commands this process has running, by process group (each leads its own): killed all at once when the
+#: terminal goes away, and waited for when a command's loop closes
+LIVE_GROUPS: dict[int, asyncio.subprocess.Process] = {}
 
 #: the longest line a stream delivers whole (both transports). A journal record (`journalctl -o json`) is one line,
 #: and one ESC byte makes journald send MESSAGE as an array of byte values, about four times the text: a 20 KB
@@ -83,7 +84,7 @@ async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
     destroyed but it is pending", "Event loop is closed", or, when the transport's close reaps the child before the
     child watcher does, "Unknown child process pid N"). Callers await it directly: a shielded reap is a new task
     that a loop's shutdown never awaits. Bounded: `grace`, then KILL_WAIT_S."""
-    LIVE_GROUPS.discard(proc.pid)
+    LIVE_GROUPS.pop(proc.pid, None)
     task = asyncio.current_task()
     cancelled = False
 
@@ -124,7 +125,7 @@ class LocalTransport:
                 env=self._env(env))
         except OSError as e:
             raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
-        LIVE_GROUPS.add(proc.pid)
+        LIVE_GROUPS[proc.pid] = proc
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         except TimeoutError:
@@ -133,7 +134,7 @@ class LocalTransport:
         except BaseException:
             await _reap(proc, 0.5)
             raise
-        LIVE_GROUPS.discard(proc.pid)
+        LIVE_GROUPS.pop(proc.pid, None)
         return CommandResult(proc.returncode if proc.returncode is not None else -1, out, err)
 
     async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
@@ -144,7 +145,7 @@ class LocalTransport:
         except OSError as e:
             raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
         assert proc.stdout is not None
-        LIVE_GROUPS.add(proc.pid)
+        LIVE_GROUPS[proc.pid] = proc
         splitter = StreamLines()
         try:
             while True:
