@@ -37,6 +37,8 @@ OWN_HOST_MODULES = frozenset({"test_faults.py", "test_exec_start_testhost.py"})
 #: that host's state directory (.ci/testhost.sh's TESTHOST_DIR), set by .ci/run; unset, they join the first chain
 OWN_HOST_DIR = os.environ.get("BRINGUP_TESTHOST_D_DIR", "")
 OWN_HOST_GROUP = "testhost-d"
+#: what its `up` recorded in its run/host.env, set for its modules: an `up` after a `down` (a reboot fault) needs them
+OWN_HOST_KEYS = ("TESTHOST_NAME", "TESTHOST_SSH_PORT", "TESTHOST_SIM_PORT")
 
 
 def uses_testhost(item: pytest.Item) -> bool:
@@ -63,27 +65,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def testhost_of_module(request: pytest.FixtureRequest) -> Iterator[None]:
     """A module of OWN_HOST_MODULES, with the fourth host up, reaches that host: every `.ci/testhost.sh` it runs
     (exec, status, ssh-config, up and down) reads TESTHOST_DIR, and the host's name and ports as its `up`
-    recorded them (a `down` removes that record, and an `up` without them would boot the first host's defaults).
+    recorded them (a `down` removes that record, and an `up` without them would boot the first host's defaults); a
+    record without them fails the module rather than reach another host.
     Module-scoped and autouse, so it is in place before the module's own module-scoped fixtures (its ssh config)
     and restored after them."""
     if not on_own_host(request.path.name):
         yield
         return
-    saved = {k: v for k, v in os.environ.items() if k.startswith("TESTHOST_")}
-    for k in saved:
-        del os.environ[k]
     record = Path(OWN_HOST_DIR, "run", "host.env")
-    for line in record.read_text().splitlines() if record.is_file() else ():
-        key, eq, value = line.partition("=")
-        if eq and key in ("TESTHOST_NAME", "TESTHOST_SSH_PORT", "TESTHOST_SIM_PORT"):
-            os.environ[key] = value
-    os.environ["TESTHOST_DIR"] = OWN_HOST_DIR
+    found = dict(line.partition("=")[::2] for line in (record.read_text().splitlines() if record.is_file() else ())
+                 if line.startswith(OWN_HOST_KEYS))
+    if set(found) != set(OWN_HOST_KEYS):
+        pytest.fail(f"BRINGUP_TESTHOST_D_DIR={OWN_HOST_DIR}, but {record} does not name the host and its ports: "
+                    "is it up? (.ci/run boots it)")
+    keys = ("TESTHOST_DIR", *OWN_HOST_KEYS)  # the others (boot timeout, cache, ...) apply to every host alike
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(found, TESTHOST_DIR=OWN_HOST_DIR)
     try:
         yield
     finally:
-        for k in [k for k in os.environ if k.startswith("TESTHOST_")]:
-            del os.environ[k]
-        os.environ.update(saved)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # ------------------------------------------------------------------------------------------------- fixtures

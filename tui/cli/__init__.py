@@ -108,13 +108,12 @@ def run_async(coro: Any) -> Any:
                 kill_all_children()
                 # until the loop's child watcher has reaped them (not a fixed pause): a transport collected before
                 # that reaps its child itself (Popen.poll in its close), and the watcher, finding it gone, prints
-                # "Unknown child process pid N" on the user's terminal
-                waits = [loop.create_task(p.wait()) for p in procs]
-                _, late = loop.run_until_complete(asyncio.wait(waits, timeout=KILL_WAIT_S))
-                for t in late:
-                    t.cancel()
-                if late:
-                    loop.run_until_complete(asyncio.wait(late))
+                # "Unknown child process pid N" on the user's terminal. Their exit, not `wait()`, which also waits
+                # for their pipes to close (a grandchild in a session of its own can hold them open)
+                deadline = loop.time() + KILL_WAIT_S
+                while any(p.returncode is None for p in procs) and loop.time() < deadline:
+                    loop.run_until_complete(asyncio.sleep(0.02))
+                del procs  # collected below, while the loop still runs
             gc.collect()
             loop.run_until_complete(asyncio.sleep(0))
         except (TimeoutError, RuntimeError):
