@@ -114,20 +114,28 @@ class BusyLog(threading.Thread):
             if new:
                 seen |= new
                 current = max(new, key=lambda f: f.stat().st_mtime)
-            decode = [ln for ln in current.read_text(errors="replace").splitlines()[-400:] if "Decode batch" in ln]
+            with current.open("rb") as f:  # its tail: a run's log grows to tens of MiB in an hour
+                f.seek(max(0, f.seek(0, os.SEEK_END) - (64 << 10)))
+                tail = f.read().decode(errors="replace").splitlines()
+            decode = [ln for ln in tail if "Decode batch" in ln and " " in ln]
             template = decode[-1].split(" ", 1)[1] if decode else template
             owed += self.rate
             n, owed = int(owed), owed - int(owed)
             if template and n:
-                with current.open("a") as f:
-                    f.write("".join(f"{time.time():.6f} {template}\n" for _ in range(n)))
+                data = "".join(f"{time.time():.6f} {template}\n" for _ in range(n)).encode()
+                fd = os.open(current, os.O_WRONLY | os.O_APPEND)
+                try:
+                    os.write(fd, data)  # one write: never interleaved mid-line with the supervisor's
+                finally:
+                    os.close(fd)
                 self.written += n
 
 
 def server_log_lines(home: Path) -> int:
-    """Lines in the demo server's log files (every run's), as the process manager keeps them under the state dir."""
+    """Lines in the demo's log files (every run's, and a rotated one's), as the process manager keeps them under the
+    state dir."""
     n = 0
-    for f in home.glob("**/deployments/demo/logs/*.log"):
+    for f in home.glob("**/deployments/demo/logs/*.log*"):
         with f.open("rb") as fh:
             n += sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     return n
@@ -158,7 +166,9 @@ def main() -> None:
                 if not args.no_tracemalloc else [sys.executable, "-m", "tui", "demo", "--time-scale", scale])
         console = Pty(argv, env, cwd=str(ROOT))
         rss: list[float] = []
-        log_lines: list[int] = []  # what the demo server has written so far, every run: the log panel's input
+        log_lines: list[int] = []  # the lines in the demo's log files so far (`--busy-log`'s too): the panel's input
+        busy: BusyLog | None = None
+        busy_alive = False
         restarts = {"asked": 0, "ready": 0}
         snapshots: dict[str, int] = {}
         quit_clean = False
@@ -191,6 +201,7 @@ def main() -> None:
                         restarts["ready"] += 1
             cpu = 100 * (cpu_seconds(console.pid) - c0) / (time.monotonic() - t0)
             if busy is not None:
+                busy_alive = busy.is_alive()  # False: it died, and the log was not as busy as asked
                 busy.stop.set()
                 busy.join()
             console.keys(b"q")
@@ -208,7 +219,9 @@ def main() -> None:
     half = len(rss) // 2
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
               "minutes": args.minutes, "every_s": args.every, "tracemalloc": not args.no_tracemalloc,
-              "time_scale": args.time_scale, "busy_log_lines_per_s": args.busy_log, "server_log_lines": log_lines,
+              "time_scale": args.time_scale, "busy_log_lines_per_s": args.busy_log,
+              "busy_log_written": busy.written if busy is not None else 0,
+              "busy_log_alive_to_the_end": busy_alive if busy is not None else None, "server_log_lines": log_lines,
               "rss_mib": rss, "growth_first_half_mib": round(rss[half - 1] - rss[0], 1) if half else None,
               "growth_second_half_mib": round(rss[-1] - rss[half - 1], 1) if half else None,
               "restarts": restarts, "restart_every_samples": args.restart_every, "keys": not args.no_keys,

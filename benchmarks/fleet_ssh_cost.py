@@ -1,7 +1,7 @@
 """The console's cost with 16 deployments on 4 hosts over SSH, next to one deployment, in the same run; and the SSH
 connections it opens.
 
-    bash .ci/run   # boots the first two test hosts; this boots two more the same way (as root)
+    bash .ci/run   # the test hosts' directories; this boots those not up the same way (as root)
     .venv/bin/python benchmarks/fleet_ssh_cost.py [--hosts 4] [--per-host 4] [--seconds 30]
 
 Four systemd test hosts (.ci/testhost.sh, each in its own TESTHOST_DIR, with its own sshd, journald and simulated
@@ -45,7 +45,8 @@ UNIT = "sim-fleet-{}.service"
 
 
 def host_env(i: int) -> dict[str, str]:
-    """Host 0 and 1 are .ci/run's (.testhost, .testhost-b); 2.. are booted here the same way."""
+    """Host 0.. use .ci/run's directories, names and ports (.testhost, .testhost-b, -c, -d), booted here when not up:
+    not to be run beside the suite, whose fault trials reboot the fourth."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESTHOST_")}
     if i:
         letter = "bcdefgh"[i - 1]
@@ -170,6 +171,8 @@ def main() -> None:
     ap.add_argument("--py-spy", metavar="PY_SPY", help="sample the overview with this py-spy over its window: where "
                     "its CPU goes, by function of ours (in the JSON, `overview_all.py_spy`)")
     args = ap.parse_args()
+    if args.hosts < 2 or args.per_host < 2:
+        ap.error("--hosts and --per-host must be 2 or more: the overview of one deployment a host is compared with all")
     booted = [i for i in range(args.hosts) if ensure_up(i)]
     ports = {2222 + i for i in range(args.hosts)}
     with tempfile.TemporaryDirectory() as tmp:
