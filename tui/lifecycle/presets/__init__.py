@@ -265,11 +265,6 @@ class Alternation:
     def regex(self) -> re.Pattern[str]:
         return self._compile()[0]
 
-    @property
-    def needles(self) -> tuple[str, ...] | None:
-        """Substrings one of which any match contains (None: no such screen)."""
-        return self._compile()[1]
-
     def search(self, text: str) -> re.Match[str] | None:
         regex, needles = self._compiled or self._compile()
         if needles is not None and not any(n in text for n in needles):
