@@ -28,6 +28,12 @@ from .gpu_sampler import GpuSampler
 
 #: samples kept per series: 10 minutes at 1 Hz, fixed memory
 HISTORY = 600
+#: a run's processes are read this often while it spawns its workers
+SPAWNING_PIDS_S = 3.0
+#: once it is ready, its workers are up: its processes are read again when a process neither its own nor a
+#: neighbour's appears on its GPUs (a worker respawned, a new one), at SPAWNING_PIDS_S at most, and at this pace
+#: besides (a worker with no GPU, one that left). Each reading is a round trip to the host per deployment
+SETTLED_PIDS_S = 60.0
 #: an error sample this soon after a good one is a hiccup: the good one stays on screen, the error becomes a note
 _HICCUP_S = 5.0
 
@@ -63,6 +69,9 @@ class GpuTracker:
         self.previous_pids: set[int] = set()
         self._pids_inv = ""
         self._pids_at = 0.0
+        self._placed: frozenset[int] = frozenset()  # processes on its GPUs at the last reading, theirs or not
+        #: the clock the readings' pace is kept by (a test's own)
+        self.clock: Callable[[], float] = time.monotonic
         #: each GPU's memory before the last start, kept on disk: a `bringup start` after a stop it did not see (a
         #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
         #: memory still being released for another tenant's and start into a CUDA OOM
@@ -145,23 +154,42 @@ class GpuTracker:
         return held_by_neighbours(self.latest, self.neighbours(), (self.run_pids or set()) | self.previous_pids,
                                   self.deployment_gpus() if running else ())
 
+    def _on_its_gpus(self) -> frozenset[int]:
+        """The processes the last sample lists on the deployment's GPUs."""
+        snap = self.latest
+        if snap is None:
+            return frozenset()
+        gpus = set(self.deployment_gpus(snap))
+        return frozenset(p.pid for p in snap.processes if p.gpu_index in gpus)
+
     async def refresh_pids(self, manager: Manager, unit: UnitState, settled: bool = False) -> None:
-        """Which processes are this run's (for GPU memory attribution and the release wait): every 3 s while the
-        run is spawning its workers, every 15 s once it is ready (`settled`: its workers are up), and at once for
-        a new run."""
+        """Which processes are this run's (for GPU memory attribution and the release wait): every SPAWNING_PIDS_S
+        while the run is spawning its workers; once it is ready (`settled`), when a process no one has placed
+        appears on its GPUs, and every SETTLED_PIDS_S; at once for a new run."""
         if unit.invocation != self._pids_inv or not unit.running:
             if self.run_pids:
                 self.previous_pids = set(self.run_pids)
             self.run_pids = set() if self.run_pids is not None else None
             self._pids_inv = unit.invocation if unit.running else ""
-            self._pids_at = 0.0
-        if not unit.running or time.monotonic() - self._pids_at < (15.0 if settled else 3.0):
+            self._pids_at = -SETTLED_PIDS_S
+            self._placed = frozenset()
+        if not unit.running:
             return
-        self._pids_at = time.monotonic()
+        on_gpus = self._on_its_gpus()
+        since = self.clock() - self._pids_at
+        if settled and since < SETTLED_PIDS_S:
+            others = self.neighbours().pids
+            unplaced = {p for p in on_gpus - self._placed if p not in (self.run_pids or ()) and p not in others}
+            if not unplaced or since < SPAWNING_PIDS_S:
+                return
+        elif since < SPAWNING_PIDS_S:
+            return
+        self._pids_at = self.clock()
         try:
             self.run_pids = await manager.pids(unit)
         except (TransportError, ManagerError, OSError):
             return
+        self._placed = on_gpus  # after this reading, those not its own are someone else's: asked about once
 
     # ------------------------------------------------------------------ the baseline
 

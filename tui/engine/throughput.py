@@ -107,8 +107,11 @@ Sleep = Callable[[float], Awaitable[None]]
 #: and a page to parse: scraping every second was about a quarter of the console's CPU on a serving host (py-spy on
 #: the H200, benchmarks/console_vs_nvitop.py --profile)
 FOREGROUND_METRICS_S = 2.0
-#: a fleet's deployment that no one looks at: its tokens/s in the overview row every 5 s is plenty
-BACKGROUND_METRICS_S = 5.0
+#: a fleet's deployment that no one looks at: its tokens/s in the overview row, a mean over 10 s (Prometheus
+#: scrapes every 15 s). A scrape through an SSH forward costs the console about 3 ms of CPU (the request through
+#: httpx, the forwarded channel's packets, the page parsed): at 5 s it was half of what a deployment added to a
+#: fleet (benchmarks/fleet_ssh_cost.py). Opened in the console, it is scraped within a second, then every 2 s
+BACKGROUND_METRICS_S = 10.0
 
 
 async def _nap(background: Callable[[], bool], seconds: float, sleep: Sleep, clock: Callable[[], float]) -> None:

@@ -43,6 +43,15 @@ def on_grid(period: float) -> float:
     return now + period - now % period
 
 
+#: how often the lock's holder is read: on screen, or while another bringup holds it (its steps are shown as they go)
+HOLDER_S = 2.0
+#: a deployment in a fleet's background that no one else holds: its holder is read at once when its unit changes
+#: (another bringup's restart stops and starts it), and at this pace besides (one that holds the lock and has not
+#: touched the unit yet). A record read is a round trip to the host for each deployment: 16 of them every 10 s
+#: were a tenth of a fleet's per-deployment cost (benchmarks/fleet_ssh_cost.py)
+BACKGROUND_HOLDER_S = 30.0
+
+
 class UnitFollower:
     def __init__(self, manager: Manager, state: Callable[[], LifecycleState], errors: CollectorErrors, *,
                  feed: Callable[[Event], None], read_back: Callable[[list[LogLine], bool], None],
@@ -76,7 +85,10 @@ class UnitFollower:
         self._poll_seq = 0
         self._applied_seq = 0
         self._replayed = ""  # the ended run whose log was read back at first sight
-        self._holder_at = 0.0
+        self._holder_at = -BACKGROUND_HOLDER_S
+        self._holder_unit: tuple[str, str, str, int] | None = None  # the unit as it was at the last holder read
+        #: the clock the holder's pace is kept by (a test's own)
+        self.clock: Callable[[], float] = time.monotonic
         self._poke = asyncio.Event()
         #: set when the run or whether it runs changes: the log follower moves to the new run
         self.changed = asyncio.Event()
@@ -133,13 +145,17 @@ class UnitFollower:
     def poke(self) -> None:
         self._poke.set()
 
-    async def refresh_holder(self) -> None:
+    async def refresh_holder(self, unit: UnitState | None = None) -> None:
         """Who else holds the deployment's lock (a restart, start or stop by another bringup): named in the
-        console while it happens, with what it changes, instead of phases moving for no visible reason."""
-        slow = self._background() and not self._watch_holders()
-        if time.monotonic() - self._holder_at < (10.0 if slow else 2.0):
+        console while it happens, with what it changes, instead of phases moving for no visible reason. `unit`:
+        the reading just made; a unit that changed since the last read of the holder is read for at once."""
+        key = (unit.active, unit.sub, unit.invocation, unit.main_pid) if unit is not None else self._holder_unit
+        slow = self._background() and not self._watch_holders() and self.other_holder is None
+        if (self.clock() - self._holder_at < (BACKGROUND_HOLDER_S if slow else HOLDER_S)
+                and (not slow or key == self._holder_unit)):
             return
-        self._holder_at = time.monotonic()
+        self._holder_at = self.clock()
+        self._holder_unit = key
         try:
             h = await other_holder(self.manager.lock("watch"))  # our own restart's steps are shown already
         except (TransportError, ManagerError, OSError):
@@ -159,7 +175,7 @@ class UnitFollower:
                 self._errors.cleared("unit")
                 self.permanent_error = None
                 await self._pids(unit)
-                await self.refresh_holder()
+                await self.refresh_holder(unit)
             except (TransportError, ManagerError, OSError) as err:
                 self.permanent_error = err if isinstance(err, PermanentError) else None
                 self._errors.failed("unit", str(err))
