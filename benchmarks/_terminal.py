@@ -49,6 +49,10 @@ def rss_parts(pid: int) -> dict[str, float]:
     return out
 
 
+#: an anonymous mapping this large is a thread's malloc arena (64 MiB reserved, part of it in use and mapped)
+ARENA_SPAN = 32 << 20
+
+
 def rss_by_mapping(pid: int, top: int = 12) -> list[tuple[str, float]]:
     """Where the RSS is, by what is mapped (a library's path, `[heap]`, `[anon]` for anonymous mappings): MiB each,
     largest first."""
@@ -59,6 +63,10 @@ def rss_by_mapping(pid: int, top: int = 12) -> list[tuple[str, float]]:
         if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
             name = head[5].strip() if len(head) == 6 else "[anon]"
             name = name.rsplit("/", 1)[-1] if name.startswith("/") else name
+            lo, _, hi = head[0].partition("-")
+            if name == "[anon]" and int(hi, 16) - int(lo, 16) >= ARENA_SPAN:
+                # glibc gives each thread that allocates a heap of its own, reserved 64 MiB at a time
+                name = "[anon: 64 MiB reservations, threads' malloc arenas]"
         elif line.startswith("Rss:"):
             sizes[name] = sizes.get(name, 0) + int(line.split()[1])
     return [(k, round(v / 1024, 1)) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:top]]

@@ -128,6 +128,9 @@ def main() -> None:
     ap.add_argument("--profile", metavar="PY_SPY",
                     help="after the windows, sample the console and the engine with this py-spy for --seconds: "
                          "where their CPU goes, by function (OUT/profile_*.txt, and the top functions in the JSON)")
+    ap.add_argument("--console-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="a second console, with this in its environment, in the same windows (an A/B of a setting: "
+                         "MALLOC_ARENA_MAX=2, ...); repeatable, all in the one console")
     ap.add_argument("--dry-run", action="store_true",
                     help="check the script on a machine without a GPU: no load, a sleeping placeholder for nvitop")
     args = ap.parse_args()
@@ -180,6 +183,12 @@ def main() -> None:
         try:
             console = Pty([*bringup, "console", "sim-on-gpu"], env)
             procs.append(console)
+            variant: dict[str, Pty] = {}
+            if args.console_env:
+                extra = dict(kv.split("=", 1) for kv in args.console_env)
+                variant[f"bringup with {' '.join(args.console_env)}"] = Pty([*bringup, "console", "sim-on-gpu"],
+                                                                            {**env, **extra})
+                procs.extend(variant.values())
             floor = Pty([sys.executable, str(ROOT / "benchmarks" / "_textual_floor_app.py")], env)
             procs.append(floor)
             nvml_floor = subprocess.Popen([sys.executable, "-c", nvml_code], env=env, cwd=ROOT)
@@ -192,19 +201,21 @@ def main() -> None:
                 nvitop = Pty([*nvitop_cmd, str(interval)], env)
                 procs.append(nvitop)
                 time.sleep(4)
-                w = window({"bringup": console, "nvitop": nvitop, "textual floor": floor,
+                w = window({"bringup": console, **variant, "nvitop": nvitop, "textual floor": floor,
                             "bringup engine alone": engine, "nvml floor": nvml_floor,
                             "bringup imports alone": imports}, args.seconds)
                 if not windows:  # where each one's RSS is, once: by mapping
                     result["rss_by_mapping_mib"] = {k: rss_by_mapping(p.pid) for k, p in (
-                        ("bringup", console), ("nvitop", nvitop), ("nvml floor", nvml_floor),
-                        ("bringup imports alone", imports))}
+                        ("bringup", console), *variant.items(), ("nvitop", nvitop), ("nvml floor", nvml_floor),
+                        ("bringup engine alone", engine), ("bringup imports alone", imports))}
                 w["nvitop"]["interval_s"] = interval
                 w["bringup"]["refresh_hz"] = 1.0
                 windows.append(w)
                 print(json.dumps(w), flush=True)
                 nvitop.stop()
             floor.stop()
+            for v in variant.values():
+                v.stop()
             if args.profile:
                 result["profile"] = profile(args.profile, {"console": console.pid, "engine alone": engine.pid},
                                             args.seconds)

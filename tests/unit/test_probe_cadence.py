@@ -68,3 +68,15 @@ def test_a_generation_is_due_every_slow_interval_once_ready_only() -> None:
     assert not c.generation_due(100.0, 80.0, Phase.READY)
     assert c.generation_due(110.0, 80.0, Phase.READY)
     assert not c.generation_due(110.0, 80.0, Phase.WARMUP)
+
+
+def test_counters_scraped_seldom_are_old_only_after_two_missed_scrapes() -> None:
+    # a fleet's background deployment is scraped every 10 s: its counters, 10.5 s old just before the next scrape,
+    # still prove it alive (else every background deployment would probe fast, /health into its log, before each
+    # scrape); two scrapes missed, they prove nothing
+    c = ProbeCadence(evidence_s=10.0)
+    c.sampled(tp(0.0, 300.0, running=1))
+    assert c.pace(10.5, Phase.READY) is Pace.FAST  # on screen, scraped every 2 s: old
+    assert c.pace(10.5, Phase.READY, scrape_every_s=10.0) is Pace.SLOW
+    assert c.pace(19.0, Phase.READY, scrape_every_s=10.0) is Pace.SLOW
+    assert c.pace(21.0, Phase.READY, scrape_every_s=10.0) is Pace.FAST

@@ -68,15 +68,18 @@ class ProbeCadence:
             # is no hang (the slow generation still checks)
             self._serving_at, self._waiting_since = tp.at, None
 
-    def pace(self, now: float, phase: Phase) -> Pace:
+    def pace(self, now: float, phase: Phase, scrape_every_s: float = 0.0) -> Pace:
+        """`scrape_every_s`: how often /metrics is scraped now (a fleet's background deployment: seldom); counters
+        are old only once two scrapes have been missed, or it would probe fast before every scrape."""
         if phase != Phase.READY:
             return Pace.FAST
         if self._woken_at is not None and now - self._woken_at < self.wake_s:
             return Pace.FAST
-        if self._sample_at is None or now - self._sample_at > self.evidence_s:
+        evidence_s = max(self.evidence_s, 2 * scrape_every_s)
+        if self._sample_at is None or now - self._sample_at > evidence_s:
             return Pace.FAST
         if self._waiting_since is not None and now - self._waiting_since >= self.stall_s:
             return Pace.FAST
-        if self._serving_at is None or now - self._serving_at > self.evidence_s + self.stall_s:
+        if self._serving_at is None or now - self._serving_at > evidence_s + self.stall_s:
             return Pace.FAST
         return Pace.SLOW

@@ -56,7 +56,7 @@ from .logs import LogFollower
 from .node_gpus import NodesGpuStream
 from .probes import ProbeLoop
 from .server_version import ReleaseQuery, ask_release
-from .throughput import MetricsState, ThroughputTracker, metrics_loop
+from .throughput import MetricsState, ThroughputTracker, metrics_every, metrics_loop
 from .unit import UnitFollower
 from .updates import (
     CollectorFailed,
@@ -134,7 +134,7 @@ class Engine:
         self.probes = ProbeLoop(
             lambda: self.prober, lambda: self.state, self.cadence, interval_s=settings.probe.interval_s,
             unmanaged=not self.manager.sees_run, paused=lambda: self.paused, ask_release=self.ask_release,
-            answered=self._probe_answered)
+            answered=self._probe_answered, scrape_every=lambda: metrics_every(self.background))
         self._last_line_mono = 0.0
         #: the kind of the last line classified: an error block goes on into the next batch
         self._kind_after = LineKind.PLAIN

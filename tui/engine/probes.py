@@ -36,10 +36,12 @@ from .cadence import Pace, ProbeCadence
 class ProbeLoop:
     def __init__(self, prober: Callable[[], Prober], state: Callable[[], LifecycleState], cadence: ProbeCadence, *,
                  interval_s: float, unmanaged: bool, paused: Callable[[], bool],
-                 ask_release: Callable[[], Awaitable[None]], answered: Callable[[ProbeResult], None]) -> None:
+                 ask_release: Callable[[], Awaitable[None]], answered: Callable[[ProbeResult], None],
+                 scrape_every: Callable[[], float] = lambda: 0.0) -> None:
         """`prober()`: the one to use now (it is replaced when a port forward opens); `unmanaged`: no manager
         says whether the server runs, so it is probed as if it did; `ask_release()`: asks the run's release if
-        that is due (server_version.py)."""
+        that is due (server_version.py); `scrape_every()`: how often /metrics is scraped now (the counters' age
+        that still proves the run alive)."""
         self._prober = prober
         self._state = state
         self._cadence = cadence
@@ -48,6 +50,7 @@ class ProbeLoop:
         self._paused = paused
         self._ask_release = ask_release
         self._answered = answered
+        self._scrape_every = scrape_every
         #: set when the operator asks for a generation now: the nap until the next probe ends at once
         self.poke = asyncio.Event()
 
@@ -65,7 +68,7 @@ class ProbeLoop:
             await self._ask_release()  # once a run, once it has said it is ready (nothing most times round)
             if s.phase == Phase.READY:
                 asked = cadence.take_asked()
-                if not asked and cadence.pace(time.time(), s.phase) is Pace.FAST:
+                if not asked and cadence.pace(time.time(), s.phase, self._scrape_every()) is Pace.FAST:
                     self._answered(await prober.health())
                 if asked or cadence.generation_due(time.time(), last_gen, s.phase):
                     g = await prober.generate()

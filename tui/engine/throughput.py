@@ -114,6 +114,11 @@ FOREGROUND_METRICS_S = 2.0
 BACKGROUND_METRICS_S = 10.0
 
 
+def metrics_every(background: bool) -> float:
+    """How often /metrics is scraped: in a fleet's background, or on screen."""
+    return BACKGROUND_METRICS_S if background else FOREGROUND_METRICS_S
+
+
 async def _nap(background: Callable[[], bool], seconds: float, sleep: Sleep, clock: Callable[[], float]) -> None:
     """Sleep; a deployment in the background wakes within a second of coming to the foreground (opened in the
     console)."""
@@ -144,4 +149,4 @@ async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callabl
             await sleep(2.0)
             continue
         answered()
-        await _nap(background, BACKGROUND_METRICS_S if background() else FOREGROUND_METRICS_S, sleep, clock)
+        await _nap(background, metrics_every(background()), sleep, clock)
