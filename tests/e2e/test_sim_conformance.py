@@ -112,7 +112,12 @@ def _run(release: str, state: Path) -> Run:
     try:
         end = time.monotonic() + 60
         while not any("fired up and ready" in x for x in list(run.lines)):
-            assert proc.poll() is None and time.monotonic() < end, "\n".join(run.lines[-20:])
+            if proc.poll() is not None:
+                for t in readers:
+                    t.join(5)
+                stderr = b"".join(errs).decode(errors="replace")[-2000:]
+                raise AssertionError("\n".join([*run.lines[-20:], f"exit {proc.returncode}; stderr: {stderr}"]))
+            assert time.monotonic() < end, "\n".join(run.lines[-20:])
             time.sleep(0.02)
         run.pages["start"] = page()
         done: list[int] = []
