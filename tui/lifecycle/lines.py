@@ -229,9 +229,14 @@ def sanitize(raw: str) -> str:
     return terminal_safe(raw)
 
 
+_EOLS = re.compile(r"\r\n|\r|\n")
+
+
 def split_output(chunk: str) -> list[str]:
     """Split raw output on newlines and tqdm's carriage returns, dropping empty pieces."""
-    return [p for p in re.split(r"\r\n|\r|\n", chunk) if p.strip()]
+    if "\r" not in chunk and "\n" not in chunk:  # one line, as most are: no regex to run
+        return [chunk] if chunk.strip() else []
+    return [p for p in _EOLS.split(chunk) if p.strip()]
 
 
 def node_tag(name: str) -> str:
@@ -239,8 +244,11 @@ def node_tag(name: str) -> str:
     return f"\u27e6{name}\u27e7 "
 
 
+@lru_cache(maxsize=32)
 def clean(raw: str, ref_year: int = 2026) -> CleanLine:
-    """Strip every known wrapper from one line. `ref_year` dates timestamps that carry no year (journald, vLLM)."""
+    """Strip every known wrapper from one line. `ref_year` dates timestamps that carry no year (journald, vLLM).
+    Cached (a CleanLine is immutable): a line is cleaned where it is read and again where it is reduced, one right
+    after the other, and cleaning is a tenth of what a line costs."""
     text = sanitize(raw)
     tag = ""
     if text[:1] == "\u27e6":

@@ -267,9 +267,12 @@ class Alternation:
 
     def search(self, text: str) -> re.Match[str] | None:
         regex, needles = self._compiled or self._compile()
-        if needles is not None and not any(n in text for n in needles):
-            return None
-        return regex.search(text)
+        if needles is None:
+            return regex.search(text)
+        for n in needles:  # a loop, not any() over a generator: a third of the screen's cost on a quiet line
+            if n in text:
+                return regex.search(text)
+        return None
 
 
 def _needles(sub: _sre.SubPattern) -> tuple[str, ...] | None:
