@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.e2e import Bringup
-from tests.helpers.ports import free_port
+from tests.helpers.ports import bindable, free_port
 from tui.demo import free_port_after
 
 
@@ -35,15 +35,6 @@ def listening_run(n: int) -> Iterator[int]:
             yield base
             return
     pytest.skip("no run of free ports on 127.0.0.1")
-
-
-def bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def test_the_suggestion_skips_taken_ports() -> None:

@@ -43,7 +43,8 @@ _PORTS = _slice()
 _NEXT = itertools.count(random.randrange(len(_PORTS))) if len(_PORTS) >= 16 else None
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether a server could listen on `port` of 127.0.0.1 now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -57,7 +58,7 @@ def free_port() -> int:
     if _NEXT is not None:
         for _ in range(len(_PORTS)):
             port = _PORTS[next(_NEXT) % len(_PORTS)]
-            if _bindable(port):
+            if bindable(port):
                 return port
     # a machine whose ephemeral range leaves no room below it: the kernel's pick
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -18,7 +18,7 @@ def test_ports_are_below_the_ephemeral_range_distinct_and_free() -> None:
     picked = [ports.free_port() for _ in range(50)]
     assert len(set(picked)) == 50
     assert all(ports.LOW <= p < min(ports.HIGH, low) for p in picked), picked
-    assert all(ports._bindable(p) for p in picked)
+    assert all(ports.bindable(p) for p in picked)
 
 
 def test_each_worker_picks_from_its_own_slice() -> None:
