@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from tui.config import HostConfig
-from tui.engine.gpus import SETTLED_PIDS_S, SPAWNING_PIDS_S, GpuTracker
+from tui.engine.gpus import BACKGROUND_PIDS_S, SETTLED_PIDS_S, SPAWNING_PIDS_S, GpuTracker
 from tui.engine.unit import BACKGROUND_HOLDER_S, HOLDER_S, UnitFollower
 from tui.lifecycle.reducer import LifecycleState
 from tui.lifecycle.release import Neighbours
@@ -33,11 +33,11 @@ class PidsManager:
 
     def __init__(self) -> None:
         self.reads = 0
-        self.procs = {100, 101}
+        self.procs: set[int] | None = {100, 101}
 
-    async def pids(self, unit: UnitState) -> set[int]:
+    async def pids(self, unit: UnitState) -> set[int] | None:
         self.reads += 1
-        return set(self.procs)
+        return None if self.procs is None else set(self.procs)
 
 
 def tracker(tmp_path: Path, clock: Clock) -> GpuTracker:
@@ -55,6 +55,7 @@ def on_gpus(t: GpuTracker, *procs: tuple[int, int]) -> None:
 def test_a_ready_run_reads_its_processes_again_only_for_a_stranger_on_its_gpus_or_slowly(tmp_path: Path) -> None:
     clock, m = Clock(), PidsManager()
     t = tracker(tmp_path, clock)
+    t.background = lambda: True
     on_gpus(t, (100, 0), (101, 1))
 
     async def go() -> None:
@@ -92,12 +93,36 @@ def test_a_ready_run_reads_its_processes_again_only_for_a_stranger_on_its_gpus_o
         clock.now += SPAWNING_PIDS_S
         await t.refresh_pids(m, RUN, settled=True)
         assert m.reads == 4
-        clock.now += SETTLED_PIDS_S  # and slowly besides
+        clock.now += BACKGROUND_PIDS_S  # and slowly besides
         await t.refresh_pids(m, RUN, settled=True)
         assert m.reads == 5
         # a new run is read at once, whatever the pace
         await t.refresh_pids(m, UnitState(active="active", main_pid=200, invocation="inv-2"), settled=True)
         assert m.reads == 6 and t.previous_pids == {100, 101, 102}
+
+    asyncio.run(go())
+
+
+def test_on_screen_a_ready_run_is_read_at_the_settled_pace_and_a_reading_that_cannot_say_is_retried(
+        tmp_path: Path) -> None:
+    clock, m = Clock(), PidsManager()
+    t = tracker(tmp_path, clock)
+    on_gpus(t, (100, 0), (101, 1))
+
+    async def go() -> None:
+        await t.refresh_pids(m, RUN, settled=True)
+        assert m.reads == 1
+        clock.now += SETTLED_PIDS_S - 1
+        await t.refresh_pids(m, RUN, settled=True)
+        assert m.reads == 1
+        clock.now += 1
+        m.procs = None  # the cgroup could not be read: nothing is known, so nothing is placed
+        await t.refresh_pids(m, RUN, settled=True)
+        assert m.reads == 2 and t.run_pids is None
+        clock.now += SPAWNING_PIDS_S
+        m.procs = {100, 101}
+        await t.refresh_pids(m, RUN, settled=True)
+        assert m.reads == 3 and t.run_pids == {100, 101}
 
     asyncio.run(go())
 
@@ -108,6 +133,8 @@ class HolderLock:
 
     async def holder(self) -> LockInfo | None:
         self.m.reads += 1
+        if self.m.fail:
+            raise OSError("link down")
         return self.m.holder
 
 
@@ -117,6 +144,7 @@ class HolderManager:
     def __init__(self) -> None:
         self.reads = 0
         self.holder: LockInfo | None = None
+        self.fail = False
 
     def lock(self, purpose: str, change: str = "") -> HolderLock:
         return HolderLock(self)
@@ -165,6 +193,15 @@ def test_a_background_deployment_reads_its_holder_when_its_unit_changes_or_slowl
         clock.now += BACKGROUND_HOLDER_S
         await f.refresh_holder(RUN)
         assert m.reads == 5
+        # a change whose holder could not be read is read for again at the next reading, not 30 s later
+        m.fail = True
+        stopping = UnitState(active="deactivating", sub="stop-sigterm", main_pid=100, invocation="inv-1")
+        await f.refresh_holder(stopping)
+        assert m.reads == 6
+        m.fail = False
+        clock.now += 2.0
+        await f.refresh_holder(stopping)
+        assert m.reads == 7
 
     asyncio.run(go())
 

@@ -69,8 +69,9 @@ class ProbeCadence:
             self._serving_at, self._waiting_since = tp.at, None
 
     def pace(self, now: float, phase: Phase, scrape_every_s: float = 0.0) -> Pace:
-        """`scrape_every_s`: how often /metrics is scraped now (a fleet's background deployment: seldom); counters
-        are old only once two scrapes have been missed, or it would probe fast before every scrape."""
+        """`scrape_every_s`: how often /metrics is scraped now when its counters are the evidence (a fleet's
+        background deployment: seldom); they are old only once the next scrape is late too, or it would probe fast
+        before every scrape."""
         if phase != Phase.READY:
             return Pace.FAST
         if self._woken_at is not None and now - self._woken_at < self.wake_s:

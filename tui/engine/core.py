@@ -116,8 +116,9 @@ class Engine:
         self.listening: tuple[str, int] | None = None
         self.paused = False
         #: a deployment of a fleet that no one is looking at (the overview shows its row only): its readings that
-        #: only feed figures come slower (/metrics every 5 s; the unit every 2 s once ready, the lock's holder every
-        #: 10 s); its log, its phase while in question and its failures come as fast as ever
+        #: only feed figures come slower (/metrics every 10 s; the unit every 2 s once ready; the lock's holder when
+        #: the unit changes, else every 30 s; the run's processes when a process no one placed appears on its GPUs,
+        #: else every 60 s); its log, its phase while in question and its failures come as fast as ever
         self.background = False
         #: read the lock's holder every 2 s even in the background (the exporter counts others' restarts by it)
         self.watch_holders = False
@@ -134,7 +135,7 @@ class Engine:
         self.probes = ProbeLoop(
             lambda: self.prober, lambda: self.state, self.cadence, interval_s=settings.probe.interval_s,
             unmanaged=not self.manager.sees_run, paused=lambda: self.paused, ask_release=self.ask_release,
-            answered=self._probe_answered, scrape_every=lambda: metrics_every(self.background))
+            answered=self._probe_answered, scrape_every=self._evidence_scrape_s)
         self._last_line_mono = 0.0
         #: the kind of the last line classified: an error block goes on into the next batch
         self._kind_after = LineKind.PLAIN
@@ -437,6 +438,11 @@ class Engine:
 
     async def replay_history(self, invocation: str, ended: bool = False) -> None:
         await self.unit_follower.replay_history(invocation, ended)
+
+    def _evidence_scrape_s(self) -> float:
+        """How often the counters that prove the run alive are scraped: only /metrics' pace changes in the
+        background (the log's stat lines come at the server's own)."""
+        return metrics_every(self.background) if self.tput.metrics == MetricsState.ON else 0.0
 
     async def refresh_pids(self, unit: UnitState) -> None:
         await self.gpu.refresh_pids(self.manager, unit, settled=self.state.phase == Phase.READY)

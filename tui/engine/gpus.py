@@ -32,8 +32,10 @@ HISTORY = 600
 SPAWNING_PIDS_S = 3.0
 #: once it is ready, its workers are up: its processes are read again when a process neither its own nor a
 #: neighbour's appears on its GPUs (a worker respawned, a new one), at SPAWNING_PIDS_S at most, and at this pace
-#: besides (a worker with no GPU, one that left). Each reading is a round trip to the host per deployment
-SETTLED_PIDS_S = 60.0
+#: besides (a worker with no GPU, one that left): on screen (a restart from here stops what it last read)
+SETTLED_PIDS_S = 15.0
+#: the same, in a fleet's background: each reading is a round trip to the host per deployment
+BACKGROUND_PIDS_S = 60.0
 #: an error sample this soon after a good one is a hiccup: the good one stays on screen, the error becomes a note
 _HICCUP_S = 5.0
 
@@ -68,7 +70,8 @@ class GpuTracker:
         self.run_pids: set[int] | None = set()
         self.previous_pids: set[int] = set()
         self._pids_inv = ""
-        self._pids_at = 0.0
+        self._pids_at = -BACKGROUND_PIDS_S
+        self._pids_known = False  # the last reading said which processes are the run's
         self._placed: frozenset[int] = frozenset()  # processes on its GPUs at the last reading, theirs or not
         #: the clock the readings' pace is kept by (a test's own)
         self.clock: Callable[[], float] = time.monotonic
@@ -171,13 +174,14 @@ class GpuTracker:
                 self.previous_pids = set(self.run_pids)
             self.run_pids = set() if self.run_pids is not None else None
             self._pids_inv = unit.invocation if unit.running else ""
-            self._pids_at = -SETTLED_PIDS_S
+            self._pids_at = -BACKGROUND_PIDS_S
+            self._pids_known = False
             self._placed = frozenset()
         if not unit.running:
             return
         on_gpus = self._on_its_gpus()
         since = self.clock() - self._pids_at
-        if settled and since < SETTLED_PIDS_S:
+        if settled and self._pids_known and since < (BACKGROUND_PIDS_S if self.background() else SETTLED_PIDS_S):
             others = self.neighbours().pids
             unplaced = {p for p in on_gpus - self._placed if p not in (self.run_pids or ()) and p not in others}
             if not unplaced or since < SPAWNING_PIDS_S:
@@ -185,10 +189,14 @@ class GpuTracker:
         elif since < SPAWNING_PIDS_S:
             return
         self._pids_at = self.clock()
+        self._pids_known = False  # a reading that fails, or cannot say, is tried again at the spawning pace
         try:
             self.run_pids = await manager.pids(unit)
         except (TransportError, ManagerError, OSError):
             return
+        if self.run_pids is None:
+            return
+        self._pids_known = True
         self._placed = on_gpus  # after this reading, those not its own are someone else's: asked about once
 
     # ------------------------------------------------------------------ the baseline

@@ -159,6 +159,7 @@ class UnitFollower:
         try:
             h = await other_holder(self.manager.lock("watch"))  # our own restart's steps are shown already
         except (TransportError, ManagerError, OSError):
+            self._holder_unit = None  # not read: tried again at the next reading of the unit
             return
         if h != self.other_holder:
             self.other_holder = h
