@@ -194,8 +194,11 @@ async def test_a_20_kb_red_line_in_a_real_journal_reaches_the_follow_whole(host:
     """A transient unit prints a 20 KB red traceback line and fails; `journalctl -u UNIT -o json -f` over SSH (the
     follow the console and `wait` use) delivers it, with its invocation, not a line dropped for its length."""
     unit = f"bringup-longline-{uuid.uuid4().hex[:12]}.service"
-    code = (f"import sys; sys.stdout.write('\\x1b[31m[2026-06-02 08:00:20 TP0] {WORDS}: ' + 'x' * 20000 + "
-            "'\\x1b[0m\\n'); sys.stdout.flush(); sys.exit(1)")
+    # the process lives on a moment after its line: journald reads the metadata of a line's sender (its unit's
+    # invocation among them) from the live process, and under load a sender that exits at once may be gone by then
+    # (CI saw the record without _SYSTEMD_INVOCATION_ID once); a server that crashes lives on a moment too
+    code = (f"import sys, time; sys.stdout.write('\\x1b[31m[2026-06-02 08:00:20 TP0] {WORDS}: ' + 'x' * 20000 + "
+            "'\\x1b[0m\\n'); sys.stdout.flush(); time.sleep(2); sys.exit(1)")
     t0 = time.time()
     res = await host.run(["systemd-run", f"--unit={unit}", "--wait", "--quiet", "python3", "-c", code], timeout=60)
     try:
