@@ -168,7 +168,8 @@ class GpuTracker:
     async def refresh_pids(self, manager: Manager, unit: UnitState, settled: bool = False) -> None:
         """Which processes are this run's (for GPU memory attribution and the release wait): every SPAWNING_PIDS_S
         while the run is spawning its workers; once it is ready (`settled`), when a process no one has placed
-        appears on its GPUs, and every SETTLED_PIDS_S; at once for a new run."""
+        appears on its GPUs, and every SETTLED_PIDS_S (BACKGROUND_PIDS_S in a fleet's background); at once for a
+        new run."""
         if unit.invocation != self._pids_inv or not unit.running:
             if self.run_pids:
                 self.previous_pids = set(self.run_pids)
