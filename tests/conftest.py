@@ -11,6 +11,7 @@ second chain beside the first.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,13 @@ from tests.helpers.ports import free_port
 from tests.helpers.processes import kill_processes, sim_processes, wait_no_sim_processes
 from tests.helpers.simdeploy import settings_for
 from tui.config import Settings
+
+# Bytecode is written (into the git-ignored __pycache__ dirs) even where PYTHONDONTWRITEBYTECODE is set, as in some
+# shells and CI images: otherwise each of the 8 xdist workers rewrites the asserts of every test module again, and
+# each of the ~450 `bringup` commands the tests start compiles its modules from source (about 0.08 CPU-s a command,
+# a minute of the suite on 2 cores). Set here, before xdist starts its workers, which inherit the environment.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 #: the modules whose tests act on the systemd test host (.ci/testhost.sh): its unit, lock, journal and sshd
 TESTHOST_MODULES = frozenset({"test_remote.py", "test_remote_lock.py", "test_ssh_faults.py", "test_faults.py",
