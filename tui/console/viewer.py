@@ -284,7 +284,7 @@ class ConsoleApp(App[int]):
             self.render_lifecycle()
 
     def _logs_read(self, read: LogsRead) -> None:
-        """The engine sends lines in batches (at most ten a second, or a thousand lines): each is drawn as it
+        """The engine sends lines in batches (at most ten a second, or two thousand lines): each is drawn as it
         comes, which leaves the loop free for keys between batches; while paused they wait for the resume."""
         with contextlib.suppress(NoMatches):  # the app is closing its panels
             self.query_one(ErrorLog).ingest(read.lines, read.kinds)
