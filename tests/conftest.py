@@ -25,9 +25,11 @@ from tests.helpers.simdeploy import settings_for
 from tui.config import Settings
 
 # Bytecode is written (into the git-ignored __pycache__ dirs) even where PYTHONDONTWRITEBYTECODE is set, as in some
-# shells and CI images: otherwise each of the 8 xdist workers rewrites the asserts of every test module again, and
-# each of the ~450 `bringup` commands the tests start compiles its modules from source (about 0.08 CPU-s a command,
-# a minute of the suite on 2 cores). Set here, before xdist starts its workers, which inherit the environment.
+# shells and CI images (.ci/run unsets it too): otherwise each of the 8 xdist workers rewrites the asserts of every
+# test module again, and a `bringup` command the tests start compiles from source the modules that have no .pyc yet
+# (`bringup --help`: 0.40 CPU-s against 0.32 compiled). Set here, before xdist starts its workers, which inherit the
+# environment. The README's command from a fresh clone took as long with it as without (6:09 and 6:04, 2-core VM):
+# the suite's time is elsewhere, but nothing is compiled twice.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
