@@ -21,7 +21,8 @@ from tui.model import LogLine, UnitState
 APPLY_CHUNK = 250
 SEND_AFTER_S = 0.1
 #: at a burst's 20,000 lines/s, ten batches a second as SEND_AFTER_S gives a slower log: at 1,000 lines the console
-#: drew twenty, for 0.03 s less lag and about a tenth more CPU (benchmarks/log_burst.py, VM: 76-84 % -> 69-72 %)
+#: drew twenty, for 0.03-0.04 s less lag and about a tenth more CPU (benchmarks/log_burst.py --terminal pty, VM:
+#: 76-84 % of a core at 1,000, 65-72 % at 2,000)
 SEND_LINES = 2000
 
 
