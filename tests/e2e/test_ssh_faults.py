@@ -29,7 +29,7 @@ import pytest
 from tests.helpers.e2e import free_port
 from tests.helpers.wait import until_async
 from tui.errors import PermanentError
-from tui.transport import TransportError
+from tui.transport import TransportError, process_alive
 from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport, classify
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,6 +215,44 @@ async def test_a_blackholed_link_is_declared_dead_within_15_s_then_reconnects(
     proxy.resume()
     assert (await t.run(["echo", "back"])).text.strip() == "back"
     assert t.status == "connected" and t.connections == 2 and t.last_seen > cut
+
+
+
+async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(
+        testhost: HostInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sftp-server answers a bare "Failure" to the read of a /proc/PID file whose process exited after the open
+    (ESRCH): that is a file gone, not an error to show (it failed `bringup restart` through the local transport).
+    The remote process is killed and reaped between the open and the first read."""
+    pinned = "".join(ln + "\n" for ln in testhost.known_hosts)
+    t = SshTransport("th", config=[str(write_config(tmp_path, testhost.port, testhost.key, pinned))])
+    try:
+        pid = int((await t.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 </dev/null & echo $!"])).text.strip())
+        assert await process_alive(t, pid)
+        real_read = asyncssh.SFTPClientFile.read
+        answers: list[str] = []
+
+        async def read_after_the_exit(self: asyncssh.SFTPClientFile, *args: Any, **kwargs: Any) -> Any:
+            if not answers:
+                await t.run(["kill", "-9", str(pid)])
+                deadline = time.monotonic() + 10
+                while (await t.run(["test", "-e", f"/proc/{pid}"])).rc == 0:
+                    assert time.monotonic() < deadline, f"pid {pid} still in /proc 10 s after kill -9"
+                    await asyncio.sleep(0.05)
+            try:
+                data = await real_read(self, *args, **kwargs)
+            except asyncssh.SFTPError as e:
+                answers.append(type(e).__name__)
+                raise
+            answers.append("data")
+            return data
+
+        monkeypatch.setattr(asyncssh.SFTPClientFile, "read", read_after_the_exit)
+        assert await t.read_file(f"/proc/{pid}/stat") is None
+        assert answers == ["SFTPFailure"], answers  # what the host answered: not "no such file"
+        monkeypatch.undo()
+        assert not await process_alive(t, pid)
+    finally:
+        await t.close()
 
 
 @pytest.mark.slow

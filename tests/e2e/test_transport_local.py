@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.transport import TransportError
+from tui.transport import TransportError, process_alive
 from tui.transport.local import LocalTransport
 
 
@@ -218,3 +219,29 @@ async def test_a_run_cancelled_twice_has_reaped_its_command_when_it_returns(mark
     assert _procs_matching(script) == []
     assert asyncio.all_tasks() <= before, "a reap left running on its own"
     _kill_leftovers(f"sleep {marker}")
+
+
+async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel answers ESRCH to a read of /proc/PID/stat opened while PID lived and read once it was reaped: a
+    `bringup restart` failed on that moment ("cannot read /proc/N/stat: No such process") when the process a lock
+    record names exited as it was read. The open and the read are split here so the exit falls between them."""
+    child = subprocess.Popen(["sleep", "60"])
+    seen: list[BaseException] = []
+
+    def read_across_the_exit(self: Path) -> bytes:
+        with open(self, "rb") as f:
+            child.kill()
+            child.wait()
+            try:
+                return f.read()
+            except OSError as e:
+                seen.append(e)
+                raise
+
+    monkeypatch.setattr(Path, "read_bytes", read_across_the_exit)
+    t = LocalTransport()
+    assert await t.read_file(f"/proc/{child.pid}/stat") is None
+    assert [type(e) for e in seen] == [ProcessLookupError]  # the kernel's answer, not a file that was never there
+    monkeypatch.undo()
+    assert not await process_alive(t, child.pid)
+    assert await process_alive(t, os.getpid())

@@ -30,7 +30,7 @@ from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
-from tui.transport import Transport
+from tui.transport import Transport, process_alive
 
 _SUPERVISOR = (Path(__file__).with_name("supervisor.py")).read_text(encoding="utf-8")
 #: what of a run's log is read back: its start (the phases up to ready) and its end (how it ended)
@@ -132,16 +132,6 @@ class ProcessManager:
         except OSError as e:
             raise ManagerError(f"cannot write {self._p(name)}: {e.strerror or e}") from None
 
-    async def _alive(self, pid: int) -> bool:
-        if pid <= 0:
-            return False
-        stat = await self.transport.read_file(f"/proc/{pid}/stat")
-        if stat is None:
-            return False
-        # field 3 (after the parenthesised command name) is the state; Z = zombie, X = dead
-        state = stat.rsplit(b")", 1)[-1].split()[0:1]
-        return state not in ([b"Z"], [b"X"])
-
     async def state(self) -> UnitState:
         rec = await self._read_json("current.json")
         if not isinstance(rec, dict) or not rec.get("invocation"):
@@ -152,7 +142,8 @@ class ProcessManager:
         if rec.get("exited_at") is None:
             pid = int(rec.get("pid") or 0)
             supervisor = int(rec.get("supervisor_pid") or 0)
-            if await self._alive(pid) or (pid == 0 and await self._alive(supervisor)):
+            if await process_alive(self.transport, pid) or (
+                    pid == 0 and await process_alive(self.transport, supervisor)):
                 stop = await self._read_json("stop.json")
                 if isinstance(stop, dict) and stop.get("invocation") == inv:
                     # asked to stop and not gone yet: stopping, as systemd says "deactivating" (a `status` in
@@ -161,7 +152,7 @@ class ProcessManager:
                                      started_at=started, argv=argv)
                 return UnitState(active="active", sub="running", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
-            if await self._alive(supervisor):
+            if await process_alive(self.transport, supervisor):
                 # the server has exited and its supervisor is writing down how: not a run lost (a `status` in
                 # that moment of a clean stop read "failed ... lost"). A stop was asked: "deactivating", as systemd
                 # says; none was: the run is still the running one until its exit status is in, never a stop (a

@@ -31,7 +31,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from tui.errors import PermanentError as Permanent
 from tui.managers import LockHeld, LockInfo, ManagerError, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
-from tui.transport import Transport, TransportError
+from tui.transport import Transport, TransportError, process_alive
 
 #: the command on the host: `sh -c _SCRIPT bringup-lock OP PATH RECORD`, OP take (hold the lock until our channel
 #: closes; RECORD without its closing brace, the holder's pid is added) or record (write RECORD into PATH.owner).
@@ -207,7 +207,7 @@ class RemoteLock:
                 info = lock_info_from(raw)
                 if info is not None:
                     return refusal(info)
-            if not await _alive(self.transport, pid):
+            if not await process_alive(self.transport, pid):
                 break
             await asyncio.sleep(0.1)
         info = lock_info_from(json.dumps(rec))
@@ -243,7 +243,7 @@ class RemoteLock:
         _, rec = await self._record()
         try:
             return (rec.get("token") == self.info.token
-                    and await _alive(self.transport, int(str(rec.get("lock_pid") or 0))))
+                    and await process_alive(self.transport, int(str(rec.get("lock_pid") or 0))))
         except (ValueError, TypeError):
             return False
 
@@ -258,7 +258,7 @@ class RemoteLock:
                 kill = ["kill", "-TERM", str(pid)]
                 await self.transport.run(["sudo", "-n", *kill] if self.sudo else kill, timeout=5)
                 for _ in range(50):
-                    if not await _alive(self.transport, pid):
+                    if not await process_alive(self.transport, pid):
                         break
                     await asyncio.sleep(0.1)
         return await self._take()
@@ -272,7 +272,7 @@ class RemoteLock:
             pid = int(str(rec.get("lock_pid") or 0))
         except (ValueError, TypeError):
             pid = 0
-        return info if pid and await _alive(self.transport, pid) else None
+        return info if pid and await process_alive(self.transport, pid) else None
 
     async def note(self, step: str) -> None:
         """Rewrites our record with the step (atomically: a reader sees the old record or the new one), only while
@@ -307,10 +307,3 @@ class RemoteLock:
         await self._release_stream()
         self.info = None
 
-
-async def _alive(transport: Transport, pid: int) -> bool:
-    """A process on the host, alive and not a zombie (read through the transport: a pid of the host's)."""
-    if pid <= 0:
-        return False
-    stat = await transport.read_file(f"/proc/{pid}/stat")
-    return stat is not None and stat.rsplit(b")", 1)[-1].split()[0:1] not in ([b"Z"], [b"X"])

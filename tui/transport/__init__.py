@@ -62,7 +62,10 @@ class Transport(Protocol):
         """Lines of a long-running command's stdout (split on \\n and \\r); closing the iterator kills it."""
         ...
 
-    async def read_file(self, path: str) -> bytes | None: ...
+    async def read_file(self, path: str) -> bytes | None:
+        """The file's bytes; None when it is not there, or went while it was read (a /proc/PID file of a process that
+        exited in that moment)."""
+        ...
 
     async def write_file(self, path: str, data: bytes) -> None:
         """Write atomically (temp file + rename), creating parent directories."""
@@ -91,3 +94,12 @@ class Forwarding(Protocol):
 def link_status(transport: Transport) -> str:
     """The link's health in words; a transport that is no link (this machine) is always "connected"."""
     return transport.status if isinstance(transport, Link) else "connected"
+
+
+async def process_alive(transport: Transport, pid: int) -> bool:
+    """A process on the transport's host, alive and not a zombie (a pid of that host's, read in its /proc)."""
+    if pid <= 0:
+        return False
+    stat = await transport.read_file(f"/proc/{pid}/stat")
+    # field 3 (after the parenthesised command name) is the state; Z = zombie, X = dead
+    return stat is not None and stat.rsplit(b")", 1)[-1].split()[0:1] not in ([b"Z"], [b"X"])

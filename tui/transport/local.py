@@ -163,7 +163,10 @@ class LocalTransport:
     async def read_file(self, path: str) -> bytes | None:
         try:
             return await asyncio.to_thread(Path(path).read_bytes)
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
+            # ProcessLookupError (ESRCH): a /proc/PID file whose process exited between the open and the read. It
+            # is a file that is gone, as it would have been a moment later; an error here failed `bringup restart`
+            # when the process a lock record names exited while it was read
             return None
         except OSError as e:
             raise TransportError(f"cannot read {path}: {e.strerror or e}") from None

@@ -534,9 +534,24 @@ class SshTransport:
         except asyncssh.SFTPConnectionLost as e:
             raise self._failed(conn, e) from None
         except asyncssh.SFTPError as e:
+            # sftp-server answers a bare "Failure" for ESRCH: a /proc/PID file whose process exited between the
+            # open and the read. A file that is no longer there reads as gone, as it would have a moment later
+            if not await self._exists(sftp, path):
+                return None
             raise TransportError(f"{self.destination}: cannot read {path}: {e.reason}") from None
         except (asyncssh.Error, OSError) as e:
             raise self._failed(conn, e) from None
+
+    @staticmethod
+    async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:
+        """Whether `path` is there, true when that cannot be told (the read's own error is then the one shown)."""
+        try:
+            await sftp.stat(path)
+        except asyncssh.SFTPNoSuchFile:
+            return False
+        except (asyncssh.Error, OSError):
+            return True
+        return True
 
     async def write_file(self, path: str, data: bytes) -> None:
         tmp = f"{path}.bringup-{os.getpid()}.tmp"
