@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.e2e import Bringup
+from tests.helpers.preloaded import Preloaded
 from tests.helpers.simdeploy import sim_host
 from tests.helpers.wait import until_async
 from tui.collectors.gpu_smi import SmiSource
@@ -22,8 +23,9 @@ from tui.transport.local import LocalTransport
 
 
 def _our_children() -> list[tuple[int, str]]:
-    """This process's live (not zombie) children, with their command lines: what it started and has not reaped."""
-    me, out = os.getpid(), []
+    """This process's live (not zombie) children, with their command lines: what it started and has not reaped (the
+    fork server the tests start commands from is the tests' own, not a child of the code under test)."""
+    me, out, ours = os.getpid(), [], Preloaded.pid()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -32,7 +34,7 @@ def _our_children() -> list[tuple[int, str]]:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(fields[1]) == me and fields[0] != "Z":
+        if int(fields[1]) == me and fields[0] != "Z" and int(d.name) != ours:
             out.append((int(d.name), cmd))
     return out
 

@@ -1,6 +1,7 @@
 """Helpers for the end-to-end tests of the `bringup` CLI (tests/e2e/test_cli_e2e.py).
 
-Every bringup command runs as a real subprocess (`python -m tui --config FILE ...`) in the test's tmp_path with
+Every bringup command runs as a process of its own (`python -m tui --config FILE ...`, or the same forked from a
+process with the modules loaded: tests/helpers/preloaded.py) in the test's tmp_path with
 HOME and the XDG directories pointing into it, against the simulated SGLang server (`tui.sim`) started by the
 `process` manager. Only the config file is built with bringup's own config model (tests/helpers/simdeploy.py);
 nothing else here imports bringup: the tests see only what a user sees (exit code, stdout, stderr, the files in the
@@ -27,6 +28,7 @@ from typing import Any
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
+from tests.helpers.preloaded import Forked, Preloaded
 from tests.helpers.processes import kill_processes, process_alive, sim_processes, wait_no_sim_processes
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
 
@@ -274,11 +276,18 @@ class Bringup:
         return [PY, "-m", "tui", *args[:1], *conf, *args[1:]] if args else [PY, "-m", "tui", *conf]
 
     def run(self, *args: str, timeout: float = 40.0, config: Path | bool | None = True,
-            env: dict[str, str] | None = None, cwd: Path | None = None) -> Result:
+            env: dict[str, str] | None = None, cwd: Path | None = None, fresh: bool = False) -> Result:
+        """The command run to its end. Forked from a process with bringup's modules loaded (tests/helpers/
+        preloaded.py) unless `fresh` or $BRINGUP_TESTS_FRESH=1: then a new `python -m tui`, start-up and all."""
         cmd = self.cmd(*args, config=config)
         t0 = time.time()
-        p = subprocess.Popen(cmd, cwd=cwd or self.tmp, env=env or self.env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p: subprocess.Popen[bytes] | Forked
+        server = None if fresh or os.environ.get("BRINGUP_TESTS_FRESH") == "1" else Preloaded.get()
+        if server is not None and server.serves(env or self.env):
+            p = server.start(cmd[3:], cwd=cwd or self.tmp, env=env or self.env)
+        else:
+            p = subprocess.Popen(cmd, cwd=cwd or self.tmp, env=env or self.env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             out_b, err_b = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
