@@ -188,12 +188,27 @@ def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> Lifec
     return replace(s, excerpt=Excerpt.AWAITING_CAUSE if kind == FailureKind.EXIT else Excerpt.OPEN)
 
 
+FIRST_LOOK = " before bringup first looked"
+
+
 def failed_before_first_look(s: LifecycleState, preset: Preset, u: UnitState, at: float) -> LifecycleState:
     """The first reading finds the unit failed already: no log of it was seen, so the words say where to read."""
     if u.sub == OOM_KILLED:
         return _oom_killed(replace(s, invocation=u.invocation), preset, u, at, ())
-    lines = (exit_words(u.exit_status, s.session.log_source, shown=False, when=" before bringup first looked"),)
-    return fail(replace(s, invocation=u.invocation), preset, at, lines, FailureKind.EXIT, open_=False)
+    lines = (exit_words(u.exit_status, s.session.log_source, shown=False, when=FIRST_LOOK),)
+    s = fail(replace(s, invocation=u.invocation), preset, at, lines, FailureKind.EXIT, open_=False)
+    return replace(s, excerpt=Excerpt.AWAITING_LOG)
+
+
+def log_read_back(s: LifecycleState, preset: Preset) -> LifecycleState:
+    """A line of a run that exited before bringup first looked, read back from its log: the excerpt is now the
+    log's last lines (a server that died at import on a loaded host showed only where to read why)."""
+    assert s.failure is not None and s.unit is not None
+    words = exit_words(s.unit.exit_status, s.session.log_source, shown=True, when=FIRST_LOOK)
+    excerpt = (*s.blocks.exit_lines(), words)[-MAX_EXCERPT:]
+    kind = classify(preset, excerpt, s.failure.phase)
+    return replace(s, failure=replace(s.failure, excerpt=excerpt, kind=kind,
+                                      hint=_hint(s, preset)(kind, s.failure.phase, s.flag_dict())))
 
 
 def _oom_killed(s: LifecycleState, preset: Preset, u: UnitState, end: float,

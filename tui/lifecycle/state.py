@@ -29,6 +29,9 @@ class Excerpt(StrEnum):
     #: the failure was declared from the unit's exit; the journal may still deliver the lines that say why (journals
     #: over SSH lag the unit state), and the cause wins when it comes
     AWAITING_CAUSE = "awaiting-cause"
+    #: the run had exited before bringup first looked: none of its log was seen yet, and its lines, read back, are
+    #: the excerpt (the last of them, or the cause when one comes)
+    AWAITING_LOG = "awaiting-log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ class LifecycleState:
     @property
     def failure_is_exit(self) -> bool:
         """The failure was declared from the unit's exit and its cause may still arrive."""
-        return self.excerpt == Excerpt.AWAITING_CAUSE
+        return self.excerpt in (Excerpt.AWAITING_CAUSE, Excerpt.AWAITING_LOG)
 
     def flag_dict(self) -> dict[str, str | None]:
         return dict(self.session.flags)
