@@ -24,6 +24,7 @@ from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
+from tui.collectors import shared_generations
 from tui.collectors.metrics import MetricsRates, from_log_line
 from tui.collectors.probes import ProbeTokens
 from tui.config import ProbeConfig
@@ -158,6 +159,69 @@ def test_a_decode_line_with_other_work_keeps_its_figure(n: int, q: int, at: floa
     probe(ledger, 100.0, 100.3, 4, asked=4)
     s = from_log_line(SGLANG, LINE.format(n=n, q=q), at, ledger)
     assert s is not None and s.tokens_per_s == pytest.approx(0.13)
+
+
+# ------------------------------------------------------------------------------------- another bringup's generations
+
+
+def test_a_generation_another_bringup_sent_is_no_throughput_here(tmp_path: Path) -> None:
+    # `bringup restart` proved the new run with a generation, then exited; an exporter started after it reads the
+    # server's log back: the decode line of that generation is bringup's own, not the server's work
+    shared = tmp_path / "generations"
+    restart, exporter = ProbeTokens(shared), ProbeTokens(shared)
+    probe(restart, 100.0, 100.3, 4, asked=4)
+    s = from_log_line(SGLANG, LINE.format(n=1, q=0), 100.2, exporter)
+    assert s is not None and s.tokens_per_s == 0.0 and s.running == 0
+    # with another request beside it, the line is the server's
+    s = from_log_line(SGLANG, LINE.format(n=2, q=0), 100.2, exporter)
+    assert s is not None and s.tokens_per_s == pytest.approx(0.13)
+    # and never twice in the ledger that wrote it
+    assert restart.in_flight(100.0, 100.3) == 1
+
+
+def test_another_bringups_generation_after_this_ones_first_reading_is_taken_out_of_the_counter(tmp_path: Path) -> None:
+    shared = tmp_path / "generations"
+    console, status = ProbeTokens(shared), ProbeTokens(shared)
+    r = MetricsRates(SGLANG)
+    probe(status, 98.0, 98.5, 16)  # before the console's first reading: in its base already
+    r.sample(page(1016.0), 100.0, console, 100.0)
+    probe(status, 100.2, 100.5, 16)  # between its readings: bringup's own
+    s = r.sample(page(1032.0), 101.0, console, 101.0)
+    assert s is not None and s.tokens_per_s == 0.0
+    s = r.sample(page(1132.0), 102.0, console, 102.0)  # 100 of real work
+    assert s is not None and s.tokens_per_s == pytest.approx(100.0)
+
+
+def test_the_shared_file_survives_garbage_a_torn_line_and_a_rewrite(tmp_path: Path) -> None:
+    shared = tmp_path / "generations"
+    writer, reader = ProbeTokens(shared), ProbeTokens(shared)
+    shared.write_bytes(b"\xff\xfe not a line\n1 2\nx 5.0 4.0 3\n")  # unreadable, short, ended before it began
+    probe(writer, 100.0, 100.3, 4)
+    with open(shared, "a") as f:
+        f.write("someone 200.0 20")  # a line still being written
+    assert reader.in_flight(99.0, 101.0) == 1
+    assert reader.in_flight(199.0, 201.0) == 0
+    with open(shared, "a") as f:
+        f.write("0.5 7\n")  # now whole
+    assert reader.in_flight(199.0, 201.0) == 1
+    # a writer past the size bound keeps the last two minutes; a reader reads the new file, nothing twice
+    shared_generations.MAX_BYTES, was = 200, shared_generations.MAX_BYTES
+    try:
+        for i in range(8):
+            probe(writer, 300.0 + i, 300.2 + i, 4)
+    finally:
+        shared_generations.MAX_BYTES = was
+    assert shared.stat().st_size < 400
+    assert reader.in_flight(299.0, 310.0) == 8  # each once, though the rewritten file was read again
+    assert reader.in_flight(99.0, 101.0) == 0  # past KEEP_S, forgotten as a ledger forgets its own
+
+
+def test_a_shared_file_that_cannot_be_written_leaves_the_ledger_its_own(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    ledger = ProbeTokens(blocked / "generations")  # its folder is a file: nothing can be written there
+    probe(ledger, 100.0, 100.3, 4)
+    assert ledger.in_flight(100.0, 100.3) == 1
 
 
 # ------------------------------------------------------------------------------------------------ real processes

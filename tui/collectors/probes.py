@@ -16,10 +16,13 @@ An idle server that bringup probes is idle, not serving 4 tokens a second.
 from __future__ import annotations
 
 import asyncio
+import math
+import secrets
 import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +30,7 @@ import httpx
 
 from tui.collectors import server_http
 from tui.collectors.bounded import fetch
+from tui.collectors.shared_generations import SharedGenerations
 from tui.model import ProbeResult, ReleaseReported
 
 _SSL: ssl.SSLContext | None = None
@@ -62,10 +66,26 @@ class ProbeTokens:
     tokens than the answer says, the first token as prefill's, owes nothing later). A reader of a figure per
     interval (a gauge, a log line) asks instead whether generations were under way (`in_flight`, `ran_between`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: Path | None = None) -> None:
         self._gens: list[ProbeGeneration] = []
+        #: the generations of bringup's other processes on the same deployment (tui/collectors/shared_generations.py)
+        self._shared = SharedGenerations(shared, secrets.token_hex(6), keep_s=KEEP_S) if shared else None
+        #: the latest reading that settled the generations answered before it: another process's generation
+        #: answered before it is in that reading already, nothing of it left to take
+        self._settled_at = -math.inf
+
+    def _take_in_others(self) -> None:
+        if self._shared is None:
+            return
+        for o in self._shared.news():
+            g = ProbeGeneration(o.began, o.ended, o.tokens)
+            if o.ended <= self._settled_at:
+                g.taken = g.tokens
+            self._gens.append(g)
+            self._gens = [g for g in self._gens if g.ended is None or o.ended - g.ended < KEEP_S]
 
     def began(self, at: float, asked: int) -> ProbeGeneration:
+        self._take_in_others()
         self._gens = [g for g in self._gens if g.ended is None or at - g.ended < KEEP_S]
         g = ProbeGeneration(at, None, max(0, asked))
         self._gens.append(g)
@@ -77,10 +97,13 @@ class ProbeTokens:
         g.ended = at
         if tokens is not None:
             g.tokens = max(0, tokens)
+        if self._shared is not None:
+            self._shared.append(g.began, at, g.tokens)
 
     def take(self, counted: float, asked_at: float) -> float:
         """Of `counted` tokens a counter gained up to a reading asked for at `asked_at`, those that are bringup's
         own (at most `counted`). Returns them; the generations answered before the reading are settled."""
+        self._take_in_others()
         taken = 0.0
         for g in self._gens:
             if g.began > asked_at or counted - taken <= 0:
@@ -96,12 +119,15 @@ class ProbeTokens:
     def settle(self, asked_at: float) -> None:
         """A reading asked for at `asked_at` holds all the tokens of the generations answered before it: nothing
         more of theirs is to come (a first reading, the base of the next; or a counter started again)."""
+        self._take_in_others()
+        self._settled_at = max(self._settled_at, asked_at)
         for g in self._gens:
             if g.ended is not None and g.ended <= asked_at:
                 g.taken = max(g.taken, g.tokens)
 
     def in_flight(self, start: float, end: float) -> int:
         """How many generations were under way at some moment of [start, end]."""
+        self._take_in_others()
         return sum(1 for g in self._gens if g.began <= end and (g.ended is None or g.ended >= start))
 
     def ran_between(self, start: float, end: float) -> bool:
@@ -154,15 +180,16 @@ def _ssl_context(endpoint: str) -> ssl.SSLContext:
 
 class Prober:
     def __init__(self, endpoint: str, *, timeout: float = 5.0, tokens: int = 4, health_path: str = "/health",
-                 models_path: str = "/v1/models") -> None:
+                 models_path: str = "/v1/models", generations_file: Path | None = None) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.timeout = timeout
         self.tokens = tokens
         self.health_path = health_path
         self.models_path = models_path
         self.model_id: str | None = None
-        #: every generation this prober asked of the server, for the throughput reader to take out
-        self.generated = ProbeTokens()
+        #: every generation this prober asked of the server, for the throughput reader to take out, and (through
+        #: `generations_file`) those bringup's other processes asked of it
+        self.generated = ProbeTokens(generations_file)
         self.client = ProbeClient(base_url=self.endpoint, trust_env=False, verify=_ssl_context(self.endpoint),
                                   timeout=httpx.Timeout(timeout, connect=min(1.0, timeout)),
                                   limits=server_http.limits(), probe_tokens=self.generated)

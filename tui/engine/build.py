@@ -64,9 +64,12 @@ def gpu_keys(dep: DeploymentConfig) -> list[int]:
     return [gpu_key(i, g) for i, n in enumerate(dep.nodes) for g in n.gpus]
 
 
-def make_prober(settings: Settings, endpoint: str, preset: Preset) -> Prober:
+def make_prober(settings: Settings, name: str, endpoint: str, preset: Preset) -> Prober:
+    """The deployment's prober, its ledger shared with bringup's other processes on the deployment (a restart's
+    proof, a status, another console: their generations are no throughput either)."""
     return Prober(endpoint, timeout=settings.probe.timeout_s, tokens=settings.probe.generation_tokens,
-                  health_path=preset.health_path, models_path=preset.models_path)
+                  health_path=preset.health_path, models_path=preset.models_path,
+                  generations_file=settings.state_path() / "deployments" / name / "generations")
 
 
 async def forwarded_endpoint(transport: Transport, endpoint: str) -> str | None:

@@ -97,7 +97,7 @@ class Engine:
             shared = NodesGpuStream([ln.name for ln in links], [ln.gpus for ln in links])
         else:
             self.manager = make_manager(settings, name, dep, self.host, self.transport)
-        self.prober = make_prober(settings, dep.endpoint, self.preset)
+        self.prober = make_prober(settings, name, dep.endpoint, self.preset)
         self.gpu = GpuTracker(self.host, self.transport, gpu_keys(dep),
                               settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
         self.gpu.background = lambda: self.background
@@ -250,7 +250,7 @@ class Engine:
         """An endpoint on the remote host's loopback is reached through a port forward on the SSH connection."""
         if not self._forwarded and (url := await forwarded_endpoint(self.transport, self.dep.endpoint)):
             await self.prober.close()
-            self.prober = make_prober(self.settings, url, self.preset)
+            self.prober = make_prober(self.settings, self.name, url, self.preset)
             self.tput.probes = self.prober.generated  # the ledger of bringup's own generations goes with it
             self._forwarded = True
 
