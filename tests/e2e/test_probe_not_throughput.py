@@ -9,6 +9,7 @@ probe as idle. Pure tests of the reader first, then the simulated server with th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -26,7 +27,7 @@ from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
 from tui.collectors import shared_generations
 from tui.collectors.metrics import MetricsRates, from_log_line
-from tui.collectors.probes import ProbeTokens
+from tui.collectors.probes import Prober, ProbeTokens
 from tui.config import ProbeConfig
 from tui.engine.cadence import Pace, ProbeCadence
 from tui.lifecycle.presets import get_preset
@@ -222,6 +223,38 @@ def test_a_shared_file_that_cannot_be_written_leaves_the_ledger_its_own(tmp_path
     ledger = ProbeTokens(blocked / "generations")  # its folder is a file: nothing can be written there
     probe(ledger, 100.0, 100.3, 4)
     assert ledger.in_flight(100.0, 100.3) == 1
+
+
+def test_a_generation_left_when_its_command_exits_is_still_bringups_own_in_the_server(tmp_path: Path) -> None:
+    # `bringup status` exits while its probe's generation is under way: the server goes on with it, and the next
+    # process that reads its log or counters must know it is bringup's own
+    async def scenario() -> tuple[float, float]:
+        async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(65536)
+            await asyncio.sleep(60)
+
+        server = await asyncio.start_server(never_answers, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        p = Prober(f"http://127.0.0.1:{port}", timeout=2.0, generations_file=tmp_path / "generations")
+        p.model_id = "m"
+        task = asyncio.create_task(p.generate())
+        while p.generated.in_flight(0, time.time()) == 0:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # sent, and no answer
+        left = time.time()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await p.close()
+        server.close()
+        return left, time.time()
+
+    left, after = asyncio.run(scenario())
+    other = ProbeTokens(tmp_path / "generations")
+    assert other.in_flight(left, after) == 1
+    assert other.in_flight(after + 5.0, after + 5.0) == 1  # the server may still be at it: as long again as given
+    s = from_log_line(SGLANG, LINE.format(n=1, q=0), after + 1.0, other)
+    assert s is not None and s.tokens_per_s == 0.0
 
 
 # ------------------------------------------------------------------------------------------------ real processes

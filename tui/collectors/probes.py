@@ -271,12 +271,20 @@ class Prober:
         payload = {"model": self.model_id, "prompt": "Say OK.", "max_tokens": self.tokens, "temperature": 0}
         # in the ledger before it is sent: the server may count its tokens before its answer is read
         gen = self.generated.began(time.time(), self.tokens)
+        # a generation left without its answer (no answer in time, or the command exited meanwhile: `status` ends,
+        # a console quits) goes on in the server, which neither knows nor cares that no one reads it: it counts in
+        # the ledger, and in the file bringup's other processes read, as under way for as long again as it was
+        # given. A cancelled one that was never recorded was read back by the next exporter as the server's work.
         try:
             async with asyncio.timeout(self.timeout * 4):
                 r = await fetch(self.client, "POST", "/v1/completions", json=payload)
         except (httpx.HTTPError, TimeoutError) as e:
-            self.generated.ended(gen, time.time(), None)
+            unsent = isinstance(e, httpx.ConnectError | httpx.ConnectTimeout)  # the server never had it
+            self.generated.ended(gen, time.time() + (0 if unsent else self.timeout * 4), None)
             return self._result("generate", t0, False, detail=error_words(e, self.timeout * 4))
+        except asyncio.CancelledError:
+            self.generated.ended(gen, time.time() + self.timeout * 4, None)
+            raise
         if r.status_code != 200:
             self.generated.ended(gen, time.time(), 0)
             if r.status_code == 404:
