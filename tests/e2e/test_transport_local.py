@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.transport import TransportError, process_alive
+from tui.transport import TransportError, local, process_alive
 from tui.transport.local import LocalTransport
 
 
@@ -219,6 +219,28 @@ async def test_a_run_cancelled_twice_has_reaped_its_command_when_it_returns(mark
     assert _procs_matching(script) == []
     assert asyncio.all_tasks() <= before, "a reap left running on its own"
     _kill_leftovers(f"sleep {marker}")
+
+
+async def test_a_command_its_reap_could_not_wait_out_stays_known_for_the_closing(
+        marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reap that gives up (its bounded wait over, the process not reaped yet) leaves the command in LIVE_GROUPS:
+    the CLI's closing waits for those until the loop's child watcher has reaped them. Forgotten at once, as before,
+    a transport collected later reaped its child itself and asyncio printed "Unknown child process pid N" on the
+    user's terminal (CI, after a `restart` answered no)."""
+    monkeypatch.setattr(local, "KILL_WAIT_S", 0.0)
+    proc = await asyncio.create_subprocess_exec("bash", "-c", f"trap '' TERM; sleep {marker}",
+                                                start_new_session=True)
+    local.LIVE_GROUPS[proc.pid] = proc
+    await local._reap(proc, 0.0)  # no time to wait at all: SIGTERM ignored, SIGKILL sent, not yet reaped
+    assert proc.pid in local.LIVE_GROUPS
+    await proc.wait()
+    local.LIVE_GROUPS.pop(proc.pid, None)
+    # a reap that saw the exit forgets it
+    proc = await asyncio.create_subprocess_exec("true")
+    local.LIVE_GROUPS[proc.pid] = proc
+    await proc.wait()
+    await local._reap(proc, 0.0)
+    assert proc.pid not in local.LIVE_GROUPS
 
 
 async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(monkeypatch: pytest.MonkeyPatch) -> None:

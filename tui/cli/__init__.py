@@ -92,32 +92,38 @@ def run_async(coro: Any) -> Any:
         except asyncio.CancelledError:
             raise KeyboardInterrupt from None
     finally:
+        # each stage on its own: one that runs out of time (a generator's close still reaping its command) must not
+        # skip the next, least of all the wait for the commands' reaping, without which asyncio prints
+        # "Unknown child process pid N" on the user's terminal
         try:
-            # again until none is left: a task being cancelled may start another (a timer due meanwhile, a
-            # cleanup's own command), and one left pending when the loop closes fails after it, with a traceback
-            deadline = loop.time() + 3.0
-            while (pending := asyncio.all_tasks(loop)) and loop.time() < deadline:
-                for t in pending:
-                    t.cancel()
-                loop.run_until_complete(asyncio.wait(pending, timeout=max(0.0, deadline - loop.time())))
-            loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), 3.0))
-            # a command whose task was cancelled before it could reap it: ended now, and its exit and its
-            # transport's close delivered while the loop still runs (after close() they print a traceback)
-            if LIVE_GROUPS:
-                procs = list(LIVE_GROUPS.values())
-                kill_all_children()
-                # until the loop's child watcher has reaped them (not a fixed pause): a transport collected before
-                # that reaps its child itself (Popen.poll in its close), and the watcher, finding it gone, prints
-                # "Unknown child process pid N" on the user's terminal. Their exit, not `wait()`, which also waits
-                # for their pipes to close (a grandchild in a session of its own can hold them open)
-                deadline = loop.time() + KILL_WAIT_S
-                while any(p.returncode is None for p in procs) and loop.time() < deadline:
-                    loop.run_until_complete(asyncio.sleep(0.02))
-                del procs  # collected below, while the loop still runs
-            gc.collect()
-            loop.run_until_complete(asyncio.sleep(0))
-        except (TimeoutError, RuntimeError):
-            pass
+            with contextlib.suppress(TimeoutError, RuntimeError):
+                # again until none is left: a task being cancelled may start another (a timer due meanwhile, a
+                # cleanup's own command), and one left pending when the loop closes fails after it, with a traceback
+                deadline = loop.time() + 3.0
+                while (pending := asyncio.all_tasks(loop)) and loop.time() < deadline:
+                    for t in pending:
+                        t.cancel()
+                    loop.run_until_complete(asyncio.wait(pending, timeout=max(0.0, deadline - loop.time())))
+            with contextlib.suppress(TimeoutError, RuntimeError):
+                loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), 3.0))
+            with contextlib.suppress(TimeoutError, RuntimeError):
+                # a command whose task was cancelled before it could reap it, or whose reap ran out of time: ended
+                # now, and its exit and its transport's close delivered while the loop still runs (after close()
+                # they print a traceback)
+                if LIVE_GROUPS:
+                    procs = list(LIVE_GROUPS.values())
+                    kill_all_children()
+                    # until the loop's child watcher has reaped them (not a fixed pause): a transport collected
+                    # before that reaps its child itself (Popen.poll in its close), and the watcher, finding it
+                    # gone, prints "Unknown child process pid N" on the user's terminal. Their exit, not `wait()`,
+                    # which also waits for their pipes to close (a grandchild in a session of its own can hold
+                    # them open)
+                    deadline = loop.time() + KILL_WAIT_S
+                    while any(p.returncode is None for p in procs) and loop.time() < deadline:
+                        loop.run_until_complete(asyncio.sleep(0.02))
+                    del procs  # collected below, while the loop still runs
+                gc.collect()
+                loop.run_until_complete(asyncio.sleep(0))
         finally:
             loop.close()
 

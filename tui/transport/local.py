@@ -83,8 +83,8 @@ async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
     half-done, asyncio finds the process after the loop has closed and prints it on the user's terminal ("Task was
     destroyed but it is pending", "Event loop is closed", or, when the transport's close reaps the child before the
     child watcher does, "Unknown child process pid N"). Callers await it directly: a shielded reap is a new task
-    that a loop's shutdown never awaits. Bounded: `grace`, then KILL_WAIT_S."""
-    LIVE_GROUPS.pop(proc.pid, None)
+    that a loop's shutdown never awaits. Bounded: `grace`, then KILL_WAIT_S; a process still not reaped then
+    stays in LIVE_GROUPS, for the command's closing (tui/cli `run_async`) to wait on once more."""
     task = asyncio.current_task()
     cancelled = False
 
@@ -106,6 +106,8 @@ async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
         await exited(grace)
     _killpg(proc, signal.SIGKILL)  # the leader and whatever in its group ignored SIGTERM or outlived it
     await exited(KILL_WAIT_S)
+    if proc.returncode is not None:  # one not reaped yet stays known: the command's closing waits for it
+        LIVE_GROUPS.pop(proc.pid, None)
     if cancelled:
         raise asyncio.CancelledError
 
