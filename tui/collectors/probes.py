@@ -77,12 +77,14 @@ class ProbeTokens:
     def _take_in_others(self) -> None:
         if self._shared is None:
             return
-        for o in self._shared.news():
-            g = ProbeGeneration(o.began, o.ended, o.tokens)
-            if o.ended <= self._settled_at:
-                g.taken = g.tokens
-            self._gens.append(g)
-            self._gens = [g for g in self._gens if g.ended is None or o.ended - g.ended < KEEP_S]
+        news = self._shared.news()
+        if not news:
+            return
+        # one answered before the latest settling reading is in that reading already: nothing of it left to take
+        self._gens += [ProbeGeneration(o.began, o.ended, o.tokens, o.tokens if o.ended <= self._settled_at else 0.0)
+                       for o in news]
+        newest = max(o.ended for o in news)
+        self._gens = [g for g in self._gens if g.ended is None or newest - g.ended < KEEP_S]
 
     def began(self, at: float, asked: int) -> ProbeGeneration:
         self._take_in_others()

@@ -8,8 +8,8 @@ takes in the others' whenever the file has changed (one stat a question, no read
 a writer that finds it past `MAX_BYTES` rewrites it with the last `keep_s` seconds only.
 
 Advisory: a file that cannot be written or read leaves each process with its own generations only, as before; no
-error of it reaches the user. Written by hand: one line per generation and an offset is all it takes, and no library
-shares an append-only ledger between processes more simply.
+error of it reaches the user. Written by hand: one appended line per generation, the file read again whole when its
+stamp changed, is all it takes, and no library shares an append-only ledger between processes more simply.
 """
 
 from __future__ import annotations
