@@ -84,6 +84,13 @@ while not child:
             except OSError:
                 pass
             conn.close()
+if not child:  # the test worker is gone: the socket and its directory go with this server, not left in /tmp
+    srv.close()
+    for path, remove in ((sock_path, os.unlink), (os.path.dirname(sock_path), os.rmdir)):
+        try:
+            remove(path)
+        except OSError:
+            pass
 if child:
     del srv, waiting
     tui.__main__.main()  # exits as `python -m tui` does: its SystemExit ends this interpreter

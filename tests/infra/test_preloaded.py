@@ -56,3 +56,13 @@ def test_a_forked_command_killed_reads_as_killed(tmp_path: Path) -> None:
     os.kill(forked.pid, signal.SIGKILL)
     forked.communicate(30)
     assert forked.returncode == -signal.SIGKILL
+
+
+def test_a_fork_server_whose_worker_is_gone_leaves_nothing_in_the_temporary_directory() -> None:
+    server = Preloaded()  # one of its own: the worker's shared one stays up for the other tests
+    directory = Path(server.socket).parent
+    assert Path(server.socket).exists()
+    assert server.proc.stdin is not None
+    server.proc.stdin.close()  # what the worker's exit does
+    assert server.proc.wait(timeout=30) == 0
+    assert not directory.exists()
