@@ -1,9 +1,9 @@
 """Host-key checking cannot be switched off by a line of ssh_config (issue 29, item 3).
 
 asyncssh takes `UserKnownHostsFile none` as "no checking": `ssh` refused the host and bringup connected. Now bringup
-reads the known_hosts files itself (`tui.transport.ssh.known_hosts_for`) and hands asyncssh what they trust, never
-None: every way of naming no file (none, /dev/null, an empty, missing or unreadable file, a token that cannot be
-expanded), with any StrictHostKeyChecking, refuses the host with the same "unknown SSH host key" error as a
+reads the known_hosts files itself (`tui.transport.ssh_known_hosts.known_hosts_for`) and hands asyncssh what they
+trust, never None: every way of naming no file (none, /dev/null, an empty, missing or unreadable file, a token that
+cannot be expanded), with any StrictHostKeyChecking, refuses the host with the same "unknown SSH host key" error as a
 known_hosts without the host's entry, even when ~/.ssh/known_hosts (which asyncssh falls back to) holds the real
 key. The files that do name the key are honoured as `ssh` honours them: several files, GlobalKnownHostsFile
 alongside `UserKnownHostsFile none`, `~`, `%d`, `%u`, `%h`, `%p`, `${VAR}`.
