@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,33 @@ async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(mo
     monkeypatch.undo()
     assert not await process_alive(t, child.pid)
     assert await process_alive(t, os.getpid())
+
+
+def test_the_closing_reaps_the_commands_even_when_a_generators_close_runs_out_of_time(marker: str) -> None:
+    """The CLI's closing has three stages (cancel what is left, close the async generators, wait for the commands'
+    reaping); each runs on its own. A generator whose close never ends (its `finally` waits on something that does
+    not come) runs the second stage out of its time: the third must still kill and reap the command left running,
+    or asyncio prints "Unknown child process pid N" once the loop is gone and the command outlives bringup."""
+    from tui.cli import run_async
+
+    left: list[object] = []
+
+    async def command() -> asyncio.subprocess.Process:
+        async def stuck() -> AsyncIterator[int]:
+            try:
+                yield 1
+            finally:
+                await asyncio.Event().wait()  # set by no one: only the closing's own timeout ends this close
+
+        gen = stuck()
+        await anext(gen)
+        left.append(gen)  # still referenced at the exit: closed by the closing's second stage, not collected before
+        proc = await asyncio.create_subprocess_exec("bash", "-c", f"trap '' TERM; sleep {marker}",
+                                                    start_new_session=True)
+        local.LIVE_GROUPS[proc.pid] = proc
+        return proc
+
+    proc = run_async(command())
+    assert proc.returncode == -signal.SIGKILL  # killed and reaped by the closing, whatever the stage before did
+    assert proc.pid not in local.LIVE_GROUPS
+    _kill_leftovers(f"sleep {marker}")
