@@ -168,8 +168,9 @@ async def test_w_keeps_the_place_in_a_full_buffer_whose_folded_rows_the_log_cann
         rows = log.rows
         for start in range(0, rows, 5_000):
             app.post_message(logs_read([f"n{i} {LONG}" for i in range(start, min(rows, start + 5_000))]))
-        assert await until(pilot, lambda: view.line_count == rows and view.lines[-1].startswith(f"n{rows - 1} "))
-        view.scroll_to(y=rows - 200, animate=False, immediate=True)
+        # unfolded, the view holds a row for each line the buffer holds: its newest LINES
+        assert await until(pilot, lambda: view.line_count == LINES and view.lines[-1].startswith(f"n{rows - 1} "))
+        view.scroll_to(y=LINES - 200, animate=False, immediate=True)
         assert await until(pilot, lambda: not log.following)
         want = top_row(log).split()[0]
         for wrapped in (True, False, True):
