@@ -35,7 +35,7 @@ def classify(dest: str, e: BaseException, config: Sequence[str] = (), dead_after
     where = ", ".join(config) if config else "~/.ssh/config"
     if isinstance(e, TransportError):
         return e
-    if isinstance(e, asyncssh.HostKeyNotVerifiable):  # SshTransport replaces this with a precise host_key_error
+    if isinstance(e, asyncssh.HostKeyNotVerifiable):  # SshTransport replaces it: refused_host_key
         return PermanentTransportError(f"{dest}: SSH host key not trusted ({e.reason}); refusing to connect. "
                                        "Known hosts are read from the UserKnownHostsFile in "
                                        f"{config_desc(config)}", kind="host-key-unknown")

@@ -179,9 +179,7 @@ async def refused_host_key(destination: str, config: Sequence[str], e: asyncssh.
                            kh: KnownHosts) -> TransportError:
     """Why the host's key was refused, against the known_hosts bringup read (`kh`): unknown (with the files and
     the ssh_config in use, or why no file was read) or CHANGED since it was recorded (possibly a
-    man-in-the-middle; never offered to be accepted as is), or @revoked. All are permanent. The words are
-    `ssh_keys.host_key_error`'s, which reads asyncssh's list of files instead (None for `UserKnownHostsFile
-    none`)."""
+    man-in-the-middle; never offered to be accepted as is), or @revoked. All are permanent."""
     try:
         opts = await asyncio.to_thread(client_options, destination, config)
     except Exception:  # the connection got far enough to read them, so this is not expected
