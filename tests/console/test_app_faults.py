@@ -31,7 +31,7 @@ from tui.ops import restart as protocol
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.transport import TransportError
-from tui.transport.ssh import explain
+from tui.transport.ssh_errors import explain
 
 #: the three ways a unit cannot be read, with the messages the real manager and transport give
 FAILURES: dict[str, Callable[[], Exception]] = {

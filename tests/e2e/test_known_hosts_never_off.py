@@ -25,7 +25,8 @@ import pytest
 from tests.e2e.test_ssh_faults import HostInfo, host_status
 from tui.errors import PermanentError
 from tui.transport import TransportError
-from tui.transport.ssh import SshTransport, known_hosts_for
+from tui.transport.ssh import SshTransport
+from tui.transport.ssh_known_hosts import known_hosts_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -30,7 +30,8 @@ from tests.helpers.e2e import free_port
 from tests.helpers.wait import until_async
 from tui.errors import PermanentError
 from tui.transport import TransportError, process_alive
-from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport, classify
+from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport
+from tui.transport.ssh_errors import classify
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "testhost.sh"

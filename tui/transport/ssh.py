@@ -34,19 +34,11 @@ import asyncssh
 from tui.errors import PermanentError
 from tui.transport import CommandResult, TransportError
 from tui.transport.local import StreamLines
-from tui.transport.ssh_errors import classify, explain
-from tui.transport.ssh_keys import (
-    OPENSSH_HOST_KEY_ORDER,
-    KnownHostEntry,
-    known_host_entries,
-)
-from tui.transport.ssh_known_hosts import KnownHosts, known_hosts_checked, known_hosts_for, refused_host_key
+from tui.transport.ssh_errors import classify
+from tui.transport.ssh_known_hosts import KnownHosts, known_hosts_checked, refused_host_key
 
-# classify, explain, the host-key names and the known_hosts reading were defined here before they got modules of
-# their own; importers keep `from tui.transport.ssh import ...`
-__all__ = ["KEEPALIVE_COUNT_MAX", "KEEPALIVE_INTERVAL_S", "MAX_CHANNELS", "OPENSSH_HOST_KEY_ORDER", "SFTP_CHUNK",
-           "KnownHostEntry", "KnownHosts", "SshTransport", "classify", "explain", "known_host_entries",
-           "known_hosts_for", "refused_host_key", "remote_command"]
+__all__ = ["KEEPALIVE_COUNT_MAX", "KEEPALIVE_INTERVAL_S", "MAX_CHANNELS", "SFTP_CHUNK", "SshTransport",
+           "remote_command"]
 
 MAX_CHANNELS = 8
 #: bytes per SFTP read or write request (well under OpenSSH's limits; servers may return less, and we loop)
