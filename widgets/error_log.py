@@ -112,7 +112,8 @@ class ErrorLog(Vertical):
 
     @property
     def rows(self) -> int:
-        """The most rows the view keeps (Textual's `Log` drops its oldest past it): as many as the buffer holds."""
+        """The most rows the view ever keeps, folded lines included (Textual's `Log` drops its oldest past it);
+        what it keeps at a given moment is `_row_limit()`."""
         return self.entries.bound
 
     def _row_limit(self) -> int:
