@@ -179,6 +179,31 @@ def test_a_run_that_died_before_the_first_look_takes_its_excerpt_from_its_log_re
     assert "before bringup first looked" in excerpt and "the lines above are the last" in excerpt, excerpt
     assert s.timeline[-1].phase == Phase.FAILED and [t.phase for t in s.timeline].count(Phase.FAILED) == 1
 
+
+def test_a_run_seen_running_whose_exit_was_read_before_its_last_lines_takes_them_as_its_excerpt() -> None:
+    """The other order a loaded machine gives (CI): the run was seen starting, its exit was read before the log's
+    reader had its last lines, and none of them is a fatal line that would name the cause. Those lines, once read,
+    are the excerpt, as when the log came first; not only where to read them."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import initial, reduce
+    from tui.model import LogLine
+
+    p = get_preset("sglang")
+    s = reduce(initial(log_source="/state/d/logs/r1.log"),
+               UnitObserved(99.5, UnitState("active", "running", 42, "r1", started_at=99)), p)
+    s = reduce(s, UnitObserved(100, UnitState("failed", "exited", 0, "r1", exit_status=1, started_at=99)), p)
+    assert s.phase == Phase.FAILED and s.failure is not None
+    assert s.failure.excerpt[-1].endswith("read the last lines of /state/d/logs/r1.log"), s.failure.excerpt
+    for i, text in enumerate(("Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
+                              "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'")):
+        s = reduce(s, LogLine(99.6 + i / 100, text, "r1"), p)
+    assert s.phase == Phase.FAILED and s.failure is not None
+    excerpt = "\n".join(s.failure.excerpt)
+    assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, excerpt
+    assert "the lines above are the last of /state/d/logs/r1.log" in excerpt, excerpt
+    assert "before bringup first looked" not in excerpt, excerpt
+    assert [t.phase for t in s.timeline].count(Phase.FAILED) == 1
+
 async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_a_quiet_log_costs_no_timer() -> None:
     """One buffer: a burst is applied 250 lines at a time with the loop let in between (keys and the screen keep
     up), and sent to listeners as one batch, in order, each line once; nothing is scheduled while no line comes."""

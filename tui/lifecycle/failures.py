@@ -200,15 +200,22 @@ def failed_before_first_look(s: LifecycleState, preset: Preset, u: UnitState, at
     return replace(s, excerpt=Excerpt.AWAITING_LOG)
 
 
-def log_read_back(s: LifecycleState, preset: Preset) -> LifecycleState:
-    """A line of a run that exited before bringup first looked, read back from its log: the excerpt is now the
-    log's last lines (a server that died at import on a loaded host showed only where to read why)."""
+def lines_after_exit(s: LifecycleState, preset: Preset) -> LifecycleState:
+    """A line of a run whose exit was seen before its log was: read back after bringup first looked at a run that
+    had exited already (AWAITING_LOG), or lagging behind the exit (AWAITING_CAUSE: the log's reader was behind the
+    service manager on a loaded host, and no line is the fatal one that would name the cause). The excerpt becomes
+    the log's last lines, as when the log came first: a server that died at import showed only where to read why."""
     assert s.failure is not None and s.unit is not None
-    words = exit_words(s.unit.exit_status, s.session.log_source, shown=True, when=FIRST_LOOK)
-    excerpt = (*s.blocks.exit_lines(), words)[-MAX_EXCERPT:]
-    kind = classify(preset, excerpt, s.failure.phase)
-    return replace(s, failure=replace(s.failure, excerpt=excerpt, kind=kind,
-                                      hint=_hint(s, preset)(kind, s.failure.phase, s.flag_dict())))
+    node = f" on node {s.unit.ended_on}" if s.unit.ended_on else ""
+    when = FIRST_LOOK if s.excerpt == Excerpt.AWAITING_LOG else node
+    lines = s.blocks.exit_lines()
+    kind = classify(preset, lines, s.failure.phase) if lines else FailureKind.EXIT
+    if kind == FailureKind.UNKNOWN:
+        kind = FailureKind.EXIT
+    words = exit_words(s.unit.exit_status, s.session.log_source, shown=bool(lines),
+                       explained=kind != FailureKind.EXIT, when=when)
+    hint = s.failure.hint if kind == s.failure.kind else _hint(s, preset)(kind, s.failure.phase, s.flag_dict())
+    return replace(s, failure=replace(s.failure, excerpt=(*lines, words)[-MAX_EXCERPT:], kind=kind, hint=hint))
 
 
 def _oom_killed(s: LifecycleState, preset: Preset, u: UnitState, end: float,

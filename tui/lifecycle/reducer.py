@@ -31,7 +31,7 @@ from tui.lifecycle.failures import (
     extend_failure,
     fail,
     failed_before_first_look,
-    log_read_back,
+    lines_after_exit,
     stop_arrived,
     stop_reason,
     terminated,
@@ -135,10 +135,10 @@ def _after_failure(s: LifecycleState, preset: Preset, c: CleanLine, in_block: bo
     if s.excerpt in (Excerpt.AWAITING_CAUSE, Excerpt.AWAITING_LOG) and s.failure is not None and \
             preset.fatal.search(c.text):
         return cause_arrived(s, preset, s.blocks.cause(c.body))
-    if s.excerpt == Excerpt.AWAITING_LOG and s.failure is not None and s.unit is not None:
-        return log_read_back(s, preset)
     if s.excerpt == Excerpt.AWAITING_CAUSE and (stopped := stop_arrived(s, preset, c.text)) is not None:
         return stopped  # the exit's lagging lines say it was a clean stop
+    if s.excerpt in (Excerpt.AWAITING_CAUSE, Excerpt.AWAITING_LOG) and s.failure is not None and s.unit is not None:
+        return lines_after_exit(s, preset)
     if s.excerpt != Excerpt.OPEN:
         return s
     if preset.consequence is not None and preset.consequence.search(c.text):
