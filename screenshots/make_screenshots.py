@@ -70,7 +70,7 @@ async def bring_up(tmp: Path) -> None:
         await pilot.pause(0.5)
         save(app, "confirm")
         await pilot.press("y")
-        await wait_for(pilot, lambda: any(s.name == "release" and s.status == "running" for s in app.steps))
+        await wait_for(pilot, lambda: any(s.name == "release" and s.status == "running" for s in app.shown.steps))
         await pilot.pause(0.3)
         save(app, "mid-restart")
         await wait_for(pilot, lambda: app.engine.state.invocation != inv and phase() == Phase.READY)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tui.console.control import ControlConsoleApp
 from tui.console.run import exit_status, run_app
-from tui.console.viewer import ConsoleApp, empty_snapshot
+from tui.console.shown import empty_snapshot
+from tui.console.viewer import ConsoleApp
 
 __all__ = ["ConsoleApp", "ControlConsoleApp", "empty_snapshot", "exit_status", "run_app"]

@@ -87,8 +87,8 @@ async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp
             state = app.engine.state
             assert state.phase == Phase.READY
             assert Phase.GRAPH_CAPTURE not in [t.phase for t in state.timeline]
-            assert await until(pilot, lambda: ("follow", "done") in [(s.name, s.status) for s in app.steps], 5)
-            names = [(s.name, s.status) for s in app.steps]
+            assert await until(pilot, lambda: ("follow", "done") in [(s.name, s.status) for s in app.shown.steps], 5)
+            names = [(s.name, s.status) for s in app.shown.steps]
             for expected in [("lock", "done"), ("flags", "done"), ("stop", "done"), ("release", "done"),
                              ("start", "done"), ("follow", "done")]:
                 assert expected in names
@@ -383,7 +383,7 @@ async def test_a_new_runs_longer_command_line_is_shown_whole(tmp_path: Path) -> 
     async with app.run_test(size=(100, 30)) as pilot:
         snap = cs.snapshot(Phase.READY)
         app.post_message(EngineUpdated(PhaseChanged(snap)))
-        assert await until(pilot, lambda: app.snap is snap)
+        assert await until(pilot, lambda: app.shown.snap is snap)
         longer = (*cs.ARGV, "--mem-fraction-static", "0.85", "--disable-cuda-graph")
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(snap, flags=longer, invocation="new-run"))))
         assert await until(pilot, lambda: "--disable-cuda-graph" in " ".join(screen_text(app).split()))
@@ -408,13 +408,13 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         sample, hist = cs.throughput()
         app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
         app.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
-        assert await until(pilot, lambda: app.snap is ready and app.tp is sample and len(app.steps) == 1)
+        assert await until(pilot, lambda: app.shown.snap is ready and app.shown.tp is sample and len(app.shown.steps) == 1)
         app.render_all()
         await until(pilot, lambda: "running 4" in panel(app, "#throughput")
                     and "endpoint: generation ok" in panel(app, "#lifecycle"))
         assert "running 4" in panel(app, "#throughput") and "endpoint: generation ok" in panel(app, "#lifecycle")
         # a refresh tick: what the sample made due is drawn and done with
-        assert await until(pilot, lambda: not app._dirty)
+        assert await until(pilot, lambda: not app.shown.due)
         app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.STOPPED))))
         # the refresh tick redraws it: no new sample comes to do it once the server stops
         await until(pilot, lambda: "the last while it served" in panel(app, "#throughput"))
@@ -423,8 +423,8 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         assert "endpoint:" not in panel(app, "#lifecycle")
         assert "stop" in str(app.query_one("#steps").render())  # this console's own last action shows
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(ready, invocation="started-from-the-cli"))))
-        await until(pilot, lambda: app.steps == [] and "stop" not in str(app.query_one("#steps").render()))
-        assert app.steps == [] and "stop" not in str(app.query_one("#steps").render())
+        await until(pilot, lambda: app.shown.steps == [] and "stop" not in str(app.query_one("#steps").render()))
+        assert app.shown.steps == [] and "stop" not in str(app.query_one("#steps").render())
 
 
 async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: Path) -> None:
@@ -571,7 +571,7 @@ async def test_every_collector_note_shows_in_the_lifecycle_panel_and_the_metrics
                  Note(NoteSource.METRICS, "metrics: ReadTimeout: timed out"),
                  Note(NoteSource.THROUGHPUT, "no metrics: start the server with --enable-metrics"))
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(cs.snapshot(Phase.READY), notes=notes))))
-        assert await until(pilot, lambda: app.snap.notes == notes)
+        assert await until(pilot, lambda: app.shown.snap.notes == notes)
         app.render_all()
         await settled(pilot)
         lifecycle, throughput = panel(app, "#lifecycle"), panel(app, "#throughput")

@@ -81,7 +81,7 @@ async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_oth
     async with app.run_test(size=(100, 30)) as pilot:
         first = cs.gpus(128.4, 68)
         app.post_message(EngineUpdated(GpusSampled(first, cs.history(128.4))))
-        assert await until(pilot, lambda: app.gpu_snap is first)
+        assert await until(pilot, lambda: app.shown.gpu_snap is first)
         app.render_gpus()
         assert await until(pilot, lambda: screen_text(app).count(" 68%") == 8)
         panel = app.query_one(GpuPanel)
@@ -90,7 +90,7 @@ async def test_gpu_rows_redrawn_one_by_one_show_the_new_numbers_and_keep_the_oth
         changed = dataclasses.replace(first, gpus=tuple(
             dataclasses.replace(g, util_pct=97.0) if g.index == 3 else g for g in first.gpus))
         app.post_message(EngineUpdated(GpusSampled(changed, cs.history(128.4))))
-        assert await until(pilot, lambda: app.gpu_snap is changed)
+        assert await until(pilot, lambda: app.shown.gpu_snap is changed)
         app.render_gpus()
         assert await until(pilot, lambda: " 97%" in screen_text(app))
         regions = [r for call in asked for r in call]
@@ -117,7 +117,7 @@ async def test_the_chart_redrawn_repaints_the_cells_its_line_moved_in(tmp_path: 
     async with app.run_test(size=(120, 40)) as pilot:
         app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.READY))))
         app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
-        assert await until(pilot, lambda: app.tp is sample)
+        assert await until(pilot, lambda: app.shown.tp is sample)
         app.render_throughput(force_plot=True)
         assert await until(pilot, lambda: bool(app.query(TpsChart)))
         await settled(pilot)
@@ -129,7 +129,7 @@ async def test_the_chart_redrawn_repaints_the_cells_its_line_moved_in(tmp_path: 
         more = [*hist, *((cs.T0 + 100 + k, 400.0) for k in range(1, 31))]
         later = dataclasses.replace(sample, at=now + 30.0, tokens_per_s=400.0)
         app.post_message(EngineUpdated(ThroughputSampled(later, tuple(more))))
-        assert await until(pilot, lambda: app.tp is later)
+        assert await until(pilot, lambda: app.shown.tp is later)
         await settled(pilot)
         asked = spy(monkeypatch, chart)
         now += 30.0

@@ -324,7 +324,7 @@ async def test_the_deployment_picker_shows_each_deployments_phase(tmp_path: Path
     app = ControlConsoleApp(settings, "sim", live=False)
     async with app.run_test(size=(120, 36)) as pilot:
         app.post_message(EngineUpdated(PhaseChanged(dataclasses.replace(cs.snapshot(Phase.READY), deployment="sim"))))
-        assert await until(pilot, lambda: app.snap.phase == Phase.READY)
+        assert await until(pilot, lambda: app.shown.snap.phase == Phase.READY)
         await pilot.press("d")
         assert await until(pilot, lambda: bool(app.screen.query("#picker")))
         picker = app.screen.query_one("#picker", OptionList)

@@ -96,9 +96,9 @@ async def panels(pilot: Pilot[Any]) -> None:
     if ready:
         sample, hist = cs.throughput()
         app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
-    assert await until(pilot, lambda: app.snap is snap and app.gpu_snap is not None
-                       and (app.tp is not None or not ready))
-    assert await until(pilot, lambda: not app._dirty)  # a refresh tick has drawn what the updates made due
+    assert await until(pilot, lambda: app.shown.snap is snap and app.shown.gpu_snap is not None
+                       and (app.shown.tp is not None or not ready))
+    assert await until(pilot, lambda: not app.shown.due)  # a refresh tick has drawn what the updates made due
     # twice: the columns share the width by what each panel holds, and a panel wraps its text at the width it has
     # when drawn; the second draw is at the width the first one settled
     for _ in range(2):

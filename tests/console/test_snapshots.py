@@ -43,8 +43,8 @@ def feed(phase: Phase, *, gib: float, util: float, failure: bool = False, steps:
             for s in cs.RESTART_STEPS:
                 app.post_message(RestartStepped(s))
         n_steps = len(cs.RESTART_STEPS) if steps else 0
-        assert await until(pilot, lambda: app.snap is snap and app.gpu_snap is not None
-                           and (app.tp is not None or not tps) and len(app.steps) == n_steps)
+        assert await until(pilot, lambda: app.shown.snap is snap and app.shown.gpu_snap is not None
+                           and (app.shown.tp is not None or not tps) and len(app.shown.steps) == n_steps)
         app.render_all()
         app.render_throughput(force_plot=True)
         await settled(pilot)

@@ -179,7 +179,7 @@ class ControlConsoleApp(ConsoleApp):
         if w is None or self._busy():
             return
         self.restarting = True
-        self.steps = []
+        self.shown.steps = []
         self.render_lifecycle()
         try:
             # under the deployment's lock, like a restart, and done when the GPU memory is released
@@ -204,7 +204,7 @@ class ControlConsoleApp(ConsoleApp):
         try:
             if plan is not None and not await self._flags_unchanged(w, plan, key):
                 return
-            self.steps = []
+            self.shown.steps = []
 
             def stepped(s: Step) -> None:
                 self.post_message(RestartStepped(s))
@@ -215,7 +215,7 @@ class ControlConsoleApp(ConsoleApp):
             outcome = Outcome(Result.FAILED, w.state.phase, f"{type(e).__name__}: {e}")
         finally:
             self.restarting = False
-            self.releasing = False
+            self.shown.releasing = False
         self.post_message(RestartFinished(outcome, "restart" if restart else "start", key))
 
     def on_restart_finished(self, m: RestartFinished) -> None:

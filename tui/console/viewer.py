@@ -32,6 +32,7 @@ from tui.config import Settings
 from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN, choices, fleet_rows, picker_phases
 from tui.console.record import record_offer, write_incident_record
 from tui.console.screen import ConsoleScreen
+from tui.console.shown import Panel, Shown
 from tui.console.sweeps import SWEEP_LOOK_S, SweepFinder
 from tui.engine import Engine
 from tui.engine.fleet import Fleet
@@ -49,7 +50,7 @@ from tui.exit_codes import ExitCode, signalled
 from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
-from tui.model import GpuSnapshot, LockInfo, NoteSource, Phase, Snapshot, Step, ThroughputSample
+from tui.model import LockInfo, Phase, Snapshot
 from tui.screens.fleet import FleetScreen
 from tui.screens.picker import PickerScreen
 from tui.screens.sweep import sweep_screen_of
@@ -62,16 +63,6 @@ from widgets.throughput import ThroughputPanel
 #: the chart is redrawn at most this often (the sparkline above it follows every sample): a plotext frame costs
 #: several milliseconds, the largest single share of an idle console's CPU
 PLOT_EVERY_S = 5.0
-#: GPU memory samples the sparkline shows, and tokens/s samples the chart does
-SPARK_SAMPLES = 60  # as many as the widest sparkline (widgets.gpus.SPARK_MAX)
-CHART_SAMPLES = 300
-
-
-def empty_snapshot(name: str, host: str) -> Snapshot:
-    """Before anything was read: not STOPPED (the server may well be READY), but not known yet."""
-    return Snapshot(deployment=name, host=host, phase=Phase.UNKNOWN, invocation="", timeline=(), failure=None,
-                    stalled_for=None, unit=None, gpus=None, throughput=None,
-                    stale=f"connecting to {host}" if host else "connecting")
 
 
 class ConsoleApp(App[int]):
@@ -104,17 +95,11 @@ class ConsoleApp(App[int]):
         self.demo = demo
         self.engine: Engine | None = None
         self.sweeps = SweepFinder(settings.state_path())
-        self.snap = empty_snapshot(deployment, "")
-        self.gpu_snap: GpuSnapshot | None = None
-        self.gpu_history: dict[int, Sequence[float]] = {}
-        self.tp: ThroughputSample | None = None
-        self.tp_history: list[tuple[float, float]] = []
-        self.steps: list[Step] = []
-        self.releasing = False
+        #: the deployment shown, as its engine reported it, and the panels that made due (tui/console/shown.py)
+        self.shown = Shown.nothing_yet(deployment, "")
         self.paused = False
         self.read_only = self.SCREEN.READ_ONLY
         self.status_note = ""
-        self._dirty: set[str] = set()
         self._last_lifecycle = 0.0
         self._was_covered = False
         self._last_plot = 0.0
@@ -172,12 +157,12 @@ class ConsoleApp(App[int]):
 
     def _set_subtitle(self) -> None:
         dep = self.settings.deployments.get(self.deployment)
-        host = self.snap.host or (dep.host if dep else "")
+        host = self.shown.snap.host or (dep.host if dep else "")
         target = self.engine.manager.target if self.engine else ""
         ro = ("  [read-only]" if self.read_only else "") + ("  esc: all deployments" if self.fleet else "")
         # the server's release once it has said it (the header draws this text as plain text, never markup)
         preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
-        release = release_text(self.snap.release, preset.display_name or preset.name if preset else "")
+        release = release_text(self.shown.snap.release, preset.display_name or preset.name if preset else "")
         after = ("  " if target else "") + release if release else ""
         self.sub_title = f"{self.deployment} @ {host}  {target}{after}{ro}"
 
@@ -199,10 +184,7 @@ class ConsoleApp(App[int]):
             self.engine.background = True
         w.background = False
         self._watching(w)
-        self.snap = w.snapshot(self.clock())
-        self.gpu_snap = self.snap.gpus
-        self.gpu_history = {i: h[-SPARK_SAMPLES:] for i, h in self.snap.gpu_history.items()}
-        self.tp, self.tp_history = self.snap.throughput, list(self.snap.tps_history)[-CHART_SAMPLES:]
+        self.shown = Shown.caught_up(w.snapshot(self.clock()))
         if self.fleet is not None:
             self._logs_read(self.fleet.recent_lines(w.name))
         self._set_subtitle()
@@ -212,9 +194,7 @@ class ConsoleApp(App[int]):
         """The console's panels start over on `w`, and hear its updates."""
         self.engine = w
         self.deployment = w.name
-        self.snap = empty_snapshot(w.name, w.host_name)
-        self.gpu_snap, self.tp, self.steps = None, None, []
-        self.gpu_history, self.tp_history = {}, []
+        self.shown = Shown.nothing_yet(w.name, w.host_name)
         errors = self.query_one(ErrorLog)
         errors.entries.clear()
         errors.rebuild()
@@ -257,28 +237,19 @@ class ConsoleApp(App[int]):
             case LogsRead() as read:
                 self._logs_read(read)
             case GpusSampled(snapshot=snap, history=history):
-                self.gpu_snap = snap
-                self.gpu_history = {i: list(h)[-SPARK_SAMPLES:] for i, h in history.items()}
-                self._dirty.add("gpus")
+                self.shown.gpus_sampled(snap, history)
             case ThroughputSampled(sample=sample, history=history):
-                self.tp = sample
-                self.tp_history = list(history)[-CHART_SAMPLES:]
-                self._dirty.add("throughput")
+                self.shown.throughput_sampled(sample, history)
             case CollectorFailed():
-                self._dirty.add("lifecycle")
+                self.shown.due.add(Panel.LIFECYCLE)
             case HolderChanged(holder=holder):
                 self._holder_changed(holder)
             case ProbeAnswered():
                 pass  # the snapshot says it in words, drawn at the next tick
 
     def _phase_changed(self, snap: Snapshot) -> None:
-        if snap.invocation != self.snap.invocation and not self.restarting:
-            self.steps = []  # a run this console did not start: the steps of its own last action are history
-        if snap.phase != self.snap.phase:
-            self._dirty.add("throughput")  # its figures are labelled by whether the server serves: no sample says so
-        self.offer_record(self.snap, snap)  # a run seen failing: its incident record, a key away
-        self.snap = snap
-        self._dirty.add("lifecycle")
+        before = self.shown.phase_changed(snap, acting=self.restarting)
+        self.offer_record(before, snap)  # a run seen failing: its incident record, a key away
         self._set_subtitle()
         if not self.paused:
             self.render_lifecycle()
@@ -293,7 +264,7 @@ class ConsoleApp(App[int]):
     def _holder_changed(self, holder: LockInfo | None) -> None:
         """Phases that move for no reason seen here are named: who, from where, doing what; its steps follow in
         the lifecycle panel's notes as it records them."""
-        self._dirty.add("lifecycle")
+        self.shown.due.add(Panel.LIFECYCLE)
         token = holder.token if holder is not None else ""
         if token == self._other_token:
             return
@@ -306,8 +277,7 @@ class ConsoleApp(App[int]):
             self.notify(f"the other bringup's action on {self.deployment} has ended", timeout=5)
 
     def on_restart_stepped(self, m: RestartStepped) -> None:
-        self.steps.append(m.step)
-        self.releasing = m.step.name == "release" and m.step.status == "running"
+        self.shown.stepped(m.step)
         self.render_lifecycle()
         self.render_gpus()
 
@@ -350,17 +320,18 @@ class ConsoleApp(App[int]):
             self._render_changed()
 
     def _render_changed(self) -> None:
+        due = self.shown.due
         if self.engine is not None:
-            self.snap = self.engine.snapshot(self.clock())
+            self.shown.snap = self.engine.snapshot(self.clock())
         now = self.clock()
-        if "lifecycle" in self._dirty or int(now) != int(self._last_lifecycle):
+        if Panel.LIFECYCLE in due or int(now) != int(self._last_lifecycle):
             self._last_lifecycle = now
             self.render_lifecycle()
-        if "gpus" in self._dirty:
+        if Panel.GPUS in due:
             self.render_gpus()
-        if "throughput" in self._dirty:
+        if Panel.THROUGHPUT in due:
             self.render_throughput()
-        self._dirty.clear()
+        due.clear()
         self.query_one(ErrorLog).check_follow()
 
     def render_all(self) -> None:
@@ -370,48 +341,38 @@ class ConsoleApp(App[int]):
         self.query_one(ErrorLog).check_follow()
 
     def render_lifecycle(self) -> None:
-        note = self.status_note
-        if self.paused:
-            note = (note + "  " if note else "") + "PAUSED (p to resume)"
-        for n in self.snap.notes:
-            if n.source != NoteSource.THROUGHPUT:  # every collector's, the link's and another bringup's
-                note = (note + "\n" if note else "") + n.text
         dep = self.settings.deployments.get(self.deployment)
+        note = self.shown.lifecycle_note(self.status_note, paused=self.paused)
         with contextlib.suppress(NoMatches):  # a message that arrives while the app is closing its panels
-            self.query_one(LifecyclePanel).show(self.snap, self.clock(), self.steps, note,
+            self.query_one(LifecyclePanel).show(self.shown.snap, self.clock(), self.shown.steps, note,
                                                 hide_flags=dep.hide_flags if dep else ())
 
     def render_gpus(self) -> None:
-        unit = self.snap.unit
-        gpus = self.engine.deployment_gpus() if self.engine else list(range(len(self.gpu_snap.gpus)
-                                                                             if self.gpu_snap else 0))
+        s = self.shown
+        unit = s.snap.unit
+        gpus = self.engine.deployment_gpus() if self.engine else list(range(len(s.gpu_snap.gpus) if s.gpu_snap else 0))
         # the memory the server is told to take (its flags, as the unit runs it): a GPU at it is normal, not warned
         dep = self.settings.deployments.get(self.deployment)
         preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
-        budget = memory_budget(self.snap.flags, preset.memory_budget if preset is not None else None)
+        budget = memory_budget(s.snap.flags, preset.memory_budget if preset is not None else None)
         # the memory other deployments of the host hold, named after them (a fleet's engines know each other's)
         holders = self.engine.gpu.named_holders(unit is not None and unit.running) if self.engine else ()
         with contextlib.suppress(NoMatches):
-            self.query_one(GpuPanel).show(self.gpu_snap, self.gpu_history, gpus, unit.main_pid if unit else 0,
-                                          self.releasing, self.snap.attribution, budget, holders)
+            self.query_one(GpuPanel).show(s.gpu_snap, s.gpu_history, gpus, unit.main_pid if unit else 0, s.releasing,
+                                          s.snap.attribution, budget, holders)
 
     def render_throughput(self, force_plot: bool = False) -> None:
-        note = ""
-        for n in self.snap.notes:
-            if n.source == NoteSource.THROUGHPUT:
-                note = n.text
-        if self.tp is None and self.snap.phase == Phase.READY and not note:
-            note = "no metrics yet (no /metrics and no throughput log lines)"
         now = time.monotonic()
         plot = force_plot or now - self._last_plot >= PLOT_EVERY_S
         if plot:
             self._last_plot = now
+        s = self.shown
         with contextlib.suppress(NoMatches):
             panel = self.query_one(ThroughputPanel)
             # when samples stop the panel redraws itself (its chart's "now" keeps moving), on this clock, unpaused
             panel.clock, panel.live = self.clock, lambda: not self.paused
-            panel.show(self.tp, self.tp_history, note, plot=plot, now=self.clock(),
-                       serving=self.snap.phase == Phase.READY)
+            panel.show(s.tp, s.tp_history, s.throughput_note(), plot=plot, now=self.clock(),
+                       serving=s.snap.phase == Phase.READY)
 
     # ------------------------------------------------------------------ actions: viewing
 
@@ -445,7 +406,7 @@ class ConsoleApp(App[int]):
         return default
 
     def action_record(self) -> None:
-        notice = write_incident_record(self.settings.state_path(), self.deployment, self.snap)
+        notice = write_incident_record(self.settings.state_path(), self.deployment, self.shown.snap)
         self.notify(notice.text, severity=notice.severity, timeout=12 if notice.severity == "information" else 8,
                     markup=False)
 
@@ -459,12 +420,12 @@ class ConsoleApp(App[int]):
 
         def chosen(name: str | None) -> None:
             if name and name != self.deployment and not self._busy_with_another(name):
-                self.seen_phases[self.deployment] = (self.snap.phase, self.clock())
+                self.seen_phases[self.deployment] = (self.shown.snap.phase, self.clock())
                 self.open_watch(name)
 
         dep = self.settings.deployments.get(self.deployment)
         where = f"{self.deployment} on {dep.host_label}" if dep is not None else self.deployment
-        phases = picker_phases([n for n, _ in names], shown=self.deployment, shown_phase=self.snap.phase,
+        phases = picker_phases([n for n, _ in names], shown=self.deployment, shown_phase=self.shown.snap.phase,
                                fleet=self.fleet, seen=self.seen_phases, now=self.clock())
         self.push_screen(PickerScreen(names, self.deployment, phases, title=f"Deployments · showing {where}"),
                          chosen)
