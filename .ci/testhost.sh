@@ -683,17 +683,19 @@ EOF
     log "wrote $out (known hosts: $kh)"
 }
 
+#: the simulator's modules: the directory runs alone on the test host (stdlib only)
+SIM_FILES=(server.py args.py http_api.py gpus.py nvidia_smi.py scenarios.py nodes.py releases.py __init__.py)
+
 cmd_install_sim() {
     local src=${1:?usage: $0 install-sim SRC_DIR} leader f scale=${TESTHOST_SIM_TIME_SCALE:-0.1}
-    for f in server.py gpus.py nvidia_smi.py scenarios.py nodes.py releases.py __init__.py; do [[ -f $src/$f ]] || die "$src/$f missing"; done
+    for f in "${SIM_FILES[@]}"; do [[ -f $src/$f ]] || die "$src/$f missing"; done
     [[ $scale =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "TESTHOST_SIM_TIME_SCALE=$scale is not a number"
     [[ $SIM_PORT != "$PORT" ]] || die "TESTHOST_SIM_PORT and TESTHOST_SSH_PORT are both $PORT"
     need_up
     leader=$(leader_pid)
     # through the container (not the rootfs directory), so it also works with --volatile=overlay
     container_exec "$leader" sh -c 'rm -rf /opt/bringup-sim && mkdir -p /opt/bringup-sim /var/lib/bringup-sim && chmod 755 /var/lib/bringup-sim'
-    tar -C "$src" -cf - --owner=0 --group=0 server.py gpus.py nvidia_smi.py scenarios.py nodes.py releases.py \
-        __init__.py \
+    tar -C "$src" -cf - --owner=0 --group=0 "${SIM_FILES[@]}" \
         | container_exec "$leader" tar -C /opt/bringup-sim -xf -
     container_exec "$leader" sh -c 'cat > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi' <<'EOF'
 #!/bin/sh

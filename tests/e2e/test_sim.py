@@ -344,7 +344,8 @@ def test_release_is_staggered_per_gpu(tmp_path: Path) -> None:
 def test_runs_when_copied_alone(tmp_path: Path) -> None:
     d = tmp_path / "simdir"
     d.mkdir()
-    for name in ("server.py", "gpus.py", "nvidia_smi.py", "scenarios.py", "nodes.py", "releases.py"):
+    for name in ("server.py", "args.py", "http_api.py", "gpus.py", "nvidia_smi.py", "scenarios.py", "nodes.py",
+                 "releases.py"):
         shutil.copy(ROOT / "tui" / "sim" / name, d / name)
     env = {**os.environ, "BRINGUP_SIM_STATE": str(tmp_path / "st")}
     out = subprocess.run(["python3", str(d / "nvidia_smi.py"), "-L"], capture_output=True, text=True, env=env)

@@ -1,7 +1,7 @@
 """The reference server: a simulated SGLang 0.5.x deployment (``python -m sglang.launch_server`` look-alike).
 
 ``--release`` picks the release it imitates (default the newest): its flags, arguments line, wordings, metric
-labels and routes, from the table in releases.py.
+labels and routes, from the table in releases.py. Its command line is args.py's, its HTTP surface http_api.py's.
 
 It lets the console be built and tested without GPUs: a real process with a real HTTP server that
 prints SGLang's startup and serving lines with realistic timing, holds simulated GPU memory (gpus.py) that is
@@ -22,29 +22,28 @@ import sys
 import threading
 import time
 import urllib.request
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     from . import gpus, nodes
-    from .releases import DEPRECATED, NEWEST, RELEASES, Alias, Release
-    from .scenarios import SCENARIOS
+    from .args import build_parser, parse_args
+    from .http_api import CONTEXT_LEN, Handler, Served
+    from .releases import Release
 except ImportError:
     import gpus  # type: ignore[no-redef]
     import nodes  # type: ignore[no-redef]
-    from releases import DEPRECATED, NEWEST, RELEASES, Alias, Release  # type: ignore[no-redef]
-    from scenarios import SCENARIOS  # type: ignore[no-redef]
+    from args import build_parser, parse_args  # type: ignore[no-redef]
+    from http_api import CONTEXT_LEN, Handler, Served  # type: ignore[no-redef]
+    from releases import Release  # type: ignore[no-redef]
 
-SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
+__all__ = ["CONTEXT_LEN", "Handler", "Sim", "build_parser", "main", "parse_args", "traceback_text"]
+
 CAP_GIB = gpus.CAPACITY_MIB / 1024  # 139.81: what torch calls the total capacity of an H200
 SP = "/usr/local/lib/python3.12/dist-packages"
 KV_BYTES_PER_TOKEN = 70272  # MLA: (512 + 64) * 2 bytes * 61 layers
-CONTEXT_LEN = 262144
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "engineers", "wait"]
 TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIGQUIT_CHILD = "Received sigquit from a child process. It usually means the child failed."
 # traceback frames: path under site-packages | line | function | code
@@ -103,132 +102,6 @@ def traceback_text(frames: str, final: str) -> str:
         path, line, func, code = fr.split("|", 3)
         out += [f'  File "{SP}/{path}", line {line}, in {func}', f"    {code}"]
     return "\n".join([*out, final])
-
-
-class _Deprecated(argparse.Action):
-    """A retired spelling the release still takes: SGLang's warning on stderr as it parses, then the value stored
-    where the new flag stores it."""
-
-    def __init__(self, option_strings: list[str], dest: str, alias: Alias, stamped: bool, **kw: Any) -> None:
-        self.alias, self.stamped = alias, stamped
-        if alias.value_type is None:
-            kw.update(nargs=0, default=False)
-        else:
-            kw.update(type=alias.value_type, nargs=alias.nargs)
-        super().__init__(option_strings, alias.dest, **kw)
-
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        msg = DEPRECATED.format(flag=option_string, new=self.alias.new)
-        stamp = time.strftime("[%Y-%m-%d %H:%M:%S] ") if self.stamped else ""
-        sys.stderr.write(f"{stamp}{msg}\n")
-        sys.stderr.flush()
-        setattr(ns, self.dest, True if self.alias.value_type is None else values)
-
-
-def build_parser(rel: Release) -> argparse.ArgumentParser:
-    """SGLang's flags (those the console toggles) as `rel` spells them, and the sim's ``--sim-*``, ``--scenario``,
-    ``--time-scale`` and ``--release``. argparse takes a unique prefix of a long flag, as SGLang's parser does."""
-    p = argparse.ArgumentParser(prog="sglang.launch_server", description=__doc__.splitlines()[0])
-    a = p.add_argument
-    a("--release", choices=tuple(RELEASES), default=NEWEST,
-      help=f"the SGLang release to imitate (default {NEWEST}): its flags, lines, metrics and routes")
-    a("--model-path", default="moonshotai/Kimi-K2.6")
-    a("--served-model-name")
-    a("--host", default="127.0.0.1")
-    a("--port", type=int, default=30000)
-    a("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=8)
-    a("--ep-size", "--ep", dest="ep_size", type=int, default=1)
-    a("--mem-fraction-static", type=float)
-    for phase in ("decode", "prefill"):
-        a(f"--cuda-graph-backend-{phase}", choices=rel.graph_backends)
-        a(f"--cuda-graph-max-bs-{phase}", type=int)
-        a(f"--cuda-graph-bs-{phase}", type=int, nargs="+")
-        a(f"--disable-{phase}-cuda-graph", action="store_true")
-    for flag, alias in rel.aliases.items():
-        a(flag, action=_Deprecated, alias=alias, stamped=rel.warning_stamped)
-    a("--speculative-algorithm", type=str.upper, choices=SPEC_ALGOS)
-    a("--speculative-draft-model-path")
-    for flag in ("num-draft-tokens", "dflash-block-size", "num-steps", "eagle-topk"):
-        a(f"--speculative-{flag}", type=int)
-    a("--enable-metrics", action="store_true")
-    a("--decode-log-interval", type=int, default=40)
-    a("--skip-server-warmup", action="store_true")
-    a("--watchdog-timeout", type=float, default=300.0)
-    a("--trust-remote-code", action="store_true")
-    a("--log-level", default="info", help="above info (warning, error): no batch or access lines, as SGLang's logger")
-    a("--time-scale", type=float, default=1.0, help="multiplies every simulated duration")
-    a("--scenario", choices=SCENARIOS)
-    a("--sim-state-dir", default=gpus.default_state_dir())
-    a("--sim-gpus", type=int, default=gpus.default_gpu_count())
-    a("--sim-gpu-ids", help="comma-separated GPUs this server uses (default: the first tp-size)")
-    a("--sim-release-delay", type=float, help="seconds from exit to memory release (default 2, 12 with "
-      "oom-on-fast-restart), times --time-scale")
-    a("--sim-load", type=int, default=0, help="background concurrent simulated requests")
-    a("--sim-seed", type=int)
-    a("--sim-crash-after-requests", type=int, default=0, metavar="N",
-      help="crash (a scheduler killed) when the N-th streamed chat request arrives; once per --sim-state-dir "
-      "(a marker file there), so the run that replaces it serves on")
-    a("--nnodes", type=int, default=1, help="nodes the server spans (--tp-size is over all of them)")
-    a("--node-rank", type=int, default=0)
-    a("--dist-init-addr", help="HOST:PORT of node 0's rendezvous (needed with --nnodes > 1)")
-    a("--sim-crash-after", type=float, default=0.0, metavar="S",
-      help="S seconds (times --time-scale) after this node's bring-up, die of an NCCL error (a worker node's "
-      "crash: the head then hangs until its watchdog fires)")
-    a("--sim-burst-rate", type=int, default=20_000, help="log-burst: lines per second")
-    a("--sim-burst-seconds", type=float, default=10.0, help="log-burst: how long (not scaled)")
-    a("--sim-burst-after", type=float, default=10.0, help="log-burst: seconds after ready (not scaled)")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The arguments of the release ``--release`` names (default the newest), with defaults resolved."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--release", choices=tuple(RELEASES), default=NEWEST)
-    rel = RELEASES[pre.parse_known_args(argv)[0].release]
-    p = build_parser(rel)
-    ns = p.parse_args(argv)
-    ns.served_model_name = ns.served_model_name or ns.model_path
-    if ns.scenario == "dflash-graph-crash" and not ns.speculative_algorithm:
-        ns.speculative_algorithm = "DFLASH"
-        ns.speculative_dflash_block_size = ns.speculative_dflash_block_size or 8
-        ns.speculative_draft_model_path = (ns.speculative_draft_model_path
-                                           or "SubSir/Kimi-K2.6-DFlash-tmp-long")
-    if ns.speculative_algorithm == "NEXTN":
-        ns.speculative_algorithm = "EAGLE"  # SGLang rewrites the alias the same way
-    algo = ns.speculative_algorithm
-    if algo and algo != "NGRAM" and not ns.speculative_draft_model_path:
-        ns.speculative_draft_model_path = f"{ns.model_path}-{algo.lower()}-draft"
-    if algo == "DFLASH":
-        ns.speculative_num_draft_tokens = (ns.speculative_dflash_block_size
-                                           or ns.speculative_num_draft_tokens or 8)
-    elif algo == "NGRAM":
-        ns.speculative_num_draft_tokens = ns.speculative_num_draft_tokens or 8
-    elif algo:
-        ns.speculative_num_steps = ns.speculative_num_steps or 3
-        ns.speculative_eagle_topk = ns.speculative_eagle_topk or 1
-        ns.speculative_num_draft_tokens = (ns.speculative_num_draft_tokens
-                                           or ns.speculative_num_steps * ns.speculative_eagle_topk + 1)
-    ns.mem_fraction_static = ns.mem_fraction_static or 0.907
-    if ns.sim_release_delay is None:
-        ns.sim_release_delay = 12.0 if ns.scenario == "oom-on-fast-restart" else 2.0
-    if ns.nnodes < 1 or ns.tp_size % ns.nnodes or not 0 <= ns.node_rank < ns.nnodes:
-        p.error("--nnodes must divide --tp-size, and --node-rank must be in 0..nnodes-1")
-    if ns.nnodes > 1 and not ns.dist_init_addr:
-        p.error("--nnodes > 1 needs --dist-init-addr HOST:PORT")
-    per_node = ns.tp_size // ns.nnodes  # each node runs its share of the TP ranks, one per local GPU
-    ns.gpu_ids = [int(x) for x in ns.sim_gpu_ids.split(",")] if ns.sim_gpu_ids else list(range(per_node))
-    if len(ns.gpu_ids) != per_node or max(ns.gpu_ids) >= ns.sim_gpus or min(ns.gpu_ids) < 0:
-        p.error(f"need {per_node} GPU ids in 0..{ns.sim_gpus - 1}, got {ns.gpu_ids}")
-    if ns.ep_size < 1 or ns.tp_size % ns.ep_size:
-        p.error("--ep-size must divide --tp-size")
-    ns.disable_cuda_graph = bool(getattr(ns, "disable_cuda_graph", False))
-    ns.graph_backend = "disabled" if ns.disable_cuda_graph or ns.disable_decode_cuda_graph else (
-        ns.cuda_graph_backend_decode or "full")
-    ns.graphs = ns.graph_backend != "disabled"
-    ns.graph_max_bs = ns.cuda_graph_max_bs_decode or 256
-    ns.rel = rel
-    return ns
 
 
 class Log:
@@ -523,7 +396,8 @@ class Sim:
         """Bind only now (connection refused before), warm up with real requests to ourselves, then serve."""
         a, L = self.a, self.log
         try:
-            httpd = ThreadingHTTPServer((a.host, a.port), type("BoundHandler", (Handler,), {"sim": self}))
+            served: Served = self  # mypy checks here that the Sim is what the HTTP surface needs
+            httpd = ThreadingHTTPServer((a.host, a.port), type("BoundHandler", (Handler,), {"sim": served}))
         except OSError as e:
             L.line(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address "
                    f"('{a.host}', {a.port}): {(e.strerror or '').lower()}")
@@ -877,176 +751,6 @@ class Sim:
                 hist += [("_count", labels, cum), ("_sum", labels, total)]
             m("sglang:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.", hist)
         return "\n".join(out) + "\n"
-
-
-def _text(start: int, end: int) -> str:
-    return "".join(WORDS[i % len(WORDS)] + " " for i in range(start, end))
-
-
-def _err(msg: str, code: int = 400) -> dict[str, Any]:
-    return {"object": "error", "message": msg, "type": "BadRequestError", "param": None, "code": code}
-
-
-class Handler(BaseHTTPRequestHandler):
-    """SGLang's HTTP surface; uvicorn-style access lines replace http.server's own logging."""
-
-    protocol_version = "HTTP/1.1"
-    sim: Sim
-
-    def version_string(self) -> str:
-        return "uvicorn"
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        c = int(code) if str(code).isdigit() else 0
-        host, port = self.client_address[:2]
-        phrase = HTTPStatus(c).phrase if c else ""
-        self.sim.log.info(f'INFO:     {host}:{port} - "{self.requestline}" {c} {phrase}')
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def send(self, code: int, body: Any, ctype: str = "application/json") -> None:
-        if not isinstance(body, bytes):
-            body = (body if isinstance(body, str) else json.dumps(body)).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self.route("GET")
-
-    def do_POST(self) -> None:
-        self.route("POST")
-
-    def route(self, method: str) -> None:
-        sim, path = self.sim, urlsplit(self.path).path
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if method == "GET" and path in ("/get_model_info", "/get_server_info") and sim.state != "stopping":
-            sim.log.line(f"Endpoint '{path}' is deprecated and will be removed in a future version. Please use "
-                         f"'/{path[5:]}' instead.")
-        path = {"/health_generate": "/health", "/get_model_info": "/model_info",
-                "/get_server_info": "/server_info"}.get(path, path)
-        gets = ("/health", "/v1/models", "/model_info", "/server_info", "/metrics",
-                *(("/ready",) if sim.rel.ready_route else ()))
-        posts = ("/generate", "/v1/completions", "/v1/chat/completions")
-        name = sim.a.served_model_name
-        if sim.state == "stopping":
-            self.close_connection = True
-            self.send(503, {"detail": "Server is shutting down"})
-        elif path == "/flush_cache":
-            self.send(200, "Cache flushed.\nPlease check backend logs for more details. (When there are "
-                      "running or waiting requests, the operation will not be performed.)\n", "text/plain")
-        elif method == "GET" and path == "/health":
-            self.send(200 if sim.state in ("ready", "stale") else 503, b"", "text/plain")
-        elif method == "GET" and path == "/ready" and sim.rel.ready_route:
-            self.send(200 if sim.state == "ready" else 503, b"", "text/plain")
-        elif method == "GET" and path == "/v1/models":
-            self.send(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": int(sim.holder.data["started"]),
-                 "owned_by": "sglang", "root": name, "max_model_len": CONTEXT_LEN}]})
-        elif method == "GET" and path in ("/model_info", "/server_info"):
-            self.send(200, sim.model_info() if path == "/model_info" else sim.server_info())
-        elif method == "GET" and path == "/metrics" and sim.a.enable_metrics:
-            self.send(200, sim.metrics(), "text/plain; version=0.0.4; charset=utf-8")
-        elif method == "POST" and path in posts and sim.state == "stale":
-            self.send(503, _err("The server is shutting down.", 503))
-        elif method == "POST" and path in posts:
-            try:
-                req = json.loads(body or b"{}")
-                if not isinstance(req, dict):
-                    raise ValueError("the body must be a JSON object")
-                self.generate(path, req)
-            except (ValueError, TypeError, KeyError, AttributeError) as e:
-                self.send(400, _err(f"Invalid request: {e!r}"))
-        elif path in gets + posts and path != "/metrics":
-            self.send(405, {"detail": "Method Not Allowed"})
-        else:
-            self.send(404, {"detail": "Not Found"})
-
-    def generate(self, path: str, req: dict[str, Any]) -> None:
-        """Native /generate and the OpenAI routes; ``stream`` sends SSE chunks as tokens appear."""
-        sim = self.sim
-        kind = {"/generate": "native", "/v1/completions": "cmpl"}.get(path, "chat")
-        if kind == "native":
-            text = req.get("text") or ""
-            max_new = (req.get("sampling_params") or {}).get("max_new_tokens", 128)
-        elif kind == "cmpl":
-            text, max_new = req.get("prompt") or "", req.get("max_tokens") or 16
-        else:
-            text = " ".join(str(m.get("content", "")) for m in list(req["messages"]))
-            max_new = req.get("max_completion_tokens") or req.get("max_tokens") or 128
-        max_new, prompt = int(max_new), max(1, len(str(text)) // 4)
-        if max_new < 0:
-            raise ValueError("max_new_tokens must be >= 0")
-        if kind == "chat" and req.get("stream"):
-            sim.count_stream()
-        r = sim.submit(prompt, max_new, bool(req.get("stream")))
-        rid, created = os.urandom(16).hex(), int(time.time())
-        obj = {"chat": "chat.completion", "cmpl": "text_completion"}.get(kind, "")
-
-        def payload(delta: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
-            """A whole response (``delta`` None), or one stream chunk; the final one carries usage."""
-            if kind == "native":
-                return {"text": _text(0, r.generated), "meta_info": {
-                    "id": rid, "finish_reason": {"type": finish, "length": max_new} if finish else None,
-                    "prompt_tokens": prompt, "completion_tokens": r.generated, "cached_tokens": 0}}
-            c: dict[str, Any] = {"index": 0}
-            if kind == "cmpl":
-                c.update(text=_text(0, r.generated) if delta is None else delta, logprobs=None)
-            elif delta is None:
-                c["message"] = {"role": "assistant", "content": _text(0, r.generated),
-                                "reasoning_content": None, "tool_calls": None}
-            else:
-                c["delta"] = {"content": delta} if delta else {}
-                if first:
-                    c["delta"] = {"role": "assistant", "content": ""}
-            c.update(finish_reason=finish, matched_stop=None)
-            out = {"id": rid, "object": obj + (".chunk" if kind == "chat" and delta is not None else ""),
-                   "created": created, "model": sim.a.served_model_name, "choices": [c]}
-            if finish:
-                out["usage"] = {"prompt_tokens": prompt, "completion_tokens": r.generated,
-                                "total_tokens": prompt + r.generated}
-            return out
-
-        if not req.get("stream"):
-            r.done.wait()
-            self.send(200, payload(None, "length"))
-            sim.answered.set()
-            return None
-        self.send_response(200)
-        for k, v in (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
-                     ("Transfer-Encoding", "chunked")):
-            self.send_header(k, v)
-        self.end_headers()
-
-        def emit(data: Any) -> None:
-            raw = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
-            self.wfile.flush()
-
-        try:
-            sent = 0
-            if kind == "chat":
-                emit(payload("", None, first=True))
-            while True:
-                with sim.cond:
-                    while r.generated == sent and not r.done.is_set():
-                        sim.cond.wait(0.5)
-                    now_gen, done = r.generated, r.done.is_set()
-                if now_gen > sent and not (done and kind == "native"):
-                    emit(payload(_text(sent, now_gen), None))
-                sent = now_gen
-                if done:
-                    emit(payload("", "length"))
-                    emit("[DONE]")
-                    break
-            self.wfile.write(b"0\r\n\r\n")
-            sim.answered.set()
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:
