@@ -69,3 +69,16 @@ def test_a_ready_server_without_samples_or_a_note_says_where_figures_would_come_
     assert "no metrics yet" in shown.throughput_note()
     shown.throughput_sampled(ThroughputSample(at=1.0, tokens_per_s=None, source="log"), ())
     assert shown.throughput_note() == ""
+
+
+def test_an_engine_that_ran_a_while_is_shown_caught_up_with_what_the_panels_draw() -> None:
+    gpus = GpuSnapshot(at=5.0, gpus=())
+    sample = ThroughputSample(at=5.0, tokens_per_s=12.0, source="metrics")
+    snap = replace(Shown.nothing_yet("d", "h").snap, phase=Phase.READY, gpus=gpus, throughput=sample,
+                   gpu_history={0: tuple(float(i) for i in range(SPARK_SAMPLES * 2))},
+                   tps_history=tuple((float(i), 2.0) for i in range(CHART_SAMPLES + 1)))
+    shown = Shown.caught_up(snap)
+    assert shown.snap is snap and shown.gpu_snap is gpus and shown.tp is sample
+    assert list(shown.gpu_history[0]) == [float(i) for i in range(SPARK_SAMPLES, SPARK_SAMPLES * 2)]
+    assert len(shown.tp_history) == CHART_SAMPLES and shown.tp_history[-1][0] == CHART_SAMPLES
+    assert shown.steps == [] and not shown.due  # nothing of its own action; the app draws it all at once
