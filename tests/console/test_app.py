@@ -408,7 +408,8 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         sample, hist = cs.throughput()
         app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
         app.post_message(RestartStepped(protocol.Step("stop", "done", "stopped")))
-        assert await until(pilot, lambda: app.shown.snap is ready and app.shown.tp is sample and len(app.shown.steps) == 1)
+        assert await until(pilot, lambda: app.shown.snap is ready and app.shown.tp is sample
+                           and len(app.shown.steps) == 1)
         app.render_all()
         await until(pilot, lambda: "running 4" in panel(app, "#throughput")
                     and "endpoint: generation ok" in panel(app, "#lifecycle"))
