@@ -5,11 +5,24 @@ Everything above this layer speaks argv lists, never shell strings, so user text
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from tui.errors import PermanentError
+
+
+def quiet_asyncssh_deprecations() -> None:
+    """asyncssh names cryptography's DSA types at import, and cryptography 51 warns that DSA is deprecated: ten
+    lines of warnings on stderr before every command that imports the SSH transport, on every terminal and in every
+    script that reads bringup's one-line errors. They are about asyncssh's code, not anything the user does. Set
+    when this package is imported, which every asyncssh import goes through first; a warning of our own still
+    shows, and so does any other asyncssh warning."""
+    warnings.filterwarnings("ignore", message=r"\w+ is deprecated and support will be removed", module=r"asyncssh\.")
+
+
+quiet_asyncssh_deprecations()
 
 
 class TransportError(Exception):
