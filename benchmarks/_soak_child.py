@@ -7,11 +7,13 @@ to say what grew. A measuring wrapper, not part of bringup.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import sys
 import tracemalloc
+from collections.abc import Sized
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +32,63 @@ def _short(path: str) -> str:
     return path[len(root):] if path.startswith(root) else Path(path).name
 
 
+def _type_name(o: object) -> str:
+    t = type(o)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def live_objects() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """The objects the collector tracks, counted by type; and for each type named in $SOAK_HOLDERS (comma-separated,
+    `tui.model.LogLine`), what holds its instances, by the holder's type and size: a site that allocates is not
+    always the one that keeps, and a growing count says which container to bound."""
+    gc.collect()
+    objs = gc.get_objects()
+    counts: dict[str, int] = {}
+    for o in objs:
+        k = _type_name(o)
+        counts[k] = counts.get(k, 0) + 1
+    watched = {n for n in os.environ.get("SOAK_HOLDERS", "").split(",") if n}
+    holders: dict[str, dict[str, int]] = {}
+    for o in objs:
+        name = _type_name(o)
+        if name not in watched:
+            continue
+        h = holders.setdefault(name, {})
+        for r in gc.get_referrers(o):
+            if r is objs:
+                continue
+            size = len(r) if isinstance(r, Sized) else 0
+            key = f"{_type_name(r)} len~{10 ** len(str(size)) // 10 if size else 0}"
+            h[key] = h.get(key, 0) + 1
+    del objs
+    top = dict(sorted(counts.items(), key=lambda kv: -kv[1])[:300])
+    return top, holders
+
+
+def sizes() -> dict[str, list[dict[str, int]]]:
+    """For each type named in $SOAK_SIZES (`widgets.log_buffer.LogBuffer`), each instance's containers by
+    attribute and length: a bounded buffer still filling grows as a leak does, until it is full."""
+    watched = {n for n in os.environ.get("SOAK_SIZES", "").split(",") if n}
+    out: dict[str, list[dict[str, int]]] = {}
+    for o in gc.get_objects():
+        name = _type_name(o)
+        if name in watched:
+            fields = vars(o) if hasattr(o, "__dict__") else {}
+            out.setdefault(name, []).append({k: len(v) for k, v in fields.items() if isinstance(v, Sized)
+                                             and not isinstance(v, str | bytes)})
+    return out
+
+
 def snapshot(*_: Any) -> None:
+    types, holders = live_objects()
+    held = sizes()
     snap = tracemalloc.take_snapshot()
     stats = snap.statistics("lineno")
     top = [{"where": f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno}", "kib": round(s.size / 1024, 1),
             "count": s.count} for s in stats[:400]]
     out = Path(os.environ["SOAK_DIR"]) / f"snapshot-{COUNT['n']}.json"
-    out.write_text(json.dumps({"traced_kib": round(tracemalloc.get_traced_memory()[0] / 1024, 1), "top": top}))
+    out.write_text(json.dumps({"traced_kib": round(tracemalloc.get_traced_memory()[0] / 1024, 1), "top": top,
+                               "types": types, "holders": holders, "sizes": held}))
     COUNT["n"] += 1
 
 

@@ -9,7 +9,10 @@ tracemalloc's top allocation sites compared between the middle and the end: what
 follows: the same soak with one cause less, side by side.
 
 The target (issue: lighter than nvitop): RSS growth under 2 MiB over the second half. tracemalloc costs CPU and
-a lot of memory of its own; `--no-tracemalloc` measures RSS without it. Writes
+a lot of memory of its own; `--no-tracemalloc` measures RSS without it. With tracemalloc, the two snapshots also
+count the live objects by type (`types_grew_most_second_half`: a site that allocates is not always the one that
+keeps); `SOAK_HOLDERS=module.Type,...` says what holds the instances of those types, and `SOAK_SIZES=module.Type,...`
+the length of each container those instances hold (a bounded buffer still filling grows as a leak does). Writes
 benchmarks/results/console_soak_tracemalloc.json (or console_soak.json without tracemalloc).
 """
 
@@ -229,6 +232,12 @@ def main() -> None:
     if "middle" in snaps and "end" in snaps:
         result["traced_kib"] = {"middle": snaps["middle"]["traced_kib"], "end": snaps["end"]["traced_kib"]}
         result["grew_most_second_half"] = growth(snaps["middle"], snaps["end"])
+        was = snaps["middle"].get("types", {})
+        result["types_grew_most_second_half"] = sorted(
+            ([k, n - was.get(k, 0)] for k, n in snaps["end"].get("types", {}).items() if n - was.get(k, 0) > 0),
+            key=lambda kv: -kv[1])[:25]
+        result["holders"] = {"middle": snaps["middle"].get("holders", {}), "end": snaps["end"].get("holders", {})}
+        result["sizes"] = {"middle": snaps["middle"].get("sizes", {}), "end": snaps["end"].get("sizes", {})}
     out = ROOT / "benchmarks" / "results" / (f"{args.name}.json" if args.name else "console_soak.json"
                                              if args.no_tracemalloc else "console_soak_tracemalloc.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
