@@ -22,6 +22,7 @@ from tests.helpers.wait import until_async
 from tests.unit.test_reducer import feed, warmup_seen
 from tui.config import load
 from tui.engine import STALE_AFTER_S, Engine, HolderChanged
+from tui.lifecycle.reducer import LifecycleState
 from tui.model import Phase, ProbeResult, UnitObserved, UnitState
 
 
@@ -158,24 +159,35 @@ def test_a_run_that_came_and_went_between_two_readings_ends_as_the_manager_says(
     assert "killed by signal 9" in "\n".join(s.failure.excerpt)
 
 
+def _died_at_import(s: LifecycleState, at: float) -> tuple[LifecycleState, str]:
+    """The last lines of a server that died at import, read from `at` on, after its exit: the run still failed,
+    and its excerpt (returned) names the cause."""
+    from tui.lifecycle.presets import get_preset
+    from tui.lifecycle.reducer import reduce
+    from tui.model import LogLine
+
+    p = get_preset("sglang")
+    for i, text in enumerate(("Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
+                              "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'")):
+        s = reduce(s, LogLine(at + i / 100, text, "r1"), p)
+    assert s.phase == Phase.FAILED and s.failure is not None
+    excerpt = "\n".join(s.failure.excerpt)
+    assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, excerpt
+    return s, excerpt
+
+
 def test_a_run_that_died_before_the_first_look_takes_its_excerpt_from_its_log_read_back() -> None:
     """The order the loaded CI machine gave the test above: the exit is read first, the log after. The failure
     first says where to read; once the run's lines are read back they are its excerpt, as when the log came first."""
     from tui.lifecycle.presets import get_preset
     from tui.lifecycle.reducer import initial, reduce
-    from tui.model import LogLine
 
     p = get_preset("sglang")
     s = reduce(initial(log_source="/state/d/logs/r1.log"),
                UnitObserved(100, UnitState("failed", "exited", 0, "r1", exit_status=1, started_at=99)), p)
     assert s.phase == Phase.FAILED and s.failure is not None
     assert s.failure.excerpt[-1].endswith("read the last lines of /state/d/logs/r1.log"), s.failure.excerpt
-    for i, text in enumerate(("Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
-                              "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'")):
-        s = reduce(s, LogLine(99.1 + i / 100, text, "r1"), p)
-    assert s.phase == Phase.FAILED and s.failure is not None
-    excerpt = "\n".join(s.failure.excerpt)
-    assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, excerpt
+    s, excerpt = _died_at_import(s, 99.1)
     assert "before bringup first looked" in excerpt and "the lines above are the last" in excerpt, excerpt
     assert s.timeline[-1].phase == Phase.FAILED and [t.phase for t in s.timeline].count(Phase.FAILED) == 1
 
@@ -186,7 +198,6 @@ def test_a_run_seen_running_whose_exit_was_read_before_its_last_lines_takes_them
     are the excerpt, as when the log came first; not only where to read them."""
     from tui.lifecycle.presets import get_preset
     from tui.lifecycle.reducer import initial, reduce
-    from tui.model import LogLine
 
     p = get_preset("sglang")
     s = reduce(initial(log_source="/state/d/logs/r1.log"),
@@ -194,15 +205,11 @@ def test_a_run_seen_running_whose_exit_was_read_before_its_last_lines_takes_them
     s = reduce(s, UnitObserved(100, UnitState("failed", "exited", 0, "r1", exit_status=1, started_at=99)), p)
     assert s.phase == Phase.FAILED and s.failure is not None
     assert s.failure.excerpt[-1].endswith("read the last lines of /state/d/logs/r1.log"), s.failure.excerpt
-    for i, text in enumerate(("Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
-                              "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'")):
-        s = reduce(s, LogLine(99.6 + i / 100, text, "r1"), p)
-    assert s.phase == Phase.FAILED and s.failure is not None
-    excerpt = "\n".join(s.failure.excerpt)
-    assert "ModuleNotFoundError: No module named 'sglang_is_not_installed_here'" in excerpt, excerpt
+    s, excerpt = _died_at_import(s, 99.6)
     assert "the lines above are the last of /state/d/logs/r1.log" in excerpt, excerpt
     assert "before bringup first looked" not in excerpt, excerpt
     assert [t.phase for t in s.timeline].count(Phase.FAILED) == 1
+
 
 async def test_log_lines_reach_the_reducer_at_once_and_listeners_in_batches_and_a_quiet_log_costs_no_timer() -> None:
     """One buffer: a burst is applied 250 lines at a time with the loop let in between (keys and the screen keep
