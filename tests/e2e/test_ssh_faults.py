@@ -256,6 +256,22 @@ async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(
         await t.close()
 
 
+async def test_read_files_over_sftp_reads_each_in_order_and_says_which_are_gone(testhost: HostInfo,
+                                                                                 tmp_path: Path) -> None:
+    pinned = "".join(ln + "\n" for ln in testhost.known_hosts)
+    t = SshTransport("th", config=[str(write_config(tmp_path, testhost.port, testhost.key, pinned))])
+    try:
+        d = (await t.run(["mktemp", "-d"])).text.strip()
+        await t.write_file(f"{d}/a", b"first")
+        await t.write_file(f"{d}/b", b"second")
+        got = await t.read_files([f"{d}/a", f"{d}/missing", "/proc/1/stat", f"{d}/b"])
+        assert got[0] == b"first" and got[1] is None and got[3] == b"second"
+        assert got[2] is not None and got[2].startswith(b"1 (")  # a /proc file, whose size says 0, read whole
+        await t.run(["rm", "-r", d])
+    finally:
+        await t.close()
+
+
 @pytest.mark.slow
 async def test_a_read_cut_short_by_a_dead_link_leaves_no_task_exception_behind(
         proxied: tuple[Proxy, SshTransport]) -> None:

@@ -201,6 +201,19 @@ async def test_write_and_read_file(tmp_path: Path) -> None:
     assert [x.name for x in p.parent.iterdir()] == ["50-bringup.conf"], "no temp file left behind"
 
 
+async def test_read_files_reads_each_in_order_and_says_which_are_gone(tmp_path: Path) -> None:
+    t = LocalTransport()
+    (tmp_path / "a").write_bytes(b"first")
+    (tmp_path / "b").write_bytes(b"")
+    got = await t.read_files([str(tmp_path / "a"), str(tmp_path / "missing"), f"/proc/{os.getpid()}/stat",
+                              str(tmp_path / "b")])
+    assert got[0] == b"first" and got[1] is None and got[3] == b""
+    assert got[2] is not None and got[2].startswith(f"{os.getpid()} (".encode())
+    assert await t.read_files([]) == []
+    with pytest.raises(TransportError, match=r"cannot read .*: Is a directory"):  # not a file gone: an error
+        await t.read_files([str(tmp_path / "a"), str(tmp_path)])
+
+
 
 async def test_a_run_cancelled_twice_has_reaped_its_command_when_it_returns(marker: str) -> None:
     """A caller cancelled again while its command is being reaped (a CLI's exit cancels what is left, a console's
@@ -251,17 +264,28 @@ async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(mo
     child = subprocess.Popen(["sleep", "60"])
     seen: list[BaseException] = []
 
-    def read_across_the_exit(self: Path) -> bytes:
-        with open(self, "rb") as f:
+    class AcrossTheExit:
+        """The file opened while the child lives, read once it is reaped."""
+
+        def __init__(self, path: str, mode: str) -> None:
+            self.f = open(path, mode)  # noqa: SIM115 -- closed in __exit__
             child.kill()
             child.wait()
+
+        def __enter__(self) -> AcrossTheExit:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            self.f.close()
+
+        def read(self) -> bytes:
             try:
-                return f.read()
+                return self.f.read()
             except OSError as e:
                 seen.append(e)
                 raise
 
-    monkeypatch.setattr(Path, "read_bytes", read_across_the_exit)
+    monkeypatch.setattr(local, "open", AcrossTheExit, raising=False)  # the module's reads, no one else's
     t = LocalTransport()
     assert await t.read_file(f"/proc/{child.pid}/stat") is None
     assert [type(e) for e in seen] == [ProcessLookupError]  # the kernel's answer, not a file that was never there

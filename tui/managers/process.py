@@ -30,7 +30,7 @@ from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
-from tui.transport import Transport, process_alive
+from tui.transport import Transport, process_alive, stat_alive
 
 _SUPERVISOR = (Path(__file__).with_name("supervisor.py")).read_text(encoding="utf-8")
 #: what of a run's log is read back: its start (the phases up to ready) and its end (how it ended)
@@ -108,18 +108,14 @@ class ProcessManager:
         self.stop_timeout = stop_timeout
         self.python = python or (sys.executable if transport.name == "local" else "python3")
         self.target = f"process {describe_command(self.command)}"
+        #: the server's PID at the last reading of its state, whose /proc stat is read with the run's records
+        self._pid_seen = 0
 
     def _p(self, name: str) -> str:
         return f"{self.run_dir}/{name}"
 
     async def _read_json(self, name: str) -> Any:
-        data = await self.transport.read_file(self._p(name))
-        if data is None:
-            return None
-        try:
-            return json.loads(data)
-        except ValueError:
-            return None
+        return _json(await self.transport.read_file(self._p(name)))
 
     async def _write(self, name: str, data: bytes) -> None:
         """Here: a file created 0600 in the 0700 run directory (the transport's write takes the umask's mode, 0644).
@@ -133,39 +129,52 @@ class ProcessManager:
             raise ManagerError(f"cannot write {self._p(name)}: {e.strerror or e}") from None
 
     async def state(self) -> UnitState:
-        rec = await self._read_json("current.json")
+        # the run record, the server's /proc/PID/stat and the stop record are read in one go, in that order (the
+        # order of the reads one by one below), with the PID of the last reading: a reading a second is then one
+        # wake-up of the loop and of a thread, not three. A record that names another process reads it again.
+        seen = self._pid_seen
+        got = await self.transport.read_files(
+            [self._p("current.json"), f"/proc/{seen}/stat", self._p("stop.json")] if seen > 0
+            else [self._p("current.json")])
+        rec = _json(got[0])
         if not isinstance(rec, dict) or not rec.get("invocation"):
             return UnitState(active="inactive", sub="dead")
         inv = str(rec["invocation"])
         argv = tuple(str(a) for a in rec.get("argv") or ())
         started = rec.get("started_at")
+        batched = len(got) == 3
+
+        async def stop_asked() -> bool:
+            stop = _json(got[2]) if batched else await self._read_json("stop.json")
+            return isinstance(stop, dict) and stop.get("invocation") == inv
+
         if rec.get("exited_at") is None:
             pid = int(rec.get("pid") or 0)
             supervisor = int(rec.get("supervisor_pid") or 0)
-            if await process_alive(self.transport, pid) or (
-                    pid == 0 and await process_alive(self.transport, supervisor)):
-                stop = await self._read_json("stop.json")
-                if isinstance(stop, dict) and stop.get("invocation") == inv:
+            batched = batched and pid == seen  # what was read in one go was another process's: read one by one
+            self._pid_seen = pid
+            alive = stat_alive(got[1]) if batched else await process_alive(self.transport, pid)
+            if alive or (pid == 0 and await process_alive(self.transport, supervisor)):
+                if await stop_asked():
                     # asked to stop and not gone yet: stopping, as systemd says "deactivating" (a `status` in
                     # that moment read the ready run's failing probe as warmup)
                     return UnitState(active="deactivating", sub="stop-sigterm", main_pid=pid, invocation=inv,
                                      started_at=started, argv=argv)
                 return UnitState(active="active", sub="running", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
+            batched = False  # the stop record is read after the supervisor's stat, as one by one
             if await process_alive(self.transport, supervisor):
                 # the server has exited and its supervisor is writing down how: not a run lost (a `status` in
                 # that moment of a clean stop read "failed ... lost"). A stop was asked: "deactivating", as systemd
                 # says; none was: the run is still the running one until its exit status is in, never a stop (a
                 # server that died at once, read in that moment, was taken for one stopped cleanly, with no failure)
-                stop = await self._read_json("stop.json")
-                if isinstance(stop, dict) and stop.get("invocation") == inv:
+                if await stop_asked():
                     return UnitState(active="deactivating", sub="stop", invocation=inv, started_at=started, argv=argv)
                 return UnitState(active="active", sub="exiting", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
             return UnitState(active="failed", sub="lost", invocation=inv, started_at=started, argv=argv)
         status = rec.get("exit_status")
-        stop = await self._read_json("stop.json")
-        asked = isinstance(stop, dict) and stop.get("invocation") == inv
+        asked = await stop_asked()
         ok = asked or status == 0
         return UnitState(active="inactive" if ok else "failed", sub="dead" if ok else "exited",
                          invocation=inv, exit_status=status, started_at=started, exited_at=rec.get("exited_at"),
@@ -323,3 +332,13 @@ class ProcessManager:
             raise PermanentManagerError("the process manager runs servers on this machine only (host = 'local'): use "
                                         "manager = 'systemd' for a remote host")
         return FileLock(self._p("restart.lock"), purpose, change)
+
+
+def _json(data: bytes | None) -> Any:
+    """A record's JSON; None when it is not there or not (yet) whole."""
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None

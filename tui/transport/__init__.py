@@ -80,6 +80,12 @@ class Transport(Protocol):
         exited in that moment)."""
         ...
 
+    async def read_files(self, paths: Sequence[str]) -> list[bytes | None]:
+        """Each file's bytes (None as `read_file` says), read in this order, one after another, in one go where the
+        transport can: a unit's state is three small files a second, and each read of its own is a wake-up of the
+        loop and of a thread."""
+        ...
+
     async def write_file(self, path: str, data: bytes) -> None:
         """Write atomically (temp file + rename), creating parent directories."""
         ...
@@ -113,6 +119,10 @@ async def process_alive(transport: Transport, pid: int) -> bool:
     """A process on the transport's host, alive and not a zombie (a pid of that host's, read in its /proc)."""
     if pid <= 0:
         return False
-    stat = await transport.read_file(f"/proc/{pid}/stat")
+    return stat_alive(await transport.read_file(f"/proc/{pid}/stat"))
+
+
+def stat_alive(stat: bytes | None) -> bool:
+    """Whether a /proc/PID/stat read says its process is alive (None: the file is not there, no process)."""
     # field 3 (after the parenthesised command name) is the state; Z = zombie, X = dead
     return stat is not None and stat.rsplit(b")", 1)[-1].split()[0:1] not in ([b"Z"], [b"X"])

@@ -163,15 +163,10 @@ class LocalTransport:
             await _reap(proc, 1.0)
 
     async def read_file(self, path: str) -> bytes | None:
-        try:
-            return await asyncio.to_thread(Path(path).read_bytes)
-        except (FileNotFoundError, ProcessLookupError):
-            # ProcessLookupError (ESRCH): a /proc/PID file whose process exited between the open and the read. It
-            # is a file that is gone, as it would have been a moment later; an error here failed `bringup restart`
-            # when the process a lock record names exited while it was read
-            return None
-        except OSError as e:
-            raise TransportError(f"cannot read {path}: {e.strerror or e}") from None
+        return await asyncio.to_thread(_read, path)
+
+    async def read_files(self, paths: Sequence[str]) -> list[bytes | None]:
+        return await asyncio.to_thread(lambda: [_read(p) for p in paths])
 
     async def write_file(self, path: str, data: bytes) -> None:
         def _write() -> None:
@@ -188,3 +183,19 @@ class LocalTransport:
 
     async def close(self) -> None:
         return None
+
+
+def _read(path: str) -> bytes | None:
+    """A file's bytes, in a worker thread: a read on the loop would hang the console on a stuck filesystem (a state
+    directory on NFS). `open`, not `Path`: pathlib interns each component of each path it parses, and /proc/PID
+    names are new with every process."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        # ProcessLookupError (ESRCH): a /proc/PID file whose process exited between the open and the read. It
+        # is a file that is gone, as it would have been a moment later; an error here failed `bringup restart`
+        # when the process a lock record names exited while it was read
+        return None
+    except OSError as e:
+        raise TransportError(f"cannot read {path}: {e.strerror or e}") from None
