@@ -59,7 +59,7 @@ async def test_units_read_together_are_one_command_and_each_gets_its_own(transpo
 
 async def test_a_fleets_engines_on_one_host_read_their_units_together(transport: object) -> None:
     """Two followers reading every half second on the shared grid: about one command per reading, not two."""
-    from tui.engine.unit import on_grid
+    from tui.engine.grid import on_grid
 
     managers = [SystemdManager(transport, u) for u in HOST_UNITS]  # type: ignore[arg-type]
     batch = batch_for(transport)  # type: ignore[arg-type]

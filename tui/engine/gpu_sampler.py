@@ -18,6 +18,8 @@ from tui.config import HostConfig
 from tui.model import GpuSnapshot
 from tui.transport import Transport
 
+from .grid import sleep_on_grid
+
 #: GPU panels redraw once a second; the release wait of a restart queries the GPUs itself, every 200 ms
 GPU_INTERVAL_S = 1.0
 
@@ -59,7 +61,7 @@ class GpuSampler:
         if isinstance(src, NvmlSource):
             while True:
                 deliver(await asyncio.to_thread(src.sample))
-                await asyncio.sleep(GPU_INTERVAL_S)
+                await sleep_on_grid(GPU_INTERVAL_S)
         else:
             async with contextlib.aclosing(src.stream()) as snaps:
                 async for snap in snaps:

@@ -4,8 +4,10 @@ Lines are handed on twice, from one buffer: at once to `apply` (the reducer: a f
 of the loop it was read in), which gives back each line's kind for the errors view, and in batches to `send`
 with their kinds (listeners: a console draws a batch at a time). Lines read
 without the loop running in between are applied together (call_soon): no latency, far less work per line; a long
-burst is applied APPLY_CHUNK lines at a time with the loop let in between, so keys and the screen keep up. A batch
-is sent SEND_AFTER_S after its first line, or at SEND_LINES lines: a quiet log costs no wake-ups at all.
+burst is applied APPLY_CHUNK lines at a time with the loop let in between, so keys and the screen keep up. What
+was read in one turn of the loop is sent in that turn when nothing was sent for SEND_AFTER_S (a server logging a
+line now and then: no timer, no wake-up of its own); else, and in a burst, a batch is sent SEND_AFTER_S after the
+last one, or at SEND_LINES lines: at most about ten batches a second. A quiet log costs no wake-ups at all.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Callable, Sequence
 from tui.lifecycle.lines import LineKind
 from tui.managers import Manager
 from tui.model import LogLine, UnitState
+
+from .grid import on_grid
 
 APPLY_CHUNK = 250
 SEND_AFTER_S = 0.1
@@ -37,6 +41,8 @@ class LogFollower:
         self._kinds: list[LineKind] = []
         self._applied = 0
         self._send_at: asyncio.TimerHandle | None = None
+        #: when the last batch was sent, on the loop's clock
+        self._sent_at = float("-inf")
         #: the run whose log is (or was last) followed live: a run that ended without being followed is read back
         self.followed = ""
 
@@ -55,7 +61,7 @@ class LogFollower:
                     following = self.followed = unit.invocation
                     task = asyncio.create_task(self._follow(unit))
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(2.0):
+                    async with asyncio.timeout_at(on_grid(2.0)):  # a look now and then, with the engine's others
                         await changed.wait()
                 changed.clear()
         finally:
@@ -73,13 +79,14 @@ class LogFollower:
                 self._lines.append(line)
                 due = len(self._lines) - self._applied
                 if due == 1:
-                    loop.call_soon(self.apply_due)
+                    loop.call_soon(self.apply_due, True)
                 elif due >= APPLY_CHUNK:  # a long burst: let the screen and the keys in
                     self.apply_due()
                     await asyncio.sleep(0)
 
-    def apply_due(self) -> None:
-        """Apply the lines read since the loop last ran; start a batch for listeners, or send a full one."""
+    def apply_due(self, turn_ended: bool = False) -> None:
+        """Apply the lines read since the loop last ran; send them, start a batch for listeners, or send a full one.
+        `turn_ended`: all that one turn of the loop read is in (not a burst's chunk, nor an event's turn to wait)."""
         if self._applied == len(self._lines):
             return
         lines = self._lines[self._applied:]
@@ -88,7 +95,12 @@ class LogFollower:
         if len(self._lines) >= SEND_LINES:
             self.send_due()
         elif self._send_at is None:
-            self._send_at = asyncio.get_running_loop().call_later(SEND_AFTER_S, self.send_due)
+            loop = asyncio.get_running_loop()
+            wait = self._sent_at + SEND_AFTER_S - loop.time()
+            if turn_ended and wait <= 0:
+                self.send_due()
+            else:
+                self._send_at = loop.call_later(wait if turn_ended else SEND_AFTER_S, self.send_due)
 
     def send_due(self) -> None:
         if self._send_at is not None:
@@ -98,6 +110,7 @@ class LogFollower:
         if self._lines:
             batch, kinds = self._lines, self._kinds
             self._lines, self._kinds, self._applied = [], [], 0
+            self._sent_at = asyncio.get_running_loop().time()
             self._send(tuple(batch), tuple(kinds))
 
     def close(self) -> None:

@@ -33,15 +33,8 @@ from tui.model import (
 from tui.transport import TransportError
 
 from .collector_errors import CollectorErrors
+from .grid import on_grid, sleep_on_grid
 from .view import STALE_AFTER_S
-
-
-def on_grid(period: float) -> float:
-    """The next multiple of `period` on the loop's clock: every engine of a process reads on the same instants, so
-    the readings of one host's deployments go out as one command (tui/managers/systemd_show.py)."""
-    now = asyncio.get_running_loop().time()
-    return now + period - now % period
-
 
 #: how often the lock's holder is read: on screen, or while another bringup holds it (its steps are shown as they go)
 HOLDER_S = 2.0
@@ -195,4 +188,4 @@ class UnitFollower:
                     and time.time() - seen > STALE_AFTER_S):
                 self._news_out = True
                 self._feed(NewsStopped(seen, f"no news from {self._host_name}"))
-            await asyncio.sleep(1.0)
+            await sleep_on_grid(1.0)
