@@ -194,7 +194,6 @@ class ThroughputPanel(Vertical):
         # the chart is mounted with the first samples: plotext is 30-70 ms of imports the first frame need not wait for
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self._tick, name="throughput-age")
         self.set_class(True, "-no-data")
 
     @property
@@ -203,9 +202,10 @@ class ThroughputPanel(Vertical):
         tp, history, _, _ = self._args
         return bool(history) or (tp is not None and tp.tokens_per_s is not None)
 
-    def _tick(self) -> None:
-        """Samples stopped (a restart, a stopped server): no new sample redraws the panel, so it redraws itself:
-        the ages, and the chart (its x-axis is seconds before now) every STALE_REDRAW_S."""
+    def age(self) -> None:
+        """A second has passed (the console's tick: one timer for all its panels, each a wake-up of its own).
+        Samples stopped (a restart, a stopped server): no new sample redraws the panel, so it redraws itself: the
+        ages, and the chart (its x-axis is seconds before now) every STALE_REDRAW_S."""
         tp, history, _, _ = self._args
         if not self.has_data or not self.live():
             return

@@ -428,6 +428,26 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
         assert app.shown.steps == [] and "stop" not in str(app.query_one("#steps").render())
 
 
+async def test_the_consoles_tick_ages_the_throughput_figures_once_samples_stop(tmp_path: Path) -> None:
+    """No sample comes once a server stalls: the console's one timer redraws the panel, which says since when."""
+    from tests.helpers import console_states as cs
+    from widgets.throughput import clock_time
+
+    app = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
+    now = [0.0]
+    app.clock = lambda: now[0]
+    async with app.run_test(size=(100, 30)) as pilot:
+        sample, hist = cs.throughput()
+        now[0] = sample.at + 0.5
+        app.post_message(EngineUpdated(PhaseChanged(cs.snapshot(Phase.READY))))
+        app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
+        assert await until(pilot, lambda: "running 4" in str(app.query_one("#tps-now").render()))
+        assert "no samples since" not in str(app.query_one("#tps-now").render())
+        now[0] = sample.at + 30  # no sample since
+        since = f"no samples since {clock_time(hist[-1][0])}"
+        assert await until(pilot, lambda: since in str(app.query_one("#tps-now").render()))
+
+
 async def test_a_flags_one_letter_key_toggles_it_in_the_flags_dialog(tmp_path: Path) -> None:
     app = ControlConsoleApp(settings_for(tmp_path), "sim")
     async with app.run_test(size=(120, 36)) as pilot:

@@ -358,8 +358,9 @@ async def test_time_keeps_moving_when_samples_stop(monkeypatch: pytest.MonkeyPat
         panel.show(ThroughputSample(at=hist[-1][0], tokens_per_s=200.0, source="metrics"), hist, now=clock())
         await until(pilot, lambda: _figure(app).x[-1][-1] == pytest.approx(-0.6))
         assert _figure(app).x[-1][-1] == pytest.approx(-0.6)
-        clock.t += 21.4  # no sample since: only the panel's own tick redraws it
+        clock.t += 21.4  # no sample since: only the console's tick redraws it (tests/console/test_app.py)
         monkeypatch.setattr(w, "STALE_REDRAW_S", 0.5)
+        panel.age()
         await until(pilot, lambda: _figure(app).x[-1][-1] == pytest.approx(-22.0))
         assert _figure(app).x[-1][-1] == pytest.approx(-22.0)
         assert f"no samples since {w.clock_time(hist[-1][0])}" in _headline(app)

@@ -101,6 +101,7 @@ class ConsoleApp(App[int]):
         self.read_only = self.SCREEN.READ_ONLY
         self.status_note = ""
         self._last_lifecycle = 0.0
+        self._sweep_looked = 0.0
         self._was_covered = False
         self._last_plot = 0.0
         self.restarting = False
@@ -140,6 +141,7 @@ class ConsoleApp(App[int]):
             self.set_keymap(keys)
         self._set_subtitle()
         self.console_screen.show_keys()
+        # one timer for everything the console does by the clock (a timer is a wake-up of the process of its own)
         self.set_interval(1 / self.settings.ui.refresh_hz, self._tick, name="refresh")
         # `kill <pid>` (SIGTERM) or SIGINT from outside: leave as `q` does, restoring the terminal and stopping the
         # demo server, instead of dying with the server left running and the terminal in raw mode
@@ -150,9 +152,8 @@ class ConsoleApp(App[int]):
         if self.live:
             self.open_watch(self.deployment)
         self.start_fleet(self.live)  # several deployments: the overview first
-        # a running sweep of the deployment opens its view
-        self.set_interval(SWEEP_LOOK_S, self.look_for_sweep, name="sweep-discovery")
-        self.look_for_sweep()
+        self.look_for_sweep()  # a running sweep of the deployment opens its view; looked for again at the ticks
+        self._sweep_looked = self.clock()
         self.render_all()
 
     def _set_subtitle(self) -> None:
@@ -308,7 +309,12 @@ class ConsoleApp(App[int]):
                 errors.flush()
 
     def _tick(self) -> None:
-        """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick."""
+        """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick; and
+        every SWEEP_LOOK_S, a look for a sweep that started."""
+        now = self.clock()
+        if now - self._sweep_looked >= SWEEP_LOOK_S:
+            self._sweep_looked = now
+            self.look_for_sweep()
         if self.paused:
             return
         was, self._was_covered = self._was_covered, self.covered
@@ -327,6 +333,7 @@ class ConsoleApp(App[int]):
         if Panel.LIFECYCLE in due or int(now) != int(self._last_lifecycle):
             self._last_lifecycle = now
             self.render_lifecycle()
+            self.query_one(ThroughputPanel).age()
         if Panel.GPUS in due:
             self.render_gpus()
         if Panel.THROUGHPUT in due:
