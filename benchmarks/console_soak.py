@@ -12,7 +12,9 @@ The target (issue: lighter than nvitop): RSS growth under 2 MiB over the second 
 a lot of memory of its own; `--no-tracemalloc` measures RSS without it. With tracemalloc, the two snapshots also
 count the live objects by type (`types_grew_most_second_half`: a site that allocates is not always the one that
 keeps); `SOAK_HOLDERS=module.Type,...` says what holds the instances of those types, and `SOAK_SIZES=module.Type,...`
-the length of each container those instances hold (a bounded buffer still filling grows as a leak does). Writes
+the length of each container those instances hold (a bounded buffer still filling grows as a leak does);
+`SOAK_FRAMES=25 SOAK_CALLERS=file.py:LINE,...` the whole stacks that made the live blocks of those sites (heavy: for
+minutes, not the hour); `SOAK_INTERN=1` the new path components pathlib interned, by the code that parsed them. Writes
 benchmarks/results/console_soak_tracemalloc.json (or console_soak.json without tracemalloc).
 """
 
@@ -238,6 +240,8 @@ def main() -> None:
             key=lambda kv: -kv[1])[:25]
         result["holders"] = {"middle": snaps["middle"].get("holders", {}), "end": snaps["end"].get("holders", {})}
         result["sizes"] = {"middle": snaps["middle"].get("sizes", {}), "end": snaps["end"].get("sizes", {})}
+        result["callers"] = {"middle": snaps["middle"].get("callers", {}), "end": snaps["end"].get("callers", {})}
+        result["interned"] = {"middle": snaps["middle"].get("interned", {}), "end": snaps["end"].get("interned", {})}
     out = ROOT / "benchmarks" / "results" / (f"{args.name}.json" if args.name else "console_soak.json"
                                              if args.no_tracemalloc else "console_soak_tracemalloc.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
