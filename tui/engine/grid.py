@@ -18,6 +18,12 @@ def on_grid(period: float) -> float:
     return now + period - now % period
 
 
+def grid_at_or_after(at: float, period: float = 0.5) -> float:
+    """The first multiple of `period` at or after `at` (the loop's clock): a nap that need not end on the dot
+    ends with the engine's other readings, at most `period` later."""
+    return -(-at // period) * period
+
+
 async def sleep_on_grid(period: float) -> None:
     """Sleep until the next multiple of `period`: at most `period`, less by the time the last reading took."""
     await asyncio.sleep(on_grid(period) - asyncio.get_running_loop().time())

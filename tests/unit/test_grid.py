@@ -1,0 +1,38 @@
+"""The engine's clock grid (tui/engine/grid.py): readings that share it wake the process once, not once each."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tui.engine.grid import grid_at_or_after, on_grid, sleep_on_grid
+
+
+def test_a_nap_ends_on_the_first_instant_of_the_grid_at_or_after_its_end() -> None:
+    assert grid_at_or_after(10.0) == 10.0
+    assert grid_at_or_after(10.01) == 10.5
+    assert grid_at_or_after(10.5) == 10.5
+    assert grid_at_or_after(10.51) == 11.0
+    assert grid_at_or_after(7.2, period=2.0) == 8.0
+
+
+async def test_readings_of_different_lengths_sleep_until_the_same_instants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each reading sleeps until a multiple of the period, whatever it took: the instants asked for, not when the
+    loop got round to them (a loaded machine wakes late, and that is not what is tested here)."""
+    loop = asyncio.get_running_loop()
+    real_sleep = asyncio.sleep
+    until: list[float] = []
+
+    async def recorded(seconds: float) -> None:
+        until.append(loop.time() + seconds)
+        await real_sleep(0)
+
+    for work in (0.001, 0.013, 0.3):
+        await real_sleep(work)  # a reading of its own length
+        monkeypatch.setattr(asyncio, "sleep", recorded)
+        await sleep_on_grid(0.05)
+        monkeypatch.setattr(asyncio, "sleep", real_sleep)
+    assert len(until) == 3
+    assert all(abs(t / 0.05 - round(t / 0.05)) < 0.01 for t in until), until  # within the clock reads between
+    assert on_grid(0.05) > loop.time()  # never now: a reading ending on the instant waits a period
