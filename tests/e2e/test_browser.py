@@ -89,7 +89,7 @@ def test_read_only_console_follows_a_bring_up_in_the_browser(browser: Any, cfg: 
         text = screen.wait_for("the four panels and the deployment stopped",
                                lambda t: all(f"─ {p}" in t for p in PANELS) and badge(t) == "STOPPED")
         assert "bringup — sim @ simhost" in text and "[read-only]" in text, text
-        assert len(console_processes(cfg)) == 1  # the session's own console
+        wait_consoles(cfg, 1)  # the session's own console (a websocket reconnected under load: the first one quits)
 
         # the phase as it changes, seen in the browser while the CLI starts the deployment
         r = bringup(cfg, "start", "sim", "--no-wait")
