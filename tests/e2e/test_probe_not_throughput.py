@@ -83,6 +83,22 @@ def test_a_probe_under_way_at_a_reading_is_taken_out_once_over_the_two_intervals
     assert s is not None and s.tokens_per_s == pytest.approx(92.0)
 
 
+def test_a_probe_sent_while_a_reading_is_on_its_way_is_no_throughput_in_it_nor_in_the_next() -> None:
+    """The engine sends its probe and its scrape on the same instants of its clock grid: a generation sent a moment
+    after the page was asked for can be counted, in part, by the time the server answers. An idle server showed
+    31.84 tok/s in the exporter for that moment (found in the suite once the two shared the grid)."""
+    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
+    r.sample(page(1000.0), 100.0, ledger, 100.0)
+    g = ledger.began(101.0005, 16)  # just after the page was asked for at 101.0
+    s = r.sample(page(1008.0), 101.02, ledger, 101.0)  # answered at 101.02 with half of the probe's tokens
+    assert s is not None and s.tokens_per_s == 0.0
+    ledger.ended(g, 101.3, 16)
+    s = r.sample(page(1108.0), 102.02, ledger, 102.0)  # the other half, and 92 of real work
+    assert s is not None and s.tokens_per_s == pytest.approx(92.0)
+    s = r.sample(page(1108.0), 103.02, ledger, 103.0)  # nothing since: nothing, the probe not taken twice
+    assert s is not None and s.tokens_per_s == 0.0
+
+
 def test_a_probe_before_the_first_reading_is_in_its_base_and_not_taken_from_later_load() -> None:
     # `status`: its own probe, then two readings a second apart
     ledger, r = ProbeTokens(), MetricsRates(SGLANG)

@@ -6,15 +6,7 @@ import asyncio
 
 import pytest
 
-from tui.engine.grid import grid_at_or_after, on_grid, sleep_on_grid
-
-
-def test_a_nap_ends_on_the_first_instant_of_the_grid_at_or_after_its_end() -> None:
-    assert grid_at_or_after(10.0) == 10.0
-    assert grid_at_or_after(10.01) == 10.5
-    assert grid_at_or_after(10.5) == 10.5
-    assert grid_at_or_after(10.51) == 11.0
-    assert grid_at_or_after(7.2, period=2.0) == 8.0
+from tui.engine.grid import on_grid, sleep_on_grid
 
 
 async def test_readings_of_different_lengths_sleep_until_the_same_instants(monkeypatch: pytest.MonkeyPatch) -> None:

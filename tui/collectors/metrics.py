@@ -121,7 +121,7 @@ class MetricsRates:
             return None
         tokens, seconds = gain
         if probes is not None:
-            tokens -= probes.take(tokens, asked_at)
+            tokens -= probes.take(tokens, asked_at, at)
         return finite(max(0.0, tokens) / seconds)
 
     def _gauge_rate(self, value: float | None, r: MetricReading, at: float, probes: ProbeTokens | None,
@@ -163,7 +163,8 @@ class MetricsRates:
     def sample(self, text: str, at: float, probes: ProbeTokens | None = None,
                asked_at: float | None = None) -> ThroughputSample | None:
         """The figures of one page read at `at`. `probes`: the ledger of bringup's own generations, taken out of the
-        tokens/s; `asked_at`: when the page was asked for (a generation sent after it is in none of its counts)."""
+        tokens/s; `asked_at`: when the page was asked for (a generation sent after it was answered, at `at`, is in
+        none of its counts)."""
         m = parse_metrics(text, self._wanted)
         if not m:
             return None

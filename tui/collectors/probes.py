@@ -102,13 +102,18 @@ class ProbeTokens:
         if self._shared is not None:
             self._shared.append(g.began, at, g.tokens)
 
-    def take(self, counted: float, asked_at: float) -> float:
-        """Of `counted` tokens a counter gained up to a reading asked for at `asked_at`, those that are bringup's
-        own (at most `counted`). Returns them; the generations answered before the reading are settled."""
+    def take(self, counted: float, asked_at: float, answered_at: float | None = None) -> float:
+        """Of `counted` tokens a counter gained up to a reading asked for at `asked_at` and answered at
+        `answered_at`, those that are bringup's own (at most `counted`). Returns them; the generations answered
+        before the reading was asked for are settled. A generation sent while the reading was on its way may be
+        partly in it (the engine sends its probe and its scrape on the same instants of its clock grid): it is
+        taken as far as the count goes, and what is taken of it is not taken again, so over two readings the
+        count is exact; never shown as the server's throughput."""
         self._take_in_others()
+        until = asked_at if answered_at is None else max(asked_at, answered_at)
         taken = 0.0
         for g in self._gens:
-            if g.began > asked_at or counted - taken <= 0:
+            if g.began > until or counted - taken <= 0:
                 continue
             due = g.tokens - g.taken
             if due > 0:

@@ -31,7 +31,6 @@ from tui.lifecycle.reducer import LifecycleState
 from tui.model import Phase, ProbeResult
 
 from .cadence import Pace, ProbeCadence
-from .grid import grid_at_or_after
 
 
 class ProbeLoop:
@@ -91,9 +90,8 @@ class ProbeLoop:
             await self._nap(interval / 2 if s.ready_line_at is not None else interval)
 
     async def _nap(self, seconds: float) -> None:
-        """Until the next probe, or until the operator asks for one; ending on the engine's grid, with its other
-        readings (a wake-up less)."""
+        """Until the next probe, or until the operator asks for one."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout_at(grid_at_or_after(asyncio.get_running_loop().time() + seconds)):
+            async with asyncio.timeout(seconds):
                 await self.poke.wait()
         self.poke.clear()
