@@ -170,6 +170,17 @@ def test_a_decode_line_whose_only_request_is_the_probe_is_idle() -> None:
     assert cadence.pace(101.0, Phase.READY) is Pace.SLOW
 
 
+def test_a_decode_line_written_as_the_probe_finished_is_idle_and_one_with_no_probe_about_keeps_its_figure() -> None:
+    """A line with nothing running any more (the interval's last request finished in its step), read back from the
+    log at `bringup exporter`'s start: the probe's own 40 tokens/s was its figure until the first scrape."""
+    ledger = ProbeTokens()
+    probe(ledger, 100.0, 100.3, 16)
+    s = from_log_line(SGLANG, LINE.format(n=0, q=0), 100.3, ledger)
+    assert s is not None and s.tokens_per_s == 0.0
+    s = from_log_line(SGLANG, LINE.format(n=0, q=0), 130.0, ledger)  # no probe about then: someone's work
+    assert s is not None and s.tokens_per_s == pytest.approx(0.13)
+
+
 @pytest.mark.parametrize(("n", "q", "at"), [(2, 0, 100.2), (1, 1, 100.2), (1, 0, 130.0)])
 def test_a_decode_line_with_other_work_keeps_its_figure(n: int, q: int, at: float) -> None:
     ledger = ProbeTokens()

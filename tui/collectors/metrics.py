@@ -203,13 +203,16 @@ def from_log_line(preset: Preset, raw: str, at: float, probes: ProbeTokens | Non
 
     `probes`: the ledger of bringup's own generations. The line's figure is the server's over its interval, which
     cannot be split: a line whose running requests can all have been bringup's probes (as many probes under way
-    about then, nothing queued) is an idle interval, 0 tokens/s and nothing running but bringup's own. A line that
-    says nothing runs is left as it is: whose work its interval held, it does not say."""
+    about then, nothing queued) is an idle interval, 0 tokens/s and nothing running but bringup's own. So is a
+    line that says nothing runs any more, written as the interval's last request finished, when that can have been
+    a probe of bringup's: an idle server's log showed a probe's 40 tokens/s that way, in the figure `bringup
+    exporter` read back from the log at its start. Without a probe about then, a line is left as it is."""
     if preset.log_throughput is None:
         return None
     tp = preset.log_throughput(clean(raw).text, at)
-    if tp is None or probes is None or not tp.tokens_per_s or not tp.running or tp.queued:
+    if tp is None or probes is None or not tp.tokens_per_s or tp.queued:
         return tp
-    if tp.running <= probes.in_flight(at - LINE_SLACK_S, at + LINE_SLACK_S):
+    if (tp.running or 0) <= probes.in_flight(at - LINE_SLACK_S, at + LINE_SLACK_S) and (
+            tp.running or probes.ran_between(at - LINE_SLACK_S, at + LINE_SLACK_S)):
         return replace(tp, tokens_per_s=0.0, running=0)
     return tp

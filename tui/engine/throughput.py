@@ -13,6 +13,7 @@ client carries to every scrape.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,6 +29,7 @@ from tui.lifecycle.presets import Preset
 from tui.model import LogLine, ThroughputSample
 
 from .gpus import HISTORY
+from .grid import sleep_on_grid
 
 
 class MetricsState(StrEnum):
@@ -119,26 +121,25 @@ def metrics_every(background: bool) -> float:
     return BACKGROUND_METRICS_S if background else FOREGROUND_METRICS_S
 
 
-async def _nap(background: Callable[[], bool], seconds: float, sleep: Sleep, clock: Callable[[], float]) -> None:
+async def _nap(background: Callable[[], bool], seconds: float, sleep: Sleep) -> None:
     """Sleep; a deployment in the background wakes within a second of coming to the foreground (opened in the
-    console)."""
+    console). Whole seconds at a time in the background, on the engine's grid (tui/engine/grid.py)."""
     if not background():
         await sleep(seconds)
         return
-    deadline = clock() + seconds
-    while clock() < deadline:
-        await sleep(min(1.0, deadline - clock()))
+    for _ in range(math.ceil(seconds)):
+        await sleep(1.0)
         if not background():
             return
 
 
 async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callable[[], bool],
                        background: Callable[[], bool], answered: Callable[[], None], *,
-                       sleep: Sleep = asyncio.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+                       sleep: Sleep = sleep_on_grid) -> None:
     """Scrape /metrics every FOREGROUND_METRICS_S while the server serves (`serving()`: ready, and not paused),
     every BACKGROUND_METRICS_S while no one looks at it; `scrape()` raises
     httpx.HTTPError or TimeoutError when the endpoint does not answer, and a scrape that answers is `answered()`
-    (the collector's note cleared). `sleep` and `clock`: asyncio's and the monotonic clock (a test's virtual ones)."""
+    (the collector's note cleared). `sleep`: until the next instant of the engine's grid (a test's virtual clock)."""
     while True:
         if not serving():
             await sleep(1.0)
@@ -149,4 +150,4 @@ async def metrics_loop(scrape: Callable[[], Awaitable[object]], serving: Callabl
             await sleep(2.0)
             continue
         answered()
-        await _nap(background, metrics_every(background()), sleep, clock)
+        await _nap(background, metrics_every(background()), sleep)
