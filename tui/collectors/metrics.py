@@ -212,7 +212,7 @@ def from_log_line(preset: Preset, raw: str, at: float, probes: ProbeTokens | Non
     tp = preset.log_throughput(clean(raw).text, at)
     if tp is None or probes is None or not tp.tokens_per_s or tp.queued:
         return tp
-    if (tp.running or 0) <= probes.in_flight(at - LINE_SLACK_S, at + LINE_SLACK_S) and (
-            tp.running or probes.ran_between(at - LINE_SLACK_S, at + LINE_SLACK_S)):
+    ours = probes.in_flight(at - LINE_SLACK_S, at + LINE_SLACK_S)
+    if ours and (tp.running or 0) <= ours:
         return replace(tp, tokens_per_s=0.0, running=0)
     return tp
