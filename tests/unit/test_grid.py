@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tui.engine.grid import on_grid, sleep_on_grid
+from tui.engine.grid import on_grid, on_grid_after, sleep_on_grid
 
 
 async def test_readings_of_different_lengths_sleep_until_the_same_instants(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,3 +28,14 @@ async def test_readings_of_different_lengths_sleep_until_the_same_instants(monke
     assert len(until) == 3
     assert all(abs(t / 0.05 - round(t / 0.05)) < 0.01 for t in until), until  # within the clock reads between
     assert on_grid(0.05) > loop.time()  # never now: a reading ending on the instant waits a period
+
+
+async def test_a_wait_of_some_seconds_ends_on_the_grid_and_not_before_it() -> None:
+    """A ready server's probe naps about two seconds and wakes with the rest: never shorter than asked, at most a
+    period longer, and on a multiple of the period."""
+    loop = asyncio.get_running_loop()
+    for seconds in (0.05, 0.5, 1.999, 2.0):
+        now = loop.time()
+        at = on_grid_after(seconds, 1.0)
+        assert now + seconds <= at <= loop.time() + seconds + 1.0
+        assert abs(at - round(at)) < 1e-6, at

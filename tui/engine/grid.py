@@ -1,8 +1,8 @@
 """The engine's one clock grid: its periodic readings wake on shared instants.
 
 Each timer of its own is a wake-up of the process (an epoll return, a turn of the loop, a thread's when it reads in
-one): the unit's reading, the GPU sample, the watch on news and the scrape, each sleeping from when it last
-finished, drifted apart and woke the console several times a second instead of once. On the grid they wake
+one): the unit's reading, the GPU sample, the watch on news, the scrape and a ready server's probes, each
+sleeping from when it last finished, drifted apart and woke the console several times a second instead of once. On the grid they wake
 together, and the readings of one host's deployments go out as one command (tui/managers/systemd_show.py).
 
 The `/metrics` scrape is on it too. Until a run's first scrape, its throughput is read from the log; a decode line
@@ -21,6 +21,13 @@ def on_grid(period: float) -> float:
     whole period)."""
     now = asyncio.get_running_loop().time()
     return now + period - now % period
+
+
+def on_grid_after(seconds: float, period: float = 1.0) -> float:
+    """The first multiple of `period` at least `seconds` from now: a wait of about `seconds` that ends with the
+    grid's other wake-ups (at most `period` longer)."""
+    at = asyncio.get_running_loop().time() + seconds
+    return at + (-at % period)
 
 
 async def sleep_on_grid(period: float) -> None:

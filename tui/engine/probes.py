@@ -31,6 +31,7 @@ from tui.lifecycle.reducer import LifecycleState
 from tui.model import Phase, ProbeResult
 
 from .cadence import Pace, ProbeCadence
+from .grid import on_grid_after, sleep_on_grid
 
 
 class ProbeLoop:
@@ -63,7 +64,7 @@ class ProbeLoop:
             s = self._state()
             unit_running = s.unit is None or s.unit.running or self._unmanaged
             if self._paused() or not unit_running or s.phase in (Phase.FAILED, Phase.STOPPING):
-                await asyncio.sleep(interval)
+                await sleep_on_grid(interval)
                 continue
             await self._ask_release()  # once a run, once it has said it is ready (nothing most times round)
             if s.phase == Phase.READY:
@@ -75,7 +76,8 @@ class ProbeLoop:
                     last_gen = time.time()
                     self._answered(g)
                 due_in = cadence.slow_s - (time.time() - last_gen)
-                await self._nap(max(0.05, min(interval * 2, due_in)))  # the pace is looked at again every nap
+                # the pace is looked at again every nap; a ready server's naps end on the engine's grid
+                await self._nap(on_grid_after(max(0.05, min(interval * 2, due_in))))
                 continue
             if s.ready_line_at is not None or not s.logs_available or s.phase == Phase.WARMUP:
                 self._answered(await prober.health())
@@ -87,11 +89,13 @@ class ProbeLoop:
                         continue
             else:
                 self._answered(await prober.connect())
-            await self._nap(interval / 2 if s.ready_line_at is not None else interval)
+            # not yet ready: half-second naps off the grid, readiness is seen as soon as it is proven
+            loop = asyncio.get_running_loop()
+            await self._nap(loop.time() + (interval / 2 if s.ready_line_at is not None else interval))
 
-    async def _nap(self, seconds: float) -> None:
-        """Until the next probe, or until the operator asks for one."""
+    async def _nap(self, until: float) -> None:
+        """Until the next probe (`until`, on the loop's clock), or until the operator asks for one."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
+            async with asyncio.timeout_at(until):
                 await self.poke.wait()
         self.poke.clear()
