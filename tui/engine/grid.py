@@ -2,8 +2,9 @@
 
 Each timer of its own is a wake-up of the process (an epoll return, a turn of the loop, a thread's when it reads in
 one): the unit's reading, the GPU sample, the watch on news, the scrape and a ready server's probes, each
-sleeping from when it last finished, drifted apart and woke the console several times a second instead of once. On the grid they wake
-together, and the readings of one host's deployments go out as one command (tui/managers/systemd_show.py).
+sleeping from when it last finished, drifted apart and woke the console several times a second instead of once.
+On the grid they wake together, and the readings of one host's deployments go out as one command
+(tui/managers/systemd_show.py).
 
 The `/metrics` scrape is on it too. Until a run's first scrape, its throughput is read from the log; a decode line
 written as a probe finished (nothing running any more) showed the probe's 32-40 tokens/s for an idle server in
