@@ -80,7 +80,20 @@ def cfg(tmp_path: Path) -> Iterator[Path]:
         bringup(path, "stop", "sim")
 
 
-def test_read_only_console_follows_a_bring_up_in_the_browser(browser: Any, cfg: Path) -> None:
+@pytest.fixture
+def slow_start_cfg(tmp_path: Path) -> Iterator[Path]:
+    """`sim` with its start-up phases a few seconds each, as a real server's are tens of seconds: at the suite's
+    time scale the whole start-up is about 3 s, and a console that is a second or two late to see the new run
+    under load reads its first lines back in one batch, its phases drawn in one frame and never on screen."""
+    path = write_config(tmp_path, time_scale=0.4)
+    try:
+        yield path
+    finally:
+        bringup(path, "stop", "sim")
+
+
+def test_read_only_console_follows_a_bring_up_in_the_browser(browser: Any, slow_start_cfg: Path) -> None:
+    cfg = slow_start_cfg
     with serve(cfg, "sim") as served:
         page = browser.new_page(viewport={"width": 1400, "height": 800})
         screen = Screen(page)
