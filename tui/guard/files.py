@@ -1,0 +1,222 @@
+"""The one way bringup writes a file or makes a directory on the machine it runs on (issue 47.1).
+
+bringup often runs as root on a shared GPU host, and writes where it is told: its state dir, a results directory, a
+record's `--out`. Any directory another user can write is one where that user can plant a symbolic link (or a hard
+link, or a file of their own) at the name bringup is about to write, and so make root overwrite any file of the host.
+So every write goes through here, and here:
+
+- the directory written into is opened once (O_DIRECTORY | O_NOFOLLOW) and checked on that open descriptor (fstat,
+  not a path that can be swapped after the check): a real directory, owned by us or by root, that no other user can
+  write. Anything else is refused with one line naming the directory and why (`UnsafeLocation`); for an `--out` the
+  caller asks `out_path`, which puts the file in a fresh private directory of its own there instead, and says so;
+- every later step is relative to that descriptor (`dir_fd=`): a parent renamed or replaced meanwhile changes nothing;
+- a whole file is written to a temporary name made with O_EXCL | O_NOFOLLOW in the same directory and renamed over
+  the target: a reader never sees half a file, and a link planted at the target is replaced, never written through;
+- a file appended to or held open (a log, a lock) is opened with O_NOFOLLOW and must be a regular file of ours with
+  one link: a hard link to someone else's file is refused;
+- files are created 0600 and directories 0700 (the mode is given to the system call that creates them: there is no
+  moment where another user can open them); a directory of ours that was looser is tightened, one we did not make
+  (a parent that existed) is never touched.
+
+`tests/infra/test_guarded_writes.py` walks the source of `tui/` and `widgets/` and fails on any other write: an
+`open()` for writing, `write_text`, `write_bytes`, `mkdir`, `os.open` with `O_CREAT`, `mkstemp`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from tui.errors import PermanentError
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafeLocation(PermanentError, OSError):
+    """A place bringup will not write to: waiting will not make it safe, so it is said at once, in one line."""
+
+
+@dataclass(frozen=True)
+class OutPath:
+    """Where an `--out` file goes: where asked, or in a private directory made beside it (`note` says why)."""
+    path: Path
+    note: str = ""
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
+def _why_unsafe(st: os.stat_result) -> str:
+    """Why a directory is no place to write, or "" when it is one."""
+    me = os.geteuid()
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid not in (me, 0):
+        return f"it belongs to {_owner(st.st_uid)}, not to {_owner(me)}"
+    if st.st_mode & 0o022:
+        return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return ""
+
+
+def _open_dir(path: Path) -> int:
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError as e:
+        if os.path.islink(path):
+            raise UnsafeLocation(f"refusing to write into {path}: it is a symbolic link") from None
+        raise UnsafeLocation(f"cannot open the directory {path}: {e.strerror}") from None
+
+
+@contextlib.contextmanager
+def _checked_dir(path: Path, *, make: bool) -> Iterator[int]:
+    """An open descriptor of the directory `path`, checked (see the module's docstring); made 0700 first when
+    missing and `make`."""
+    if make:
+        private_dir(path)
+    fd = _open_dir(path)
+    try:
+        why = _why_unsafe(os.fstat(fd))
+        if why:
+            raise UnsafeLocation(f"refusing to write into {path}: {why}")
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def private_dir(path: str | Path) -> Path:
+    """`path` made a private directory: missing ones (and missing parents) are created 0700; `path` must then be a
+    real directory of ours or root's that no other user can write, and if it is ours and others can read or enter
+    it, it is tightened to 0700. A parent that already existed is never changed: it is someone's choice (tightening
+    `/tmp` would lock every other user out of it)."""
+    p = Path(path).expanduser()
+    missing: list[Path] = []
+    probe = p
+    while not os.path.lexists(probe) and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, DIR_MODE)
+    fd = _open_dir(p)
+    try:
+        st = os.fstat(fd)
+        why = _why_unsafe(st)
+        if why:
+            raise UnsafeLocation(f"refusing to use {p} as a directory of bringup's: {why}")
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
+    return p
+
+
+def write_private(path: str | Path, data: str | bytes, *, mode: int = FILE_MODE, make_dir: bool = True,
+                  durable: bool = False) -> Path:
+    """The whole file `path`, atomically: written to a fresh name beside it (O_EXCL, O_NOFOLLOW, `mode`) and renamed
+    over it. `make_dir`: the directory is made (0700) when missing. `durable`: fsync'd before the rename (a file a
+    reader must find whole after a crash: a sweep's state). Raises UnsafeLocation (see the module) or OSError."""
+    p = Path(path).expanduser()
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with _checked_dir(p.parent, make=make_dir) as dfd:
+        tmp = _fresh(dfd, p.name, mode)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | _FILE_FLAGS, dir_fd=dfd)
+            try:
+                view = memoryview(raw)
+                while view:
+                    view = view[os.write(fd, view):]
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, p.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    return p
+
+
+def _fresh(dfd: int, name: str, mode: int) -> str:
+    """A new empty file beside `name`, made by us alone (O_EXCL): a name another user planted is never used."""
+    for _ in range(64):
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, mode, dir_fd=dfd))
+            return tmp
+        except FileExistsError:
+            continue
+    raise UnsafeLocation(f"cannot make a temporary file beside {name}: every name tried was taken")
+
+
+def open_private(path: str | Path, flags: int = os.O_RDWR, *, mode: int = FILE_MODE, make_dir: bool = True) -> int:
+    """A file of ours opened (and created `mode` when missing) for appending or holding (a log, a lock): the
+    descriptor. Refused when the name is a link (symbolic or hard), not a regular file, or another user's."""
+    p = Path(path).expanduser()
+    with _checked_dir(p.parent, make=make_dir) as dfd:
+        try:
+            fd = os.open(p.name, flags | os.O_CREAT | _FILE_FLAGS, mode, dir_fd=dfd)
+        except OSError as e:
+            if e.errno == 40 or os.path.islink(p):  # ELOOP: the name is a symbolic link
+                raise UnsafeLocation(f"refusing to open {p}: it is a symbolic link") from None
+            raise
+    st = os.fstat(fd)
+    why = ("not a regular file" if not stat.S_ISREG(st.st_mode)
+           else f"it belongs to {_owner(st.st_uid)}" if st.st_uid != os.geteuid()
+           else "it has another name too (a hard link)" if st.st_nlink != 1 else "")
+    if why:
+        os.close(fd)
+        raise UnsafeLocation(f"refusing to open {p}: {why}")
+    if stat.S_IMODE(st.st_mode) & ~mode & 0o777:
+        os.fchmod(fd, mode)  # one an older bringup made 0644: no one else may read it from now on
+    return fd
+
+
+def open_append(path: str | Path, *, mode: int = FILE_MODE, make_dir: bool = True) -> IO[str]:
+    """A text file of ours opened for appending (see `open_private`); the caller closes it."""
+    return os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND, mode=mode, make_dir=make_dir), "a",
+                     encoding="utf-8")
+
+
+def out_path(path: str | Path) -> OutPath:
+    """Where a file the operator named (`--out FILE`) can be written: there, when its directory is a safe one (see
+    the module); else in a new private directory made in that directory (`bringup-XXXX/FILE`), with a note saying
+    so. Missing directories are made 0700. Raises UnsafeLocation when neither can be done."""
+    p = Path(path).expanduser()
+    parent = p.parent
+    if not os.path.lexists(parent):
+        private_dir(parent)
+    fd = _open_dir(parent)
+    try:
+        why = _why_unsafe(os.fstat(fd))
+        if not why:
+            return OutPath(p)
+        for _ in range(64):
+            sub = f"bringup-{secrets.token_hex(4)}"
+            try:
+                os.mkdir(sub, DIR_MODE, dir_fd=fd)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise UnsafeLocation(f"cannot make a private directory in {parent}")
+    except PermissionError as e:
+        raise UnsafeLocation(f"cannot write into {parent}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    target = parent / sub / p.name
+    return OutPath(target, f"{parent} is not a safe place to write ({why}): written to {target} instead")
