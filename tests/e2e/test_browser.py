@@ -167,6 +167,10 @@ def test_a_wrong_token_is_refused(browser: Any, cfg: Path) -> None:
         page.click("button[type=submit]")
         screen.wait_for("the console", lambda t: badge(t) == "STOPPED")
         assert page.url == served.url, page.url  # the token left the address bar for the cookie
+        # the session's cookie ends with the browser (issue 47.6): no expiry of its own, not readable by scripts
+        cookies = page.context.cookies()
+        assert [(c["expires"], c["httpOnly"], c["sameSite"], c["path"]) for c in cookies] == [
+            (-1, True, "Strict", "/")], cookies
         assert "[read-only]" not in screen.text()
         screen.press("r")
         screen.wait_text("Restart sim on simhost?")
@@ -247,3 +251,25 @@ def test_a_killed_browser_then_serve_leaves_no_console(cfg: Path, tmp_path: Path
     # serve has returned: its consoles were stopped and reaped before it did
     assert not [pid for pid in consoles if alive(pid)], consoles
     assert not [pid for g in groups for pid in live_in_group(g)], (groups, consoles)
+
+
+def test_a_served_deployment_is_all_the_browser_can_open_and_read_only(browser: Any, tmp_path: Path) -> None:
+    """Issue 47.6: `serve sim` on a config with another deployment: the picker offers none (the console shows sim
+    only), and the keys that would probe the server or write the incident record say read-only."""
+    from tests.e2e.test_serve_scope import HIDDEN, config_with_another
+
+    cfg = config_with_another(tmp_path)
+    with serve(cfg, "sim") as served:
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        screen = Screen(page)
+        page.goto(served.url)
+        screen.wait_for("the console", lambda t: badge(t) == "STOPPED")
+        screen.press("d")
+        screen.wait_text("this console shows sim only")
+        assert HIDDEN not in screen.text()
+        screen.press("g")
+        screen.wait_text("read-only: no probe")
+        screen.press("i")
+        screen.wait_text("read-only: no incident record")
+        assert screen.outside == []
+    assert not (tmp_path / "state" / "deployments").exists()

@@ -27,6 +27,8 @@ from typing import Any
 from tui.config import DEMO, ConfigError, Settings, load
 from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
+from tui.guard.files import UnsafeLocation, check_own_dir
+from tui.guard.redact import ScrubbingWriter, learn_environment
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
 from tui.ops.wait import STOPPED_GRACE_S
@@ -68,14 +70,19 @@ def _need_terminal(what: str) -> None:
         raise UsageError(f"the {what} needs a terminal (stdin and stderr are not one here); for scripts: {hint}")
 
 
-def run_console(settings: Settings, deployment: str | list[str] | None, read_only: bool) -> int:
-    """One deployment named: its console; several: the overview of those; none: the only one, or all."""
+def run_console(settings: Settings, deployment: str | list[str] | None, read_only: bool, only: bool = False) -> int:
+    """One deployment named: its console; several: the overview of those; none: the only one, or all. `only`: the
+    console shows the named deployments and no other (`bringup serve`'s sessions)."""
     from tui.app import run_app
 
     names = [deployment] if isinstance(deployment, str) else list(deployment or [])
+    if only and not names:
+        raise UsageError("console --only: name the deployments it may show")
+    scope = [settings.deployment(n)[0] for n in names] if only else None
     if len(names) > 1:
-        return run_app(settings, None, read_only=read_only, fleet=[settings.deployment(n)[0] for n in names])
-    return run_app(settings, names[0] if names else None, read_only=read_only)
+        return run_app(settings, None, read_only=read_only, fleet=[settings.deployment(n)[0] for n in names],
+                       only=scope)
+    return run_app(settings, names[0] if names else None, read_only=read_only, only=scope)
 
 
 def run_async(coro: Any) -> Any:
@@ -136,6 +143,23 @@ def _wants_json(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line run, with every word it prints scrubbed of secrets (tui/guard/redact.py): its stdout and
+    stderr are wrapped here, at entry, so that no print or JSON dump of any command can go around the redactor."""
+    learn_environment()  # HF_TOKEN, *_KEY, ... of this process: a server started from it may echo them
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ScrubbingWriter(sys.stdout), ScrubbingWriter(sys.stderr)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        if isinstance(sys.stdout, ScrubbingWriter):  # not the devnull a closed pipe put there
+            sys.stdout = streams[0]
+        sys.stderr = streams[1]
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a stuck bringup is
     with contextlib.suppress(ValueError, AttributeError, OSError):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -151,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
                         time_scale=getattr(args, "time_scale", 1.0))
         warning = config_trust_warning(settings.config_file)  # a file another user can write names our commands
+        check_own_dir(settings.state_path(), "state_dir")  # another user's, or one others can write: refused
         if warning:
             print(f"bringup: {warning}", file=sys.stderr, flush=True)
         if args.cmd in (None, "console", "demo", "serve"):
@@ -159,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_keymap(settings)  # before anything starts: a demo server, a terminal, a browser
         if args.cmd in (None, "console"):
             _need_terminal("console")
-            return run_console(settings, getattr(args, "deployment", None), settings.read_only)
+            return run_console(settings, getattr(args, "deployment", None), settings.read_only,
+                               getattr(args, "console_only", False))
         if args.cmd == "demo" and not args.headless:
             _need_terminal("demo")
             from tui.app import run_app
@@ -173,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     except (ConfigError, UsageError, FlagValueError) as e:
         return error(str(e), ExitCode.USAGE, as_json)  # one problem a line, each a whole error line
-    except (ManagerError, TransportError) as e:
+    except (ManagerError, TransportError, UnsafeLocation) as e:
         return error(str(e), ExitCode.USAGE if isinstance(e, PermanentError) else ExitCode.FAILED, as_json)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -99,6 +99,16 @@ def add_release_grace(c: argparse.ArgumentParser, stop: bool = False) -> None:
                    f"{'to call it done' if stop else 'the start'} (exit 3)")
 
 
+def add_without_gpu_evidence(c: argparse.ArgumentParser) -> None:
+    """`--without-gpu-evidence`: the named override of "no evidence, no change" (tui/ops/evidence.py), for this
+    command only; its use is said in the steps and kept in the run history's actions."""
+    c.add_argument("--without-gpu-evidence", action="store_true", dest="without_gpu_evidence",
+                   help="go on although the host gives no GPU readings (nvidia-smi missing, failing, not permitted): "
+                   "the old run's GPU memory release is then NOT verified, and the new run starts once its "
+                   "processes are gone (after --unverified-release-grace, if given), RISKING A CUDA OOM. Without "
+                   "it, such a command is refused before anything is touched (exit 2)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --config and --json work before or after the subcommand; in the subcommands they default to "not given"
     # so that they do not overwrite what the main parser read. `console` has no JSON output: no --json there.
@@ -127,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     c0.add_argument("deployment", nargs="*", help=DEPLOYMENT_HELP + " (several: the overview of those)")
     c0.add_argument("--read-only", action="store_true", dest="console_read_only",
                     help="console without restart, start/stop or flag keys")
+    c0.add_argument("--only", action="store_true", dest="console_only",
+                    help="show the named deployments and no other: the picker and the overview list none else "
+                    "(what `bringup serve` runs)")
 
     s = add("status", "phase, timeline, failure, GPUs, throughput and flags, once",
             "Print one snapshot of a deployment: phase with its timeline, the failure (kind, excerpt, hint), "
@@ -159,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             c.add_argument("--yes", "-y", action="store_true", help=CONFIRM_HELP)
         add_release_grace(c, stop=name == "stop")
+        if name == "start":
+            add_without_gpu_evidence(c)
 
     r = add("restart", "restart safely, optionally with new flags",
             "Restart with the safe protocol: take the lock, write the flags, stop, wait until the old run's GPU "
@@ -179,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for ready (default: the deployment's ready_timeout_s, 1800)")
     r.add_argument("--rollback", action="store_true", help="on failure, go back to the last flags that were ready")
     add_release_grace(r)
+    add_without_gpu_evidence(r)
 
     f = add("flags", "the flags the preset knows, their values and keys",
             "List the server flags bringup can toggle or set for this deployment, their current values and keys "

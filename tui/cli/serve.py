@@ -5,13 +5,19 @@ process (`bringup --read-only console ...` under Textual's web driver, `serve_se
 exactly what a terminal would, from the same code. What this module adds is the gate in front of it, because the
 console can restart a GPU server, and the bounds on what a browser can make it spend:
 
-- read-only unless `--allow-actions`: the served console is the `--read-only` one, whose action keys only say so;
+- what it was asked to show: each session's console is `console --only NAMES`, whose settings hold the deployments
+  served and no other (tui/console/scope.py): its picker and overview list none else, and nothing opens one;
+- read-only unless `--allow-actions`: the served console is the `--read-only` one, where every action that changes
+  the deployment, sends its server work or writes a file only says so (one gate: tui/console/gate.py);
 - a token (from `secrets`, printed once) whenever the console can act (`--allow-actions`, on loopback too: any user
   of a shared GPU host reaches its loopback) or listens beyond loopback, and wherever `--token` asks for one: the
   page asks for it in a POST form (never in the address, the history or a proxy's log) and exchanges it for a
-  session cookie: a random id that maps to an expiry in this process's memory (HttpOnly, SameSite=Strict). The token
-  itself is never a cookie: browsers send a host's cookies to every port of it, so every other service on the host
-  would receive it. A wrong token, and an unknown or expired session, is refused before any console process starts;
+  session cookie: a random id that maps to a session in this process's memory. The cookie is a browser session's
+  (no Max-Age or Expires: it ends when the browser does), HttpOnly, SameSite=Strict, Path=/ (the page is the root:
+  no narrower path would reach it); and the session ends here after `SESSION_IDLE_S` with no request and no console
+  open, and `SESSION_MAX_S` after the token was given in any case: browsers send a host's cookies to every port of it,
+  so the id must not be a lasting credential. The token itself is never a cookie. A wrong token, and an unknown or
+  expired session, is refused before any console process starts;
 - on loopback, only loopback names in the Host header (a web page that rebinds its own name to 127.0.0.1 is
   refused), and the websocket only from the page's own origin (another site open in the same browser cannot drive
   the console);
@@ -32,6 +38,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -52,9 +59,11 @@ _REMOTE_FONT = re.compile(r'<link[^>]*fonts\.googleapis\.com[^>]*/>', re.S)
 _LOCAL_FONT = ('<style>@font-face { font-family: "Roboto Mono"; '
                'src: url("{{ config.static.url }}fonts/RobotoMono-VariableFont_wght.ttf"); }</style>')
 
-#: how long a session cookie opens the console after the token was given (a reload after that asks again; an open
-#: tab's console keeps running)
-SESSION_TTL_S = 12 * 3600.0
+#: a session ends after this long with no request and no console open (a tab left closed, a laptop asleep)...
+SESSION_IDLE_S = 15 * 60.0
+#: ...and this long after the token was given in any case (a reload or a new tab after that asks for it again; an
+#: open tab's console keeps running)
+SESSION_MAX_S = 2 * 3600.0
 
 _LOGIN = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>bringup: access token</title>
@@ -69,13 +78,22 @@ align-items: center; justify-content: center; }} input, button {{ font: inherit;
 
 def console_argv(config: str | None, names: list[str], read_only: bool) -> list[str]:
     """The console each browser session runs, as an argv (no shell: a deployment's name is one word, whatever it
-    holds)."""
+    holds): `--only`, so that it shows `names` and no other deployment of the config."""
     argv = [sys.executable, "-m", "tui"]
     if config:
         argv += ["--config", str(Path(config).resolve())]  # the same file whatever the session's directory
     if read_only:
         argv.append("--read-only")
-    return [*argv, "console", *names]
+    return [*argv, "console", "--only", *names]
+
+
+def served_names(settings: Settings, given: list[str]) -> list[str]:
+    """The deployments served: those named (each resolved now, not in every session), else what `bringup console`
+    shows with none named: every configured deployment (the built-in demo aside), or the one there is."""
+    from tui.engine.fleet import deployment_names
+
+    names = [settings.deployment(n)[0] for n in given] or deployment_names(settings)
+    return list(dict.fromkeys(names)) or [settings.deployment(None)[0]]
 
 
 def _loopback_name(host_header: str) -> bool:
@@ -85,37 +103,55 @@ def _loopback_name(host_header: str) -> bool:
     return is_loopback(host)
 
 
+@dataclass(slots=True)
+class Session:
+    """One browser session, by `Gate.clock`: when it ends in any case, when it was last used, its consoles open."""
+
+    ends: float
+    used: float
+    consoles: int = 0
+
+    def over(self, now: float, idle_s: float) -> bool:
+        return now >= self.ends or (self.consoles == 0 and now - self.used >= idle_s)
+
+
 class Gate:
     """The token check, the session cookies and the origin checks, as one aiohttp middleware. `token` None: no token
-    asked (loopback, read-only, no --token). A right token is answered with a new session id, which stays valid for
-    `ttl_s` (by `clock`, a parameter so that a test can move time) and only in this process: a restart of serve asks
-    for the token again."""
+    asked (loopback, read-only, no --token). A right token is answered with a new session id, valid only in this
+    process (a restart of serve asks for the token again) until `idle_s` pass with no request and no console open,
+    or `max_s` after it was given (by `clock`, a parameter so that a test can move time)."""
 
-    def __init__(self, token: str | None, port: int, loopback: bool, *, ttl_s: float = SESSION_TTL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, token: str | None, port: int, loopback: bool, *, idle_s: float = SESSION_IDLE_S,
+                 max_s: float = SESSION_MAX_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.token = token
         self.loopback = loopback
         self.cookie = f"bringup-serve-{port}"  # cookies are per host, not per port: one name per server
-        self.ttl_s = ttl_s
+        self.idle_s = idle_s
+        self.max_s = max_s
         self.clock = clock
-        self.sessions: dict[str, float] = {}  # session id -> when it expires, by `clock`
+        self.sessions: dict[str, Session] = {}
 
     def _token_ok(self, given: str) -> bool:
         return self.token is not None and secrets.compare_digest(given.encode(), self.token.encode())
 
-    def _session_ok(self, sid: str | None) -> bool:
-        expiry = self.sessions.get(sid) if sid else None
-        if expiry is not None and self.clock() >= expiry:
-            del self.sessions[sid]  # type: ignore[arg-type]  # sid is a str whenever expiry is not None
-            expiry = None
-        return expiry is not None
+    def _session(self, sid: str | None) -> Session | None:
+        """The live session of `sid`, marked used now; None (and forgotten) when it is unknown or over."""
+        session = self.sessions.get(sid) if sid else None
+        if session is None:
+            return None
+        now = self.clock()
+        if session.over(now, self.idle_s):
+            del self.sessions[sid]  # type: ignore[arg-type]  # sid is a str whenever a session was found
+            return None
+        session.used = now
+        return session
 
     def new_session(self) -> str:
         now = self.clock()
-        for sid in [s for s, expiry in self.sessions.items() if now >= expiry]:
+        for sid in [s for s, session in self.sessions.items() if session.over(now, self.idle_s)]:
             del self.sessions[sid]
         sid = secrets.token_urlsafe(32)
-        self.sessions[sid] = now + self.ttl_s
+        self.sessions[sid] = Session(ends=now + self.max_s, used=now)
         return sid
 
     def _login(self, status: int, message: str) -> web.Response:
@@ -143,12 +179,20 @@ class Gate:
                 return self._login(403, "wrong token")
             # a session id in the cookie from now on, never the token; the redirect makes the page a plain GET
             resp = web.HTTPSeeOther(location="/", headers={"Cache-Control": "no-store"})
-            resp.set_cookie(self.cookie, self.new_session(), httponly=True, samesite="Strict", path="/",
-                            max_age=int(self.ttl_s))
+            # a browser session's cookie: no max_age or expires, so it is gone when the browser closes
+            resp.set_cookie(self.cookie, self.new_session(), httponly=True, samesite="Strict", path="/")
             raise resp
         cookie = request.cookies.get(self.cookie)
-        if self._session_ok(cookie):
-            return await handler(request)
+        session = self._session(cookie)
+        if session is not None:
+            if request.path != "/ws":
+                return await handler(request)
+            session.consoles += 1  # a console open keeps its session from idling out (its page makes no requests)
+            try:
+                return await handler(request)
+            finally:
+                session.consoles -= 1
+                session.used = self.clock()
         if request.path != "/":
             raise web.HTTPForbidden(text="no session (open / and give the access token)\n")
         return self._login(403, "unknown or expired session: the token again") if cookie else self._login(401, "")
@@ -247,7 +291,7 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(f"--listen {args.listen}: refusing a non-loopback address without an access token, anyone "
                          "who reaches it would watch the console (add --token: one is printed at start and the page "
                          "asks for it; or keep 127.0.0.1 and use an SSH forward: ssh -L 8000:127.0.0.1:8000 HOST)")
-    names = [settings.deployment(n)[0] for n in args.deployments]  # an unknown name now, not in every session
+    names = served_names(settings, args.deployments)  # an unknown name now, not in every session
     read_only = settings.read_only or not args.allow_actions  # read_only = true in the config wins
     # a console that can restart servers asks for a token even on loopback: every user of the host reaches it
     token = secrets.token_urlsafe(24) if args.token or not loopback or not read_only else None

@@ -22,11 +22,14 @@ class Notice:
 
 
 def record_offer(before: Snapshot, snap: Snapshot, *, live: bool, key: str) -> Notice | None:
-    """A run seen failing (not one already failed when the console opened): the record is offered, once."""
+    """A run seen failing (not one already failed when the console opened): the record is offered, once. `key`
+    "": the console may not write it (read-only): the command that does is named instead."""
     if not live or snap.phase != Phase.FAILED or before.phase in (Phase.FAILED, Phase.UNKNOWN):
         return None
-    return Notice(f"{snap.deployment} failed: {key} writes its incident record "
-                  f"({record_command(snap.deployment, snap.invocation)})")
+    command = record_command(snap.deployment, snap.invocation)
+    if not key:
+        return Notice(f"{snap.deployment} failed: `{command}` writes its incident record")
+    return Notice(f"{snap.deployment} failed: {key} writes its incident record ({command})")
 
 
 def write_incident_record(state_dir: Path, deployment: str, snap: Snapshot) -> Notice:

@@ -17,6 +17,7 @@ from tui.console.viewer import ConsoleApp
 from tui.engine import Engine
 from tui.engine.fleet import deployment_names
 from tui.exit_codes import ExitCode
+from tui.guard.text import split_lines
 from tui.transport.local import kill_all_children
 
 
@@ -64,15 +65,16 @@ def check_keymap(settings: Settings) -> None:
 
 
 def run_app(settings: Settings, deployment: str | None, *, read_only: bool = False, demo_keep: bool = False,
-            fleet: list[str] | None = None) -> int:
+            fleet: list[str] | None = None, only: list[str] | None = None) -> int:
     """`deployment` None with several configured: the fleet overview first (one deployment: that one's console);
-    `fleet`: the overview of those deployments only."""
+    `fleet`: the overview of those deployments only; `only`: the deployments the console may show, no other
+    (tui/console/scope.py)."""
     fleet = list(fleet) if fleet else deployment_names(settings) if deployment is None else []
     if len(fleet) < 2:
         fleet = []
     name = fleet[0] if fleet else settings.deployment(deployment)[0]
     cls = ConsoleApp if read_only else ControlConsoleApp
-    app = cls(settings, name, demo=name == DEMO, fleet=fleet)
+    app = cls(settings, name, demo=name == DEMO, fleet=fleet, only=only or ())
     stop_demo = name == DEMO and not demo_keep
 
     def hangup(signum: int, frame: object) -> None:
@@ -109,7 +111,7 @@ _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")
 def uncaught_error(printed: str) -> str:
     """`Type: message` of the exception whose traceback Textual printed on its error console (the console's own,
     recording: Textual keeps the exception itself to itself), the message's folded lines joined; "" if none."""
-    lines = printed.rstrip().splitlines()
+    lines = split_lines(printed.rstrip())
     for i in range(len(lines) - 1, -1, -1):
         if _EXC_LINE.match(lines[i]):
             return " ".join(ln.strip() for ln in lines[i:] if ln.strip())

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Header, Input, Static
 
+from tui.console.gate import REFUSAL
 from tui.screens.help import HelpScreen
 from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
@@ -94,8 +95,7 @@ class ConsoleScreen(Screen[None]):
     # ------------------------------------------------------------------ the key bar, help and palette
 
     def action_read_only(self, what: str) -> None:
-        self.notify(f"read-only: no {what} from this console (started with --read-only, or read_only = true in the "
-                    "config); without it, the key does it", severity="warning", timeout=6, markup=False)
+        self.notify(REFUSAL.format(what=what), severity="warning", timeout=6, markup=False)
 
     def _bar(self, rows: list[tuple[str, str, str]], short: bool, width: int) -> Text:
         t = Text(" " if short else "")  # the full labels begin with a space of their own
@@ -158,10 +158,13 @@ class ConsoleScreen(Screen[None]):
     def _mapped(self, shown_only: bool = False) -> list[Binding]:
         """The console's own bindings that have a description, as currently mapped (Textual's scrolling and copy
         keys are not among them: they work as in any Textual app, and listing them first buried the keys that
-        matter)."""
+        matter); in read-only mode, not those the app's gate refuses (tui/console/gate.py): the bar and help list
+        what the keys do here."""
         ours = {b.id for b in self.own_bindings()}
+        refusal = getattr(self.app, "refusal", None)
         return [b for b in (ab.binding for ab in self.active_bindings.values())
-                if b.description and b.id in ours and (b.show or not shown_only)]
+                if b.description and b.id in ours and (b.show or not shown_only)
+                and (refusal is None or refusal(b.action, self) is None)]
 
     def key_rows(self, shown_only: bool = False) -> list[tuple[str, str]]:
         """The console's own keys, as currently mapped."""

@@ -22,13 +22,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.console import Console
-from textual import work
+from textual import actions, work
+from textual.actions import ActionParseResult
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui.config import Settings
+from tui.console import gate, scope
 from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN, choices, fleet_rows, picker_phases
 from tui.console.record import record_offer, write_incident_record
 from tui.console.screen import ConsoleScreen
@@ -47,6 +51,7 @@ from tui.engine.updates import (
     Update,
 )
 from tui.exit_codes import ExitCode, signalled
+from tui.guard.redact import scrub
 from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
 from tui.messages import EngineUpdated, RestartStepped
@@ -80,11 +85,20 @@ class ConsoleApp(App[int]):
     #: against them)
     SCREEN: ClassVar[type[ConsoleScreen]] = ConsoleScreen
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification of the console and its screens (theirs call this one) through the one redactor
+        (tui/guard/redact.py): a restart's failure, a flag's change and a server's words may name a secret."""
+        super().notify(scrub(message), title=scrub(title), severity=severity, timeout=timeout, markup=markup)
+
     def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
-                 fleet: Sequence[str] = ()) -> None:
+                 fleet: Sequence[str] = (), only: Sequence[str] = ()) -> None:
         """`fleet`: the deployments of the overview (the fleet mode), which opens first; `deployment` is then the
-        one the console shows when a row is opened."""
+        one the console shows when a row is opened. `only`: the deployments this console may show, no other
+        (tui/console/scope.py; empty: every configured one)."""
         super().__init__()
+        if only:
+            settings = scope.only(settings, only)
         #: Textual prints an uncaught exception's traceback here after restoring the terminal; recorded, so that the
         #: exit status's line can name the error (tui/console/run.py) from what was printed
         self.error_console = Console(markup=False, highlight=False, stderr=True, record=True)
@@ -170,6 +184,11 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ engine wiring
 
     def open_watch(self, name: str) -> None:
+        """The one door to showing a deployment: the picker, the overview and its keys all come through here, and
+        a deployment this console does not hold (`only`) is refused."""
+        if name not in self.settings.deployments:
+            self.notify(scope.outside(name, list(self.settings.deployments)), severity="warning", markup=False)
+            return
         if self.fleet is not None:
             self.adopt(self.fleet.engines[name])
         else:
@@ -292,6 +311,38 @@ class ConsoleApp(App[int]):
                     "console keeps running", title=f"{self.deployment}: {event.worker.name} failed",
                     severity="error", timeout=30, markup=False)
 
+    # ------------------------------------------------------------------ the read-only gate (tui/console/gate.py)
+
+    def _resolve_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None,
+                       namespaces: Any) -> tuple[str, str]:
+        """An action's name and the module of the method it would run ("" when none), found as Textual finds
+        it: the namespace named (app, screen, focused, or one the caller maps), else the default one."""
+        where, name, _ = actions.parse(action) if isinstance(action, str) else action
+        target: Any = default_namespace or self
+        if where:
+            target = (namespaces or {}).get(where)
+            if target is None and where in ("app", "screen", "focused"):  # Textual's own action targets
+                with contextlib.suppress(ScreenStackError):
+                    target = getattr(self, where)
+        method = getattr(target, f"_action_{name}", None) or getattr(target, f"action_{name}", None)
+        return name, str(getattr(method, "__module__", "") or "")
+
+    def refusal(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
+                namespaces: Any = None) -> str | None:
+        """What the read-only console says instead of running `action`; None when it may run."""
+        name, module = self._resolve_action(action, default_namespace, namespaces)
+        return gate.refusal(name, module, read_only=self.read_only)
+
+    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
+                         namespaces: Any = None) -> bool:
+        """Every action (keys of every screen and widget, the palette, the overview's action keys, links) comes
+        through here: in read-only mode, one that changes or writes anything says so and does nothing."""
+        why = self.refusal(action, default_namespace, namespaces)
+        if why is not None:
+            self.notify(why, severity="warning", timeout=6, markup=False)
+            return True  # handled: the key is answered, by the refusal
+        return await super().run_action(action, default_namespace, namespaces)
+
     # ------------------------------------------------------------------ rendering
 
     @property
@@ -401,7 +452,8 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ the incident record (tui/console/record.py)
 
     def offer_record(self, before: Snapshot, snap: Snapshot) -> None:
-        notice = record_offer(before, snap, live=self.live, key=self._key_for("record", "i"))
+        key = self._key_for("record", "i") if self.refusal("app.record") is None else ""
+        notice = record_offer(before, snap, live=self.live, key=key)
         if notice is not None:
             self.notify(notice.text, timeout=12, markup=False)
 
@@ -420,9 +472,9 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ other deployments: picker and overview
 
     def action_pick(self) -> None:
-        names = choices(self.settings)
+        names = choices(self.settings)  # the deployments this console may show (`only`), no other
         if len(names) <= 1:
-            self.notify("only one deployment is configured")
+            self.notify(f"this console shows {self.deployment} only" if names else "no deployment is configured")
             return
 
         def chosen(name: str | None) -> None:
@@ -515,7 +567,7 @@ class ConsoleApp(App[int]):
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
         for b in self.SCREEN.own_bindings():
-            if b.description and b.id != "quit" and b.action not in seen:
+            if b.description and b.id != "quit" and b.action not in seen and self.refusal(b.action) is None:
                 seen.add(b.action)
                 yield SystemCommand(b.description, f"the {self.get_key_display(b)} key",
                                     partial(self.run_action, b.action, self.console_screen))

@@ -38,8 +38,9 @@ class HelpScreen(ClosingModal[None]):
         with VerticalScroll(id="help-body"):
             yield Static(Text("bringup keys", style="bold"), id="dialog-title")
             if self.read_only:  # first: in view without scrolling
-                yield Static(Text("read-only mode: the restart, flags and start/stop keys only say that they are "
-                                  "off", style="yellow"), classes="help-note help-first")
+                yield Static(Text("read-only mode: the keys that restart, change flags, start/stop, probe the "
+                                  "server or write a file only say that they are off", style="yellow"),
+                             classes="help-note help-first")
             yield Static(keys, id="help-keys")
             yield Static(Text(LAST_LINE, style="dim"), id="help-last", classes="help-note")
 
