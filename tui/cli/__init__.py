@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr are wrapped here, at entry, so that no print or JSON dump of any command can go around the redactor."""
     learn_environment()  # HF_TOKEN, *_KEY, ... of this process: a server started from it may echo them
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = ScrubbingWriter(sys.stdout), ScrubbingWriter(sys.stderr)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = ScrubbingWriter(sys.stdout), ScrubbingWriter(sys.stderr)
     try:
         return _main(argv)
     finally:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from tui.config import Settings
 from tui.engine.incident_file import write_record
 from tui.exit_codes import ExitCode
+from tui.guard.files import UnsafeLocation
 from tui.lifecycle.incident import NoSuchRun
 
 from .args import UsageError
@@ -19,9 +21,12 @@ from .report import error
 async def cmd_record(settings: Settings, args: argparse.Namespace) -> int:
     name, _ = settings.deployment(args.deployment)
     try:
-        path, d, text = write_record(settings.state_path(), name, args.run or "", args.out or "")
+        path, d, text = write_record(settings.state_path(), name, args.run or "", args.out or "",
+                                     note=lambda n: print(f"bringup: {n}", file=sys.stderr, flush=True))
     except NoSuchRun as e:
         return error(str(e), ExitCode.USAGE, args.json)
+    except UnsafeLocation as e:  # already one line naming the place
+        raise UsageError(f"record: {e}") from None
     except OSError as e:
         raise UsageError(f"record: {e.filename or args.out}: {e.strerror or e}") from None
     if args.json:

@@ -79,6 +79,8 @@ def _report(args: argparse.Namespace) -> int:
 async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     from tui.bench import MAX_CONCURRENCY
     from tui.engine import Engine
+    from tui.guard.files import UnsafeLocation
+    from tui.guard.files import out_dir as out_dir_guarded
     from tui.sweep.plan import PlanError, load_plan
     from tui.sweep.recorder import Recorder
     from tui.sweep.results import RECORDS_FILE, default_results_dir, read_results
@@ -110,6 +112,14 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
             raise UsageError(f"--resume {out_dir}: a sweep of {resume.meta.deployment}, not of {name}")
     else:
         out_dir = Path(args.out) if args.out else default_results_dir(settings.state_path(), name)
+        if args.out:  # one other users can write: a fresh private one made in it (what they put there is not ours)
+            try:
+                where = out_dir_guarded(args.out)
+            except UnsafeLocation as e:
+                raise UsageError(f"sweep: {e}") from None
+            if where.note:
+                print(f"bringup: {where.note}", file=sys.stderr, flush=True)
+            out_dir = where.path
         if (out_dir / RECORDS_FILE).exists():
             raise UsageError(f"{out_dir} already holds a sweep's records: --resume {out_dir} continues it")
     if not _confirmed(f"Sweep {name} on {w.host_name}: {plural(len(plan.configs), 'configuration')}, each a "
@@ -122,7 +132,10 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
         else:
             echo_text(record, lambda line: print(line, flush=True))
 
-    recorder = Recorder(out_dir, echo)
+    try:
+        recorder = Recorder(out_dir, echo)
+    except UnsafeLocation as e:
+        raise UsageError(f"sweep: {e}") from None
     recorder.copy_plan(plan.text)
     if args.json:
         print(json.dumps({"type": "start", "dir": str(out_dir), "deployment": name, "plan": str(plan.path),

@@ -19,6 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.guard.files import open_private, write_private
+from tui.guard.text import split_lines
+
 #: past this size, a writer keeps only the generations of the last `keep_s` seconds (a probe every 30 s a process:
 #: days of probing before a rewrite)
 MAX_BYTES = 64 * 1024
@@ -65,9 +68,9 @@ class SharedGenerations:
     def append(self, began: float, ended: float, tokens: int) -> None:
         line = f"{self.writer} {began:.3f} {ended:.3f} {max(0, tokens)}\n"
         with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # one write of one short line with O_APPEND: lines of several processes never interleave
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            # one write of one short line with O_APPEND: lines of several processes never interleave; 0600 in a 0700
+            # directory, no link followed (tui/guard/files.py)
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
             try:
                 os.write(fd, line.encode())
                 size = os.fstat(fd).st_size
@@ -79,15 +82,11 @@ class SharedGenerations:
     def _trim(self, now: float) -> None:
         """Keep the last `keep_s` seconds: written beside and renamed over, so a reader sees one file or the other."""
         keep = [g for g in self._read_all() if now - g.ended < self.keep_s]
-        tmp = self.path.with_name(f".{self.path.name}.{self.writer}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.writelines(f"{g.writer} {g.began:.3f} {g.ended:.3f} {g.tokens}\n" for g in keep)
-        os.replace(tmp, self.path)
+        write_private(self.path, "".join(f"{g.writer} {g.began:.3f} {g.ended:.3f} {g.tokens}\n" for g in keep))
 
     def _read_all(self) -> list[SharedGeneration]:
         with open(self.path, encoding="ascii", errors="replace") as f:
-            return [g for line in f.read(_READ_MAX).splitlines() if (g := _parse(line)) is not None]
+            return [g for line in split_lines(f.read(_READ_MAX)) if (g := _parse(line)) is not None]
 
     def news(self) -> list[SharedGeneration]:
         """The other processes' generations not given before."""
@@ -107,7 +106,7 @@ class SharedGenerations:
         # would misread a file rewritten under the same inode number; a line still being written is left for later
         end = data.rfind(b"\n") + 1
         self._stamp = stamp if end == len(data) else None
-        lines = [g for line in data[:end].decode("ascii", errors="replace").splitlines()
+        lines = [g for line in split_lines(data[:end].decode("ascii", errors="replace"))
                  if (g := _parse(line)) is not None and g.writer != self.writer]
         newest = max((g.ended for g in lines), default=0.0)
         new = [g for g in lines if newest - g.ended < self.keep_s and (g.writer, g.began) not in self._given]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.config import HostConfig
+from tui.guard.files import write_private
 from tui.lifecycle.release import NamedHolder, Neighbours, attribute, held_by_neighbours
 from tui.managers import Manager, ManagerError
 from tui.model import Attribution, GpuSnapshot, UnitState
@@ -213,7 +214,4 @@ class GpuTracker:
         """Each GPU's memory now, just before a start: what "released" means for the next stop."""
         self.baseline_mib = {g.index: g.mem_used_mib for g in snap.gpus if g.mem_used_mib is not None}
         with contextlib.suppress(OSError):  # a read-only state dir loses only this safeguard, not the start
-            self.baseline_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.baseline_path.with_name(f".{self.baseline_path.name}.tmp")
-            tmp.write_text(json.dumps(self.baseline_mib))
-            tmp.replace(self.baseline_path)
+            write_private(self.baseline_path, json.dumps(self.baseline_mib))  # 0600, no link followed

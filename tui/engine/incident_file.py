@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tui.guard.files import out_path, private_dir, write_private
 from tui.lifecycle.incident import incident, markdown, pick
 
 from .history import HistoryStore, history_path
@@ -16,20 +17,26 @@ def record_path(state_dir: Path, deployment: str, invocation: str) -> Path:
     return state_dir / "deployments" / deployment / "records" / f"{invocation[:12]}.md"
 
 
-def write_record(state_dir: Path, deployment: str, run: str = "", out: str = ""
-                 ) -> tuple[Path | None, dict[str, Any], str]:
+def write_record(state_dir: Path, deployment: str, run: str = "", out: str = "",
+                 note: Callable[[str], None] | None = None) -> tuple[Path | None, dict[str, Any], str]:
     """The record of `run` (default: the latest that did not reach ready, else the latest) as (where it was
     written, the object, the Markdown). `out`: a file, `-` for nowhere (the caller prints it), "" for the default
-    place. Raises tui.lifecycle.incident.NoSuchRun, or OSError when it cannot be written."""
+    place (0600 in a 0700 directory: a record quotes the server's log). An `out` whose directory another user can
+    write goes into a fresh private directory there (tui/guard/files.py `out_path`), and `note` is told so. Raises
+    tui.lifecycle.incident.NoSuchRun, or OSError (UnsafeLocation among them) when it cannot be written."""
     runs = HistoryStore(history_path(state_dir, deployment)).runs()
     chosen = pick(runs, deployment, run)
     d = incident(chosen, runs)
     text = markdown(d)
     if out == "-":
         return None, d, text
-    path = Path(out).expanduser() if out else record_path(state_dir, deployment, chosen.invocation)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    if out:
+        where = out_path(out)
+        if where.note and note is not None:
+            note(where.note)
+        path = where.path
+    else:
+        path = record_path(state_dir, deployment, chosen.invocation)
+        private_dir(path.parent)  # bringup's own: one an older bringup left 0755 is tightened
+    write_private(path, text)
     return path, d, text

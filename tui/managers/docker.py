@@ -10,7 +10,9 @@
 - A container that does not exist yet is created from `image`, pulled first when it is not on the host (a pull
   that fails is one line: the image and why).
 - The log: `logs --timestamps --follow --since`, both streams; a dropped stream resumes from the last stamp, the
-  lines of that stamp already delivered skipped, so nothing is lost or repeated.
+  lines of that stamp already delivered skipped, so nothing is lost or repeated. A run's log read back (`read_log`)
+  is bounded (log_window.py): its first lines and its last (`--tail`), each read within its window
+  (tui/transport/capped.py), never the whole log.
 - GPU attribution: the container's processes as host PIDs (`docker top`; podman's `hpid`), which is what the
   driver reports, not the container's own PID namespace.
 - Bringup's own records (next/previous/last-ready command, the stop asked, the lock) live in a state directory on
@@ -27,6 +29,8 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
+from tui.guard.files import write_private
+from tui.guard.text import split_lines
 from tui.managers import AsyncLock, ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.container_create import create_options, env_to_file, split_command, unsupported
 from tui.managers.container_state import (
@@ -40,10 +44,11 @@ from tui.managers.container_state import (
     unit_of,
 )
 from tui.managers.file_lock import FileLock
+from tui.managers.log_window import HEAD_BYTES, TAIL_BYTES, Window, join
 from tui.managers.remote_lock import RemoteLock
-from tui.managers.supervisor import write_private
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
+from tui.transport.capped import Keep, read_capped
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: `sh -c` with the command as its arguments: the container's stderr joins its stdout on the one stream a
@@ -58,6 +63,14 @@ _PIECE_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}(?:Z|[+-]\d\d:
 PULL_TIMEOUT_S = 3600.0
 #: how far before the newest line a resumed log starts: further than stderr ever lags stdout in the CLI's output
 RESUME_MARGIN_NS = 5_000_000_000
+#: the fewest and most lines `logs --tail` asks for when a run's log is read back longer than its head (the engines
+#: count a tail in lines only): twice as many as TAIL_BYTES holds at the head's mean line length (`tail_lines`), of
+#: which the last TAIL_BYTES are kept (log_window.py)
+TAIL_LINES_MIN = 1024
+TAIL_LINES_MAX = 262_144
+#: how long podman's whole log may take to read through for its tail (read_log says why): bounded in memory, not in
+#: time
+PODMAN_TAIL_TIMEOUT_S = 600.0
 
 
 class DockerManager:
@@ -177,7 +190,7 @@ class DockerManager:
             text = await self._cli(args, timeout=10)
         except ManagerError:
             return None
-        pids = {int(w) for line in text.splitlines()[1:] for w in line.split()[:1] if w.isdigit()}
+        pids = {int(w) for line in split_lines(text)[1:] for w in line.split()[:1] if w.isdigit()}
         return pids | ({unit.main_pid} if unit.main_pid > 0 else set())
 
     # ------------------------------------------------------------------ start / stop
@@ -406,29 +419,50 @@ class DockerManager:
         return f"`{self.engine} logs {self.container}` on {self.transport.name}"
 
     async def read_log(self, invocation: str) -> list[LogLine]:
-        """The log of a run that ended before it was followed (only the container's latest run can be told)."""
+        """The log of a run that ended before it was followed (only the container's latest run can be told), bounded
+        (log_window.py): its first lines (`logs --since` its start, ended at the head's window), and unless those
+        were all of it, its last (`logs --tail`), never the whole log."""
         info = self._info if self._info is not None else await self.inspect()
         if info is None or invocation_of(info) != invocation:
             return []
         st = info.get("State") or {}
+        # a second's margin before the start: the engine stamps StartedAt after the process may have printed
+        begin = (parse_time(str(st.get("StartedAt") or "")) or 0.0) - 1.0
         argv = [self.engine, "logs", "--timestamps"]
+        if begin > 0:
+            argv += ["--since", stamp_text(int(begin * 1e9))]
         # no --until FinishedAt: both engines stamp a line when they read it from the pipe, so the last lines of a
         # run killed right after writing them (SGLang's fatal line, then its SIGKILL of the tree) can be stamped
         # after the exit; a stopped container's run is the last in its log anyway
         # podman: each stream on its own, where a line's stamped pieces are consecutive (follow says why)
         streams = list(_ONE_STREAM.values()) if self.engine == "podman" else [_BOTH_STREAMS]
-        lines: list[str] = []
+        out: list[LogLine] = []
         for which in streams:
-            res = await self.transport.run([*which, *argv, self.container], timeout=60)
-            lines += [_podman_line(raw) for raw in res.text.splitlines()] if self.engine == "podman" \
-                else res.text.splitlines()
-        # a second's margin before the start: the engine stamps StartedAt after the process may have printed
-        begin = (parse_time(str(st.get("StartedAt") or "")) or 0.0) - 1.0
-        out = []
-        for piece in _stamped(lines):
-            if piece is not None and piece[0] >= begin:
-                out.append(LogLine(at=piece[0], text=piece[1], invocation=invocation))
+            head = await self._read_window([*which, *argv, self.container], begin, invocation, Keep.FIRST)
+            tail = None
+            if head.cut and self.engine == "podman":
+                # podman's `--tail` counts the pieces conmon logged a line in, and prints them apart, out of order:
+                # lines are lost. Its tail is the whole log read through, of which the last TAIL_BYTES are kept
+                tail = await self._read_window([*which, *argv, self.container], begin, invocation, Keep.LAST,
+                                               timeout=PODMAN_TAIL_TIMEOUT_S)
+            elif head.cut:
+                n = tail_lines(head)
+                tail = await self._read_window([*which, *argv, "--tail", str(n), self.container], begin,
+                                               invocation, Keep.LAST, asked=n)
+            out += join(head, tail, invocation, self.log_source(invocation))
         return sorted(out, key=lambda x: x.at)  # stable: a line's pieces stay in order
+
+    async def _read_window(self, argv: list[str], begin: float, invocation: str, keep: Keep, *, asked: int = 0,
+                           timeout: float = 60.0) -> Window:
+        """One end of the run's log on one stream: its first HEAD_BYTES (Keep.FIRST) or, of the lines `argv` prints
+        (the `asked` last ones with `--tail`), the last TAIL_BYTES (Keep.LAST)."""
+        got = await read_capped(self.transport, argv, limit=HEAD_BYTES if keep is Keep.FIRST else TAIL_BYTES,
+                                keep=keep, timeout=timeout)
+        raws = [_podman_line(raw) for raw in got.lines] if self.engine == "podman" else got.lines
+        lines = [LogLine(at=p[0], text=p[1], invocation=invocation) for p in _stamped(raws)
+                 if p is not None and p[0] >= begin]
+        # `--tail N` that printed N lines may have had more before them
+        return Window(lines, got.cut or (asked > 0 and len(got.lines) >= asked))
 
     # ------------------------------------------------------------------ flags
 
@@ -495,6 +529,15 @@ def _joined(stamp: str, text: str) -> str:
             out.append(text[at:m.start()])
             at = m.end()
     return "".join(out) + text[at:] if out else text
+
+
+def tail_lines(head: Window) -> int:
+    """How many lines `logs --tail` asks for: twice what TAIL_BYTES holds at the head's mean line length, so that the
+    tail is about its window when the run's lines are like its first ones (the last TAIL_BYTES of them are kept
+    whatever their length), within TAIL_LINES_MIN..TAIL_LINES_MAX."""
+    chars = sum(len(x.text) + 1 for x in head.lines)
+    mean = chars / len(head.lines) if head.lines else 64.0
+    return max(TAIL_LINES_MIN, min(TAIL_LINES_MAX, int(2 * TAIL_BYTES / max(mean, 1.0))))
 
 
 def _image_id(ref: str) -> str:

@@ -1,8 +1,9 @@
 """The lock of a deployment whose server runs on this machine (the `process` manager): no host to ask, so the
 kernel's flock(2) is the whole proof of who holds it.
 
-The file is opened with O_NOFOLLOW (a symbolic link put at its path is refused, never written through) and kept
-0600: no other user can open it, hence none can hold it. A lock held by something that is no bringup is named by
+The file is opened through tui/guard/files.py's `open_private` (a symbolic or hard link put at its path is refused,
+never written through; its directory must be ours and closed to others) and kept 0600: no other user can open it,
+hence none can hold it. A lock held by something that is no bringup is named by
 its pid and user (from /proc/locks and /proc/PID/fdinfo), not taken for a bringup that left no record.
 """
 
@@ -14,9 +15,10 @@ import dataclasses
 import fcntl
 import json
 import os
-import stat
 from pathlib import Path
 
+from tui.guard.files import UnsafeLocation, open_private
+from tui.guard.text import split_lines
 from tui.managers import LockHeld, LockInfo, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
 
@@ -36,19 +38,13 @@ class FileLock:
         self.info: LockInfo | None = None
 
     async def __aenter__(self) -> LockInfo:
-        with contextlib.suppress(OSError):
-            Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the run's records are private
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
-        except OSError as e:  # not someone else's lock: ours cannot be had at all
-            why = "it is a symbolic link" if os.path.islink(self.path) else e.strerror
-            raise PermanentManagerError(f"cannot open the lock {self.path}: {why}") from None
+        try:  # 0600 in a 0700 directory made where missing, no link (symbolic or hard) followed, ours alone
+            fd = open_private(self.path, os.O_RDWR | os.O_NONBLOCK)
+        except UnsafeLocation as e:  # not someone else's lock: ours cannot be had at all
+            raise PermanentManagerError(f"cannot use the lock: {e}") from None
+        except OSError as e:
+            raise PermanentManagerError(f"cannot open the lock {self.path}: {e.strerror or e}") from None
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            raise PermanentManagerError(f"cannot use the lock {self.path}: not a regular file")
-        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o600:
-            os.fchmod(fd, 0o600)  # one made by an older bringup (0644): no one else may open it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -123,7 +119,7 @@ def lock_holders(st: os.stat_result) -> list[int]:
                         text = f.read()
                 except OSError:
                     continue
-                if any(ln.split()[1:2] == ["FLOCK"] and f" {key} " in ln for ln in text.splitlines()
+                if any(ln.split()[1:2] == ["FLOCK"] and f" {key} " in ln for ln in split_lines(text)
                        if ln.startswith("lock:")):
                     found.append(pid)
                     break

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tui.guard.files import open_append, private_dir, write_private
 from tui.lifecycle.secrets import redact_argv, redact_flags, redact_text
 from tui.sweep.results import (
     LOGS_DIR,
@@ -32,12 +33,8 @@ from tui.sweep.results import (
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Whole or not at all, on disk before it is seen, 0600 and through no link (tui/guard/files.py)."""
+    write_private(path, text, durable=True)
 
 
 class Recorder:
@@ -47,9 +44,10 @@ class Recorder:
     def __init__(self, results_dir: Path, echo: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.dir = results_dir
         self.echo = echo
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / LOGS_DIR).mkdir(exist_ok=True)
-        self._records = open(self.dir / RECORDS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        # 0700 where made, 0600 files, no link followed: a results directory quotes the server's logs. The caller
+        # chose the directory (`sweep --out`: a private one in it when it is not safe, tui/guard/files.py out_dir)
+        private_dir(self.dir / LOGS_DIR)
+        self._records = open_append(self.dir / RECORDS_FILE)
         self.meta: SweepMeta | None = None
 
     def copy_plan(self, text: str) -> None:
@@ -70,7 +68,7 @@ class Recorder:
 
     def write_log(self, config: str, lines: list[str]) -> Path:
         path = config_log_path(self.dir, config)
-        with open(path, "a", encoding="utf-8") as f:
+        with open_append(path) as f:
             f.write("\n".join(redact_text(ln) for ln in lines) + "\n")
         return path
 
@@ -90,7 +88,6 @@ def _redacted(record: dict[str, Any]) -> dict[str, Any]:
 
 def write_pointer(state_dir: Path, deployment: str, results_dir: Path) -> Path:
     path = pointer_path(state_dir, deployment)
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps({"dir": str(results_dir), "pid": os.getpid()}) + "\n")
     return path
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
+import stat
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from pathlib import Path
 
-from tui.transport import CommandResult, TransportError
+from tui.guard.files import UnsafeLocation, write_private
+from tui.transport import CommandResult, PermanentTransportError, TransportError
 from tui.transport.lines import LineSplitter
 
 #: the commands this process has running, by process group (each leads its own): killed all at once when the
@@ -112,6 +114,21 @@ async def _reap(proc: asyncio.subprocess.Process, grace: float = 2.0) -> None:
         raise asyncio.CancelledError
 
 
+#: a command that cannot be executed at all: no such program (or directory on its path), not executable, not a
+#: program; running it again will not change that
+_CANNOT_RUN = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.ENOEXEC})
+
+
+def cannot_run(program: str, e: OSError) -> TransportError:
+    """An exec that failed, as an error: permanent (`PermanentTransportError`, kind "cannot-run") when the program
+    cannot be run at all, so that a caller says it at once instead of retrying it until a timeout (a missing
+    `nvidia-smi` was waited on for the whole release timeout)."""
+    msg = f"cannot run {program!r}: {e.strerror or e}"
+    if e.errno in _CANNOT_RUN:
+        return PermanentTransportError(msg, kind="cannot-run")
+    return TransportError(msg)
+
+
 class LocalTransport:
     name = "local"
 
@@ -126,7 +143,7 @@ class LocalTransport:
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                 env=self._env(env))
         except OSError as e:
-            raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+            raise cannot_run(argv[0], e) from None
         LIVE_GROUPS[proc.pid] = proc
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
@@ -145,7 +162,7 @@ class LocalTransport:
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL, start_new_session=True, env=self._env(env))
         except OSError as e:
-            raise TransportError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
+            raise cannot_run(argv[0], e) from None
         assert proc.stdout is not None
         LIVE_GROUPS[proc.pid] = proc
         splitter = StreamLines()
@@ -170,14 +187,20 @@ class LocalTransport:
 
     async def write_file(self, path: str, data: bytes) -> None:
         def _write() -> None:
-            p = Path(path)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, p)
+            # through tui/guard/files.py: no link followed, a directory another user can write refused. The file
+            # keeps the mode it had (a compose override the operator made 0640 stays so), else the one a file of
+            # the operator's would get (0644, less the umask): what reads it (compose, systemd) may not be us
+            try:
+                st = os.stat(path, follow_symlinks=False)
+                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
+            except OSError:
+                mode = 0o644
+            write_private(path, data, mode=mode)
 
         try:
             await asyncio.to_thread(_write)
+        except UnsafeLocation as e:
+            raise PermanentTransportError(f"cannot write {path}: {e}") from None
         except OSError as e:
             raise TransportError(f"cannot write {path}: {e.strerror or e}") from None
 

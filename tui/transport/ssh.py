@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shlex
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -32,6 +33,7 @@ from typing import Any
 import asyncssh
 
 from tui.errors import PermanentError
+from tui.guard.text import split_lines
 from tui.transport import CommandResult, TransportError
 from tui.transport.local import StreamLines
 from tui.transport.ssh_errors import classify
@@ -128,7 +130,7 @@ class SshTransport:
                 text = Path(path).read_text(errors="replace")
             except OSError:
                 continue
-            if any(line.strip().lower().startswith("ciphers") for line in text.splitlines()):
+            if any(line.strip().lower().startswith("ciphers") for line in split_lines(text)):
                 return True
         return False
 
@@ -339,14 +341,16 @@ class SshTransport:
         return True
 
     async def write_file(self, path: str, data: bytes) -> None:
-        tmp = f"{path}.bringup-{os.getpid()}.tmp"
+        # a fresh name, created exclusively (FXF_EXCL, the server's O_EXCL): a link or file another user of the host
+        # planted at a name they could guess is never written through
+        tmp = f"{path}.bringup-{secrets.token_hex(6)}.tmp"
         conn, sftp = await self._sftp_client()
         try:
             parent = os.path.dirname(path)
             if parent:
                 await sftp.makedirs(parent, exist_ok=True)
             step = max(1024, min(SFTP_CHUNK, sftp.limits.max_write_len or SFTP_CHUNK))
-            async with sftp.open(tmp, "wb", block_size=0) as f:  # no parallel-I/O tasks: see read_file
+            async with sftp.open(tmp, "xb", block_size=0) as f:  # no parallel-I/O tasks: see read_file
                 for at in range(0, len(data), step):
                     await f.write(data[at:at + step])
             await sftp.posix_rename(tmp, path)
