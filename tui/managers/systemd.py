@@ -12,6 +12,8 @@
   renamed into place, 0644 only once complete): nothing in /tmp, no name anyone can guess. Never a sed on the unit.
 - The journal: `journalctl -u UNIT -o json -f`, every entry tied to its `_SYSTEMD_INVOCATION_ID`; after a lost
   connection the stream resumes with `--after-cursor`, so no line is lost or repeated.
+- A run's journal read back (`read_log`: a run that ended unfollowed) is bounded (log_window.py): its first entries
+  and its last (`--reverse`), each read within its window (tui/transport/capped.py), never the whole run.
 - The restart lock is flock(1) on the host, held by a command whose stdin we keep open: it is released when we
   close it, and also when our SSH connection dies (remote_lock.py). It lives in `/run/bringup/UNIT.lock`, a
   directory only root can write, when bringup acts as root on the host (root over SSH, or sudo = true): every
@@ -30,18 +32,29 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from tui.lifecycle.journal import parse_entry
+from tui.guard.text import split_lines
+from tui.lifecycle.journal import parse_entry, parse_record
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.exec_line import ExecLineError, parse, rewrite, unit_exec, values
+from tui.managers.log_window import HEAD_BYTES, TAIL_BYTES, Window, join
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
 from tui.model import LogLine, UnitState
 from tui.transport import CommandResult, Transport, TransportError
+from tui.transport.capped import read_capped
 
 PROPS = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "ExecMainStatus", "ExecMainCode",
          "NRestarts", "ActiveEnterTimestamp", "ExecMainStartTimestamp", "InactiveEnterTimestamp", "Result",
          "ControlGroup")
 DROPIN = "50-bringup.conf"
+#: the fields of an entry a read-back asks for (`--output-fields`; journalctl adds the cursor, the times and the
+#: boot): an entry's other fields (its command line, cgroup, capabilities...) are most of a record's size
+_FIELDS = "MESSAGE,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_PID,SYSLOG_IDENTIFIER"
+#: the windows of a run's journal read back, in characters of `-o json` records: 4 times the text's windows, for a
+#: record is its text and some 200 bytes of fields, and a message with a control character (a coloured line) comes
+#: as an array of byte values, about 4 times the text
+JOURNAL_HEAD = 4 * HEAD_BYTES
+JOURNAL_TAIL = 4 * TAIL_BYTES
 #: the locks of units, when bringup acts as root on the host (remote_lock.py checks and creates it: root's, 0755)
 LOCK_DIR = "/run/bringup"
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.service$")
@@ -57,7 +70,7 @@ _WRITE = ('set -eu; d=$(dirname -- "$1"); mkdir -p -- "$d"; t=$(mktemp -- "$d/.b
 
 def parse_show(text: str) -> dict[str, str]:
     out = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         k, sep, v = line.partition("=")
         if sep:
             out[k.strip()] = v.strip()
@@ -188,18 +201,26 @@ class SystemdManager:
         return f"`journalctl _SYSTEMD_INVOCATION_ID={invocation}` on {self.transport.name}"
 
     async def read_log(self, invocation: str) -> list[LogLine]:
-        argv = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json", "--all", "--no-pager"]
-        res = await self.transport.run(self._priv(argv) if self.sudo else argv, timeout=60)
+        """The run's journal, bounded (log_window.py): its first entries read forwards, and unless those were all of
+        it, its last entries read backwards (`--reverse`), each up to its window; never the whole run."""
+        argv = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json", f"--output-fields={_FIELDS}",
+                "--all", "--no-pager"]
+        head = await self._read_entries(argv, JOURNAL_HEAD)
+        tail = None
+        if head.cut:
+            back = await self._read_entries([*argv, "--reverse"], JOURNAL_TAIL)
+            tail = Window(back.lines[::-1], back.cut)
+        return join(head, tail, invocation, self.log_source(invocation))
+
+    async def _read_entries(self, argv: list[str], limit: int) -> Window:
+        got = await read_capped(self.transport, self._priv(argv), limit=limit, timeout=60)
         out = []
-        for raw in res.text.splitlines():
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            line = journal_line(obj)
+        for raw in got.lines:
+            obj = parse_record(raw)
+            line = journal_line(obj) if obj is not None else None
             if line is not None:
                 out.append(line)
-        return out
+        return Window(out, got.cut)
 
     async def pids(self, unit: UnitState) -> set[int] | None:
         """The unit's cgroup: every process systemd started for it, children included."""
