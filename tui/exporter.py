@@ -40,6 +40,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from tui.engine.core import Engine
 from tui.engine.fleet import Fleet
 from tui.engine.updates import GpusSampled, HolderChanged, Update
+from tui.guard.redact import scrub
 from tui.lifecycle.nodes import describe_gpus, host_names
 from tui.lifecycle.release import attribute
 from tui.lifecycle.secrets import redact_argv
@@ -345,8 +346,16 @@ class FleetCollector(Collector):
             for outcome in OUTCOMES:
                 restarts.add_metric([name, outcome], float(seen.restarts[outcome]))
             restart_s.add_metric([name], seen.bucket_counts(), sum(seen.durations))
-        return [phase, phase_s, ready, stalled, failures, gpu_mem, probe, age, source_up, info, up, restarts,
-                restart_s, tokens, eta]
+        return _scrubbed([phase, phase_s, ready, stalled, failures, gpu_mem, probe, age, source_up, info, up, restarts,
+                          restart_s, tokens, eta])
+
+
+def _scrubbed(families: list[Metric]) -> list[Metric]:
+    """Every label value through the one redactor (tui/guard/redact.py): a scrape is read by whoever reaches the
+    port, and a label may carry a server's words or a flag's value (`bringup_info{flags}`)."""
+    for fam in families:
+        fam.samples = [smp._replace(labels={k: scrub(v) for k, v in smp.labels.items()}) for smp in fam.samples]
+    return families
 
 
 def _phase_outcome(engine: Engine) -> str:

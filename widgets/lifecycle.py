@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from tui.guard.redact import scrub
 from tui.lifecycle.eta import eta_words
 from tui.lifecycle.presets.facts import ReleaseMatch, known_versions, version_key
 from tui.lifecycle.secrets import redact_argv
@@ -87,7 +88,7 @@ def _server_flags(argv: Sequence[str], hide: Sequence[str] = (), limit: int = 40
             continue
         skip = False
         shown.append(a)
-    text = " ".join(shown)
+    text = scrub(" ".join(shown))  # the one redactor too: a flag the config declares secret, a value known by value
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from tui.config import DeploymentConfig, Settings
 from tui.exit_codes import ExitCode
+from tui.guard.redact import BOOK
 from tui.managers import ManagerError
 from tui.model import Outcome, Result, Step, StepStatus
 from tui.ops.change import ChangeRefused, LastReady, last_ready, plan_change
@@ -96,10 +97,18 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
     try:
         if not w.manager.can_control:
             raise UsageError(f"{name} is observe-only (manager = 'none'): bringup cannot start or restart it")
+        # the risk of no GPU readings accepted for this command (a grace, or --without-gpu-evidence) counts
+        # before the plan: a restart whose release wait has no readings to go on is refused before it is asked
+        # about (a start, when it would start: under the lock, by the protocol)
+        w.dep = with_release_grace(dep, args)
+        without_evidence = bool(getattr(args, "without_gpu_evidence", False))
         plan = await plan_change(w, getattr(args, "sets", []), getattr(args, "unsets", []),
-                                 force=getattr(args, "force", False))
+                                 force=getattr(args, "force", False), gpus=w if restart else None,
+                                 without_gpu_evidence=without_evidence)
         if isinstance(plan, ChangeRefused):
             raise UsageError(plan.message)
+        for argv in (plan.old, plan.new):  # the old value too, which the operator never typed: hidden in all output
+            BOOK.learn_argv(argv)
         for why in plan.noops:
             print(f"bringup: note: {why}, as asked", file=sys.stderr)
         await w.start()
@@ -112,7 +121,6 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         if restart and not _confirmed(f"Restart {name} on {w.host_name} ({w.manager.target}) with "
                                       f"{plan.describe()}?", args.yes):
             return error("cancelled; nothing changed", ExitCode.USAGE, args.json)
-        w.dep = with_release_grace(dep, args)
         print(f"{'restarting' if restart else 'starting'} {name} on {w.host_name}" +
               (f": {plan.change}" if plan.change else ""), file=sys.stderr if args.json else sys.stdout)
         steps: list[Step] = []
@@ -128,7 +136,8 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
             outcome = await protocol.run(w, plan, step, wait_ready=not args.no_wait,
                                          stop_first=restart, purpose="restart" if restart else "start",
                                          rollback=getattr(args, "rollback", False) or None,
-                                         ready_timeout_s=args.timeout or None)
+                                         ready_timeout_s=args.timeout or None,
+                                         without_gpu_evidence=without_evidence)
         except asyncio.CancelledError:
             return _interrupted(name, steps, args.json)
         failure = w.named(outcome.failure)

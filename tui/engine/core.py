@@ -22,6 +22,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from tui.config import DeploymentConfig, Settings
+from tui.guard.redact import BOOK
 from tui.lifecycle.flags import current_values
 from tui.lifecycle.lines import LineKind
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
@@ -280,6 +281,9 @@ class Engine:
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5.0)
         self._tasks.clear()
+        with contextlib.suppress(Exception):  # the run's record, written off the loop: on file before we go
+            async with asyncio.timeout(5.0):
+                await self.history.flush()
         with contextlib.suppress(Exception):
             async with asyncio.timeout(3.0):
                 await self.prober.close()
@@ -448,7 +452,9 @@ class Engine:
         await self.gpu.refresh_pids(self.manager, unit, settled=self.state.phase == Phase.READY)
 
     async def argv(self) -> list[str]:
-        return await self.manager.read_argv()
+        argv = await self.manager.read_argv()
+        BOOK.learn_argv(argv)  # its secrets hidden in whatever shows them after (tui/guard/redact.py)
+        return argv
 
     async def flag_values(self) -> dict[str, str | None]:
         return current_values(await self.argv(), self.flag_specs)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 
+from tui.guard.redact import BOOK, scrub
 from tui.lifecycle.lines import LineKind
 from tui.managers import Manager
 from tui.model import LogLine, UnitState
@@ -28,6 +29,18 @@ SEND_AFTER_S = 0.1
 #: drew twenty, for 0.03-0.04 s less lag and about a tenth more CPU (benchmarks/log_burst.py --terminal pty, VM:
 #: 76-84 % of a core at 1,000, 65-72 % at 2,000)
 SEND_LINES = 2000
+
+
+def scrubbed(lines: Sequence[LogLine]) -> list[LogLine]:
+    """A server's lines as they enter the engine, each secret's value `***` (tui/guard/redact.py): a server that
+    echoes its command line (a rejected flag, SGLang's `server_args=...`) shows its keys; from here on the reducer,
+    the failure's excerpt, the console's log panel, the history and every record hold the redacted text. Used for
+    the followed log and for a log read back (engine/unit.py) alike."""
+    out = []
+    for line in lines:
+        text = scrub(line.text)
+        out.append(line if text is line.text else line._replace(text=text))
+    return out
 
 
 class LogFollower:
@@ -74,9 +87,11 @@ class LogFollower:
         loop = asyncio.get_running_loop()
         # closed here, not by the collector of unreferenced generators: its close would be a task of its own that
         # nothing awaits, its command reaped (or not) after the loop has moved on, or closed
+        BOOK.learn_argv(unit.argv)  # the run's own secrets, hidden wherever its lines repeat them
         async with contextlib.aclosing(self.manager.follow(unit)) as stream:
             async for line in stream:
-                self._lines.append(line)
+                text = scrub(line.text)  # at entry: nothing after this sees a secret's value
+                self._lines.append(line if text is line.text else line._replace(text=text))
                 due = len(self._lines) - self._applied
                 if due == 1:
                     loop.call_soon(self.apply_due, True)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tui.errors import PermanentError
+from tui.guard.redact import BOOK
 from tui.lifecycle.reducer import LifecycleState
 from tui.managers import LockInfo, LogHistory, Manager, ManagerError
 from tui.managers.lock_record import other_holder
@@ -34,6 +35,7 @@ from tui.transport import TransportError
 
 from .collector_errors import CollectorErrors
 from .grid import on_grid, sleep_on_grid
+from .logs import scrubbed
 from .view import STALE_AFTER_S
 
 #: how often the lock's holder is read: on screen, or while another bringup holds it (its steps are shown as they go)
@@ -110,6 +112,7 @@ class UnitFollower:
             # (DFLASH + CUDA graphs, ...). Once it is final: while it is still stopping, its last lines may be due.
             self._replayed = unit.invocation
             if unit.argv:
+                BOOK.learn_argv(unit.argv)  # before its lines: they may repeat its secrets
                 self._feed(FlagsKnown(self._state().now, unit.argv))
             await self.replay_history(unit.invocation, ended=True)
         prev = self._state().unit
@@ -132,7 +135,7 @@ class UnitFollower:
         generation can no longer be asked of it, and no older process can answer for it any more)."""
         if not isinstance(self.manager, LogHistory):
             return
-        lines: list[LogLine] = await self.manager.read_log(invocation)
+        lines = scrubbed(await self.manager.read_log(invocation))  # as the followed log's: secrets hidden at entry
         self._read_back(lines, ended)
 
     def poke(self) -> None:

@@ -58,6 +58,9 @@ def build_parser(rel: Release) -> argparse.ArgumentParser:
       help=f"the SGLang release to imitate (default {NEWEST}): its flags, lines, metrics and routes")
     a("--model-path", default="moonshotai/Kimi-K2.6")
     a("--served-model-name")
+    # SGLang's key for its HTTP API: taken and shown in the arguments line as SGLang does, never asked for (bringup's
+    # probes send none); the secret canary test sets it (tests/e2e/test_secret_canary.py)
+    a("--api-key")
     a("--host", default="127.0.0.1")
     a("--port", type=int, default=30000)
     a("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=8)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.guard.files import open_append, private_dir, write_private
+from tui.guard.redact import scrub_obj
 from tui.lifecycle.secrets import redact_argv, redact_flags, redact_text
 from tui.sweep.results import (
     LOGS_DIR,
@@ -60,7 +61,7 @@ class Recorder:
         write_atomic(self.dir / SWEEP_FILE, json.dumps(shown.to_json(), indent=1) + "\n")
 
     def append(self, record: dict[str, Any]) -> None:
-        record = _redacted(record)
+        record = scrub_obj(_redacted(record))  # a step's detail names flag changes: the book hides their values
         self._records.write(json.dumps(record, default=str) + "\n")
         self._records.flush()
         if self.echo is not None:
