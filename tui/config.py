@@ -32,7 +32,7 @@ from tui.demo_deployment import DEMO as DEMO
 from tui.demo_deployment import DEMO_PORT as DEMO_PORT
 from tui.demo_deployment import demo_deployment as demo_deployment
 from tui.demo_deployment import demo_port as demo_port
-from tui.deployments import MANAGERS, Deployment, Strict, unknown_manager
+from tui.deployments import MANAGERS, Deployment, Real, Strict, Whole, unknown_manager
 from tui.deployments import ComposeDeployment as ComposeDeployment
 from tui.deployments import ConfigError as ConfigError
 from tui.deployments import DeploymentConfig as DeploymentConfig
@@ -46,6 +46,8 @@ from tui.deployments import ProcessDeployment as ProcessDeployment
 from tui.deployments import Seconds as Seconds
 from tui.deployments import SystemdDeployment as SystemdDeployment
 from tui.deployments import parse_deployment as parse_deployment
+from tui.guard.numbers import FromText
+from tui.guard.redact import BOOK
 
 _TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
 
@@ -60,7 +62,7 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
 class ProbeConfig(Strict):
     interval_s: Seconds = 1.0
     timeout_s: Seconds = 5.0
-    generation_tokens: int = Field(4, ge=1, le=64)
+    generation_tokens: Whole = Field(4, ge=1, le=64)
     stall_after_s: Seconds = 60.0
     #: once ready and its counters show it serving (or idle by its own gauges), one generation this often and no
     #: /health in between: liveness is proven by the counters, and every probe is an access line in the server's log
@@ -69,7 +71,7 @@ class ProbeConfig(Strict):
 
 class UIConfig(Strict):
     #: panels redraw at this rate; a phase change or a log line is shown as it arrives, whatever the rate
-    refresh_hz: float = Field(1.0, gt=0, le=30, allow_inf_nan=False)
+    refresh_hz: Real = Field(1.0, gt=0, le=30)
     theme: str = "textual-dark"
     #: action name -> key, e.g. {restart = "R"}; merged over the defaults
     keys: dict[str, str] = Field(default_factory=dict)
@@ -80,7 +82,7 @@ class Settings(BaseSettings):
 
     read_only: bool = False
     #: `bringup serve`: consoles running at once (each an engine and, remotely, an SSH connection); one more is refused
-    serve_max_sessions: int = Field(default=4, ge=1, le=64)
+    serve_max_sessions: Whole = Field(default=4, ge=1, le=64)
     state_dir: str = ""
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     deployments: dict[str, Deployment] = Field(default_factory=dict)
@@ -102,7 +104,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _FromEnvironment(settings_cls, env_settings)]
         if _TOML_PATH is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH))
         return tuple(sources)
@@ -161,6 +163,33 @@ class Settings(BaseSettings):
         if self._searched and (nothing or not self._named or self._config_file is None):
             msg += "; " + self.config_source()
         return msg
+
+
+class _FromEnvironment(PydanticBaseSettingsSource):
+    """The environment's settings, every text in them marked `FromText` (tui/guard/numbers.py): a variable's value
+    is text by nature, so a number in it is read from its digits (`BRINGUP_UI__REFRESH_HZ=4`), where the same text
+    in TOML (`refresh_hz = "4"`) is refused (a TOML number has no quotes). Pydantic makes the marked text plain
+    `str` again wherever text is wanted."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.inner.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        return _marked(self.inner())
+
+
+def _marked(value: Any) -> Any:
+    if isinstance(value, str):
+        return FromText(value)
+    if isinstance(value, dict):
+        return {k: _marked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_marked(v) for v in value]
+    return value
 
 
 def _absolute(path: Path) -> Path:
@@ -327,4 +356,19 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
             if n.host != "local" and n.host not in settings.hosts:
                 raise ConfigError(f"{where}: deployments.{name}.nodes[{i}].host: unknown host {n.host!r}; "
                                   f"add [hosts.{n.host}] with ssh = \"...\"")
+    learn_secrets(settings.deployments.values())
     return settings
+
+
+def learn_secrets(deployments: Iterable[DeploymentConfig]) -> None:
+    """The secrets a configuration holds, into the redactor's book (tui/guard/redact.py) as soon as it is loaded:
+    the flags it declares secret (`secret_flags`), and the values of secret flags and variables in each command
+    line, container's arguments and `env`, so that no output of any front end shows them."""
+    deployments = list(deployments)
+    for d in deployments:
+        BOOK.declare(d.secret_flags)
+    for d in deployments:
+        for part in (d, *d.nodes):
+            for words in ("command", "run_args", "compose_command"):
+                BOOK.learn_argv([str(w) for w in getattr(part, words, None) or []])
+            BOOK.learn_env({str(k): str(v) for k, v in (getattr(part, "env", None) or {}).items()})

@@ -18,18 +18,34 @@ import re
 from typing import Annotated, Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import NoDecode
 
+from tui.guard.numbers import MAX_COUNT, MAX_SECONDS, config_real, config_whole, whole
 from tui.lifecycle.flags import describe_command
 from tui.lifecycle.presets import FlagSpec, preset_names
 
 _HOST_PORT = re.compile(r"[^:]+:\d+")  # host:port (an IPv6 address has more than one colon)
 
-#: a number of seconds: more than zero, and finite (a NaN or an infinity is no deadline anyone meant)
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: every number of the config is one of these two (tests/infra/test_config_numbers.py holds every model to it): a
+#: number as tui/guard/numbers.py takes one from outside, a TOML number, never `true` (once a 1 s timeout) nor
+#: `"10"` (once 10), nor an infinity or a NaN; from the environment, where every value is text, its digits
+Real = Annotated[float, BeforeValidator(config_real)]
+Whole = Annotated[int, BeforeValidator(config_whole)]
+#: a number of seconds: more than zero, and finite (a NaN or an infinity is no deadline anyone meant), up to a year
+Seconds = Annotated[Real, Field(gt=0, le=MAX_SECONDS)]
 #: a GPU index on its host
-GpuIndex = Annotated[int, Field(ge=0)]
+GpuIndex = Annotated[Whole, Field(ge=0, le=4095)]
 
 
 class ConfigError(Exception):
@@ -91,7 +107,7 @@ def _gpu_list(v: object) -> object:
     if text.lower() == "all":
         return []  # every GPU on the host, as with no list at all
     try:
-        parsed = json.loads(text) if text.startswith("[") else [int(x) for x in text.split(",")]
+        parsed = json.loads(text) if text.startswith("[") else [whole(x, "gpus", text=True) for x in text.split(",")]
     except ValueError:
         parsed = None
     if isinstance(parsed, list):
@@ -153,15 +169,19 @@ class DeploymentConfig(Strict):
     #: a stop and every sweep configuration wait for them up to release_timeout_s and then refuse: no readings is
     #: no evidence of release. Set this to accept the risk of a CUDA OOM: start (or call the stop done) this many
     #: seconds after the old run's processes are gone, without readings. Unset: refuse.
-    unverified_release_grace_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    unverified_release_grace_s: Real | None = Field(default=None, ge=0, le=MAX_SECONDS)
     #: memory (MiB per GPU) above the pre-start baseline still counted as released
-    release_tolerance_mib: float = Field(default=1024.0, ge=0, allow_inf_nan=False)
+    release_tolerance_mib: Real = Field(default=1024.0, ge=0, le=MAX_COUNT)
     stop_timeout_s: Seconds = 120.0
     ready_timeout_s: Seconds = 1800.0
     #: roll back to the last flags that reached ready when a restart fails
     auto_rollback: bool = False
     #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
     hide_flags: list[str] = Field(default_factory=list)
+    #: flags whose value is a secret although their name does not say so (`--api-key`, `--hf-token` and the like
+    #: are known by name): their values are `***` in everything bringup prints, exports and records
+    #: (tui/guard/redact.py)
+    secret_flags: list[str] = Field(default_factory=list)
     #: this deployment's STALLED threshold, when not `probe.stall_after_s` (a server slower or faster than most:
     #: the demo's runs at its time scale)
     stall_after_s: Seconds | None = None
@@ -312,7 +332,7 @@ class ProcessDeployment(DeploymentConfig):
     command: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     #: the cap of one run's log on disk, MiB (its head kept, one previous part, the live file)
-    log_max_mib: int = Field(default=256, ge=3)
+    log_max_mib: Whole = Field(default=256, ge=3, le=1 << 30)
 
     @property
     def what_runs(self) -> str:

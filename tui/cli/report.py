@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from tui.config import Settings
+from tui.guard.text import split_lines
 from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
 from tui.lifecycle.secrets import redact_argv, redact_flags
 from tui.model import Failure, GpuSnapshot, Snapshot
@@ -36,7 +37,7 @@ def error(message: str, code: int, as_json: bool, **extra: Any) -> int:
     """An error as every command reports it: `bringup: ...` on stderr, one line per problem, and with `--json` also
     exactly one object on stdout, `{"error": "...", "code": N}` (N the exit status), so a script reading stdout
     always reads JSON. Returns `code`."""
-    lines = [ln for ln in message.splitlines() if ln.strip()] or ["error"]
+    lines = [ln for ln in split_lines(message) if ln.strip()] or ["error"]
     for line in lines:
         print(f"bringup: {line}", file=sys.stderr, flush=True)
     if as_json:
@@ -153,7 +154,7 @@ def render_status(d: dict[str, Any]) -> str:
         lines.append(f"  STALLED: no progress for {d['stalled_for']:.0f}s")
     f = d["failure"]
     if f:
-        lines.extend(failure_lines(f"failed in {f['phase']}: {f['kind']}", f["excerpt"].splitlines(), f["hint"],
+        lines.extend(failure_lines(f"failed in {f['phase']}: {f['kind']}", split_lines(f["excerpt"]), f["hint"],
                                    STATUS_EXCERPT_LINES))
     g = d["gpus"]
     if g and g["gpus"]:

@@ -20,6 +20,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tui.guard.text import split_lines
 from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import Preset
 from tui.lifecycle.presets.registry import PRESETS
@@ -46,7 +47,7 @@ def parse_metrics(text: str, wanted: tuple[str, ...] = WANTED) -> dict[str, list
     # console's start-up, and the first scrape comes only once the server is ready
     from prometheus_client.parser import text_string_to_metric_families
 
-    keep = [ln for ln in text.splitlines() if ln.startswith(wanted) or
+    keep = [ln for ln in split_lines(text) if ln.startswith(wanted) or
             (ln.startswith("# TYPE ") and ln[7:].startswith(wanted))]
     out: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     try:

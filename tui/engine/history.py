@@ -8,17 +8,22 @@ file, merge their record into the run of the same invocation (tui/lifecycle/hist
 record of one run, never one lost to another writer) and replace the file atomically (a temporary file, fsync,
 rename), so a reader never sees half a file and a crash never leaves one. Reads take no lock; they are cached by
 the file's mtime and size, since every snapshot reads the ETA.
+
+The file, its temporary and its lock are written the one way bringup writes a file (tui/guard/files.py: no link
+followed, 0600 in a 0700 directory). A record that does not read back (a number that is none, a wrong type) is
+skipped with a note (`HistoryStore.notes`), and one that would not read back is never written. The engine's writes
+happen off its event loop (`RunRecorder`): a rewrite of the file at each change of phase took 3.5 s of the loop
+with big records, time when no key, line or probe was handled.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import fcntl
 import getpass
 import json
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,15 +31,18 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.config import DeploymentConfig
+from tui.guard.files import open_private, write_private
+from tui.guard.numbers import BadNumber
 from tui.lifecycle.eta import estimate
 from tui.lifecycle.history import (
     ActionRecord,
     GpuStep,
     Observed,
     RunRecord,
+    checked,
     options,
     previous_of,
-    readable,
+    read_records,
     record_of,
     to_dict,
     upsert,
@@ -82,6 +90,8 @@ class HistoryStore:
 
     path: Path
     _cache: tuple[tuple[int, int], list[RunRecord]] | None = field(default=None, repr=False)
+    #: the records of the file last read that were skipped, and why (one line each)
+    notes: tuple[str, ...] = ()
 
     def runs(self) -> list[RunRecord]:
         """The runs on record, oldest first; none when there is no file yet (or it cannot be read)."""
@@ -102,38 +112,34 @@ class HistoryStore:
         except (OSError, ValueError):
             return []
         items = data.get("runs", []) if isinstance(data, dict) else []
-        return readable(items if isinstance(items, list) else [])
+        runs, self.notes = read_records(items if isinstance(items, list) else [])
+        return runs
 
     def put(self, record_for: Callable[[Sequence[RunRecord]], RunRecord | None]) -> RunRecord | None:
         """Under the lock: read the runs, make the record from them (its diff is against the run before it, as
         now on record), merge it in and write the file. Returns the record as merged."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.parent / LOCK, "a+") as lock:
+        lock = open_private(self.path.parent / LOCK, os.O_RDWR)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            runs = self._read()
+            record = record_for(runs)
+            if record is None:
+                return None
             try:
-                runs = self._read()
-                record = record_for(runs)
-                if record is None:
-                    return None
-                runs = upsert(runs, record)
-                self._write(runs)
-                return next((r for r in runs if r.invocation == record.invocation), record)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                record = checked(record)
+            except BadNumber as e:  # never written: every later reader would skip it (or, before, crash on it)
+                self.notes = (*self.notes, f"run {record.invocation[:12]} not recorded: {e}")
+                return None
+            runs = upsert(runs, record)
+            self._write(runs)
+            return next((r for r in runs if r.invocation == record.invocation), record)
+        finally:
+            os.close(lock)  # the lock goes with the descriptor
 
     def _write(self, runs: Sequence[RunRecord]) -> None:
-        text = json.dumps({"format": FORMAT, "runs": [to_dict(r) for r in runs]}, indent=None)
-        fd, tmp = tempfile.mkstemp(prefix=".history.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # allow_nan=False: a non-finite number is an error here, never an `Infinity` in the file
+        text = json.dumps({"format": FORMAT, "runs": [to_dict(r) for r in runs]}, indent=None, allow_nan=False)
+        write_private(self.path, text, durable=True)
 
 
 def who() -> str:
@@ -154,6 +160,9 @@ class RunRecorder:
         self.store = store
         self.clock = clock
         self.error = ""
+        #: the newest view of the run not yet written, and the task writing (off the loop, in a thread)
+        self._pending: Observed | None = None
+        self._writer: asyncio.Task[None] | None = None
         #: steps and actions taken before the run they lead to exists (a restart's stop, its release wait)
         self._lead_in: list[tuple[GpuStep, ActionRecord | None]] = []
         self._invocation = ""
@@ -214,12 +223,41 @@ class RunRecorder:
             host=e.host_name, unit=e.dep.what_runs,
             gpu_used_mib=self._steps[-1].used_mib if self._steps else None,
             gpu_steps=tuple(self._steps), actions=tuple(self._actions))
+        self._pending = observed
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a script, a test): written here and now
+            self._write_pending()
+            return
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._drain(), name="bringup-history")
+
+    async def _drain(self) -> None:
+        """Write the newest view in a thread until none is pending: views that came meanwhile are one write (each
+        view holds all of the run that the ones before it held)."""
+        while self._pending is not None:
+            await asyncio.to_thread(self._write_pending)
+
+    def _write_pending(self) -> None:
+        observed, self._pending = self._pending, None
+        if observed is None:
+            return
         try:
             self.store.put(lambda runs: record_of(observed, previous_of(runs, observed.invocation,
                                                                         observed.started_at)))
             self.error = ""
         except OSError as err:
             self.error = f"history {self.store.path}: {err.strerror or err}"
+        except ValueError as err:  # a number json will not write (allow_nan=False): the record is not kept
+            self.error = f"history {self.store.path}: {err}"
+
+    async def flush(self) -> None:
+        """Wait for the writes under way and pending (an engine closing: a `wait` that exits has its run on
+        record). Bounded by the caller."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+        if self._pending is not None:
+            await asyncio.to_thread(self._write_pending)
 
     def eta(self, deployment: str, s: LifecycleState, latest_line: str, now: float) -> PhaseEta | NoEta | None:
         """The ETA of the run `s` is of at `now` (None when no run is starting)."""

@@ -5,17 +5,25 @@ line, the options, the change from the run before), the phase timeline with dura
 the GPU memory at ready and at each step that led to the run, the release, and the bringup actions on it. Secrets
 never reach it: the command line, the flags and the failure's excerpt are stored redacted (tui/lifecycle/secrets.py).
 The file it lives in is tui/engine/history.py's; this module neither reads nor writes anything.
+
+What a server prints reaches the record (its failure's excerpt, the moments its lines gave the phases), and the file
+is read back by every later bringup: so a record is bounded in bytes (`bounded`: the excerpt is cut first, from its
+start; one verbose traceback made a 3 MB record, 155 MB at the runs kept), every number in it is taken as
+tui/guard/numbers.py takes a number from outside (finite, in range: an `inf` once put Infinity in the file, and every
+later reader crashed on it), and a stored record that fails is skipped with a note, never a crash (`read_records`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from tui.guard.numbers import MAX_COUNT, epoch, real_or_none, seconds
 from tui.lifecycle.secrets import redact_argv, redact_flags, redact_text
 from tui.model import PROGRESS_ORDER, Failure, Phase, Transition
 
@@ -26,6 +34,11 @@ MAX_RUNS = 50
 MAX_EXCERPT_LINES = 200
 #: GPU steps and actions kept per run
 MAX_STEPS = 40
+#: a record's size in the file (its JSON, in bytes): the excerpt is cut to fit first (its start goes, its end, where
+#: the cause is, stays), then the steps and actions, then the command line's words
+MAX_RECORD_BYTES = 64 * 1024
+#: the longest excerpt line kept (a line of megabytes is kept as its start and a mark)
+MAX_EXCERPT_LINE = 2048
 
 
 class RunEnd(StrEnum):
@@ -266,14 +279,14 @@ def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
     if o.failure is not None:
         failure = FailureRecord(o.failure.phase, str(o.failure.kind), redact_text(o.failure.hint),
                                 tuple(redact_text(x) for x in o.failure.excerpt[-MAX_EXCERPT_LINES:]))
-    return RunRecord(
+    return bounded(RunRecord(
         invocation=o.invocation, deployment=o.deployment, started_at=o.started_at, argv_hash=argv_hash(o.argv),
         argv=tuple(redact_argv(o.argv)), flags=tuple((k, v if v is None else str(v)) for k, v in red.items()),
         flags_diff=diff,
         timeline=tl, outcome=outcome, failure=failure,
         gpu_mib_at_ready=o.gpu_used_mib if o.phase == Phase.READY else None, release=o.release, host=o.host,
         unit=o.unit, gpu_steps=o.gpu_steps[-MAX_STEPS:], actions=_with_change(o.actions, diff)[-MAX_STEPS:],
-        recorded_at=o.now)
+        recorded_at=o.now))
 
 
 def _with_change(actions: Sequence[ActionRecord], diff: Sequence[str]) -> tuple[ActionRecord, ...]:
@@ -333,38 +346,117 @@ def to_dict(r: RunRecord) -> dict[str, Any]:
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    """A MiB figure as stored: a finite number in range, else not known."""
+    return real_or_none(v, low=0.0, high=MAX_COUNT)
+
+
+def _list(v: Any, what: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise TypeError(f"{what}: not a list")
+    return v
 
 
 def from_dict(d: Mapping[str, Any]) -> RunRecord:
-    """A record as stored; raises KeyError/ValueError/TypeError on one that is not (the store skips it)."""
+    """A record as stored, its numbers taken as numbers from outside are (tui/guard/numbers.py); raises
+    KeyError/ValueError/TypeError (BadNumber is a ValueError) on one that is not (the store skips it)."""
+    if not isinstance(d, Mapping):
+        raise TypeError("a record is not an object")
     f = d.get("failure")
-    return RunRecord(
-        invocation=str(d["invocation"]), deployment=str(d["deployment"]), started_at=float(d["started_at"]),
-        argv_hash=str(d["argv_hash"]), argv=tuple(str(a) for a in d.get("argv", ())),
-        flags=tuple((str(k), None if v is None else str(v)) for k, v in dict(d.get("flags", {})).items()),
-        flags_diff=tuple(str(x) for x in d.get("flags_diff", ())),
-        timeline=tuple(Span(Phase(s["phase"]), float(s["at"]), float(s["seconds"])) for s in d.get("timeline", ())),
+    flags = d.get("flags", {})
+    if not isinstance(flags, Mapping):
+        raise TypeError("flags: not an object")
+    return bounded(RunRecord(
+        invocation=str(d["invocation"]), deployment=str(d["deployment"]),
+        started_at=epoch(d["started_at"], "started_at"),
+        argv_hash=str(d["argv_hash"]), argv=tuple(str(a) for a in _list(d.get("argv", []), "argv")),
+        flags=tuple((str(k), None if v is None else str(v)) for k, v in flags.items()),
+        flags_diff=tuple(str(x) for x in _list(d.get("flags_diff", []), "flags_diff")),
+        timeline=tuple(Span(Phase(s["phase"]), epoch(s["at"], "timeline at"), seconds(s["seconds"], "timeline seconds"))
+                       for s in _list(d.get("timeline", []), "timeline")),
         outcome=RunEnd(d.get("outcome", RunEnd.UNDER_WAY)),
         failure=None if not f else FailureRecord(Phase(f["phase"]), str(f["kind"]), str(f.get("hint", "")),
-                                                 tuple(str(x) for x in f.get("excerpt", ()))),
+                                                 tuple(str(x) for x in _list(f.get("excerpt", []), "excerpt"))),
         gpu_mib_at_ready=_num(d.get("gpu_mib_at_ready")), release=str(d.get("release") or ""),
         host=str(d.get("host") or ""), unit=str(d.get("unit") or ""),
-        gpu_steps=tuple(GpuStep(float(s["at"]), str(s["step"]), _num(s.get("used_mib")), _num(s.get("this_run_mib")),
-                                _num(s.get("previous_run_mib")), _num(s.get("other_mib")))
-                        for s in d.get("gpu_steps", ())),
-        actions=tuple(ActionRecord(float(a["at"]), str(a["who"]), str(a["action"]), str(a.get("change", "")))
-                      for a in d.get("actions", ())),
-        recorded_at=float(d.get("recorded_at", 0.0)),
-    )
+        gpu_steps=tuple(GpuStep(epoch(s["at"], "gpu step at"), str(s["step"]), _num(s.get("used_mib")),
+                                _num(s.get("this_run_mib")), _num(s.get("previous_run_mib")),
+                                _num(s.get("other_mib")))
+                        for s in _list(d.get("gpu_steps", []), "gpu_steps")),
+        actions=tuple(ActionRecord(epoch(a["at"], "action at"), str(a["who"]), str(a["action"]),
+                                   str(a.get("change", "")))
+                      for a in _list(d.get("actions", []), "actions")),
+        recorded_at=epoch(d.get("recorded_at", 0.0), "recorded_at"),
+    ))
+
+
+def checked(r: RunRecord) -> RunRecord:
+    """`r` as it will read back: its numbers as a reader takes them; raises BadNumber on one that is not (a moment
+    of infinity, a negative duration), so that such a record is never written."""
+    return from_dict(to_dict(r))
+
+
+def size_of(r: RunRecord) -> int:
+    """The record's bytes in the file."""
+    return len(json.dumps(to_dict(r), ensure_ascii=False).encode("utf-8", "replace"))
+
+
+def _cut_line(line: str) -> str:
+    if len(line) <= MAX_EXCERPT_LINE:
+        return line
+    return line[:MAX_EXCERPT_LINE] + f" [bringup: {len(line) - MAX_EXCERPT_LINE} more characters not kept]"
+
+
+def bounded(r: RunRecord, limit: int = MAX_RECORD_BYTES) -> RunRecord:
+    """`r` within `limit` bytes of JSON: each excerpt line cut to MAX_EXCERPT_LINE, then the excerpt's first lines
+    left out (a mark says how many), then the older GPU steps and actions, then the command line's long words."""
+    f = r.failure
+    if f is not None and any(len(x) > MAX_EXCERPT_LINE for x in f.excerpt):
+        f = replace(f, excerpt=tuple(_cut_line(x) for x in f.excerpt))
+        r = replace(r, failure=f)
+    size = size_of(r)
+    if size <= limit:
+        return r
+    if f is not None and f.excerpt:
+        over = size - limit + 120  # the mark's own bytes
+        lines = list(f.excerpt)
+        dropped = 0
+        while lines and over > 0:
+            over -= len(json.dumps(lines.pop(0), ensure_ascii=False).encode("utf-8", "replace")) + 2
+            dropped += 1
+        mark = f"[bringup: {dropped} earlier lines of this excerpt not kept: a record is kept within {limit} bytes]"
+        r = replace(r, failure=replace(f, excerpt=(mark, *lines)))
+        size = size_of(r)
+    while size > limit and (r.gpu_steps or r.actions):
+        r = replace(r, gpu_steps=r.gpu_steps[len(r.gpu_steps) // 2 + 1:] if r.gpu_steps else (),
+                    actions=r.actions[len(r.actions) // 2 + 1:] if r.actions else ())
+        size = size_of(r)
+    if size > limit:
+        short = tuple(a if len(a) <= 256 else a[:256] + "..." for a in r.argv)
+        r = replace(r, argv=short, flags=tuple((k, v if v is None or len(v) <= 256 else v[:256] + "...")
+                                               for k, v in r.flags))
+        if size_of(r) > limit:
+            r = replace(r, argv=(), flags=(), flags_diff=(),
+                        failure=None if r.failure is None else replace(r.failure, hint=r.failure.hint[:256],
+                                                                       excerpt=r.failure.excerpt[-20:]))
+    return r
+
+
+def read_records(items: Iterable[Any]) -> tuple[list[RunRecord], tuple[str, ...]]:
+    """The records of a file's objects, and a note for each that could not be read (a newer bringup's, a hand
+    edit, a number that is none): skipped, never a crash."""
+    out: list[RunRecord] = []
+    notes: list[str] = []
+    for i, d in enumerate(items):
+        try:
+            out.append(from_dict(d))
+        except (KeyError, ValueError, TypeError, AttributeError) as e:
+            name = d.get("invocation") if isinstance(d, Mapping) else None
+            which = f"run {str(name)[:12]}" if name else f"record {i + 1}"
+            why = f"no {e}" if isinstance(e, KeyError) else str(e) or type(e).__name__
+            notes.append(f"{which} skipped: {why}"[:200])
+    return out, tuple(notes)
 
 
 def readable(items: Iterable[Any]) -> list[RunRecord]:
-    """The records of a file's objects, skipping any that cannot be read (a newer bringup's, a hand edit)."""
-    out = []
-    for d in items:
-        try:
-            out.append(from_dict(d))
-        except (KeyError, ValueError, TypeError, AttributeError):
-            continue
-    return out
+    """The records of a file's objects, skipping any that cannot be read (`read_records`, without the notes)."""
+    return read_records(items)[0]

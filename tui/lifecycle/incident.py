@@ -5,17 +5,26 @@ What it holds is what the write-ups of past incidents were assembled from by han
 release; the flags and their change from the last run that reached ready; the phase timeline against the history;
 the failure (phase, kind, hint) with its whole excerpt; the GPU memory at each step of the restart that led to the
 run; the bringup actions on it; and the commands that go back. Secrets were redacted when the run was recorded.
+
+Much of it is what a server printed (the excerpt, the release it said, a hint quoting it) and it is pasted into
+tickets, where Markdown is rendered: every piece not bringup's own words goes through `quoted`, the one rule for
+text quoted in Markdown here, so that nothing a server prints can close a code block (a line of three backticks
+did), start a heading, a list or a table row, or make HTML, a link or an image.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from enum import StrEnum
 from statistics import median
 from typing import Any
 
+from tui.guard.text import split_lines
 from tui.lifecycle.eta import duration
 from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before, startup_phases
+from tui.lifecycle.lines import terminal_safe
 
 #: past ready runs a timeline is compared with
 COMPARED_RUNS = 5
@@ -82,54 +91,96 @@ def incident(run: RunRecord, runs: Sequence[RunRecord]) -> dict[str, Any]:
     }
 
 
+class Quote(StrEnum):
+    """Where quoted text goes in Markdown."""
+
+    BLOCK = "block"    # a code block of its own
+    INLINE = "inline"  # within a line of prose or a list item
+    CELL = "cell"      # a table's cell
+
+
+#: text with no meaning to Markdown (CommonMark and GitHub's: no emphasis, code, HTML, link, autolink, escape,
+#: heading or list marker can be made of these alone), shown as it is; anything else goes in a code span
+_PLAIN = re.compile(r"[^\W_]+(?:[ .,+=-]+[^\W_]+)*")
+_TICKS = re.compile(r"`+")
+
+
+def quoted(text: str, where: Quote = Quote.INLINE, info: str = "") -> str:
+    """`text` (anything bringup did not write itself) quoted for Markdown `where` it goes, with nothing a terminal
+    acts on (lifecycle/lines.py `terminal_safe`):
+
+    - BLOCK: a fenced code block (`info` its language) whose fence is longer than any run of backticks in the text
+      (at least three), so no line of it closes the block;
+    - INLINE, CELL: on one line (line ends become spaces); a plain word or phrase as it is, anything else in a code
+      span whose delimiter is longer than any backtick run in it; in a table's cell every `|` escaped (GitHub's
+      tables split a row at a bare `|`, even inside a code span)."""
+    text = terminal_safe(text)
+    if where is Quote.BLOCK:
+        longest = max((len(m) for m in _TICKS.findall(text)), default=0)
+        fence = "`" * max(3, longest + 1)
+        return f"{fence}{info}\n{text}\n{fence}"
+    flat = " ".join(split_lines(text)).strip()
+    if not flat:
+        return "-" if where is Quote.CELL else ""
+    if _PLAIN.fullmatch(flat) and "www." not in flat.lower():
+        return flat
+    ticks = "`" * (max((len(m) for m in _TICKS.findall(flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    if where is Quote.CELL:
+        flat = flat.replace("|", "\\|")
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
 def _gib(mib: float | None) -> str:
     return "-" if mib is None else f"{mib / 1024:.1f} GiB"
 
 
 def markdown(d: dict[str, Any]) -> str:
-    """The record as Markdown: headings, a table per list, the excerpt and the commands in code blocks."""
-    lines = [f"# {d['deployment']}: run {d['invocation'][:12]} {d['outcome']}", ""]
-    unit = f", unit {d['unit']}" if d["unit"] else ""
-    lines += [f"- **deployment**: {d['deployment']} on {d['host'] or '?'}{unit}",
-              f"- **release**: {d['release'] or 'not said by the server'}",
-              f"- **run**: {d['invocation']}, started {when(d['started_at'])}",
+    """The record as Markdown: headings, a table per list, the excerpt and the commands in code blocks. Every piece
+    of it that is not bringup's own words is `quoted`."""
+    q, cell, block = quoted, lambda x: quoted(str(x), Quote.CELL), lambda x, info="": quoted(x, Quote.BLOCK, info)
+    lines = [f"# {q(d['deployment'])}: run {q(d['invocation'][:12])} {d['outcome']}", ""]
+    unit = f", unit {q(d['unit'])}" if d["unit"] else ""
+    lines += [f"- **deployment**: {q(d['deployment'])} on {q(d['host']) or '?'}{unit}",
+              f"- **release**: {q(d['release']) if d['release'] else 'not said by the server'}",
+              f"- **run**: {q(d['invocation'])}, started {when(d['started_at'])}",
               f"- **outcome**: {d['outcome']}", ""]
     f = d["failure"]
     if f is not None:
-        lines += ["## Failure", "", f"**{f['kind']}** in **{f['phase']}**", "", f"hint: {f['hint']}", "",
-                  "```", f["excerpt"], "```", ""]
-    lines += ["## Flags", "", "```", " ".join(d["argv"]) or "(no command line seen)", "```", ""]
+        lines += ["## Failure", "", f"**{q(f['kind'])}** in **{q(f['phase'])}**", "", f"hint: {q(f['hint'])}", "",
+                  block(f["excerpt"]), ""]
+    lines += ["## Flags", "", block(" ".join(d["argv"]) or "(no command line seen)"), ""]
     if d["last_ready"] is None:
         lines.append("No earlier run of this deployment reached ready on record.")
     elif d["flags_diff_last_ready"]:
-        lines += [f"Changed since the last run that reached ready ({d['last_ready']['invocation'][:12]}, "
-                  f"{when(d['last_ready']['started_at'])}):", "", "```diff", *d["flags_diff_last_ready"], "```"]
+        lines += [f"Changed since the last run that reached ready ({q(d['last_ready']['invocation'][:12])}, "
+                  f"{when(d['last_ready']['started_at'])}):", "", block("\n".join(d["flags_diff_last_ready"]), "diff")]
     else:
-        lines.append(f"The same flags as the last run that reached ready ({d['last_ready']['invocation'][:12]}).")
+        lines.append(f"The same flags as the last run that reached ready ({q(d['last_ready']['invocation'][:12])}).")
     if d["flags_diff_previous"] and d["flags_diff_previous"] != d["flags_diff_last_ready"]:
-        lines += ["", "Changed since the run before:", "", "```diff", *d["flags_diff_previous"], "```"]
+        lines += ["", "Changed since the run before:", "", block("\n".join(d["flags_diff_previous"]), "diff")]
     cmp = d["compared_with"]
     usual = ("usual (past ready runs" + (" with these flags" if cmp["same_flags"] else "") + f", {cmp['runs']})")
     lines += ["", "## Timeline", "", f"| phase | began | lasted | {usual} |", "|---|---|---|---|"]
     for t in d["timeline"]:
         rng = t["range_s"]
         past = "-" if rng is None else f"{duration(t['usual_s'])} ({duration(rng[0])}-{duration(rng[1])})"
-        lines.append(f"| {t['phase']} | {when(t['at'])} | {duration(t['seconds'])} | {past} |")
+        lines.append(f"| {cell(t['phase'])} | {when(t['at'])} | {duration(t['seconds'])} | {past} |")
     if d["gpu_steps"]:
         lines += ["", "## GPU memory at each step", "",
                   "Whose: the run under way at that step, the run before it (still releasing: at a restart's stop, "
                   "the run being stopped, once asked to), or other processes.", "",
                   "| when | step | used | run under way | run before it | others |", "|---|---|---|---|---|---|"]
         for s in d["gpu_steps"]:
-            lines.append(f"| {when(s['at'])} | {s['step']} | {_gib(s['used_mib'])} | {_gib(s['this_run_mib'])} | "
-                         f"{_gib(s['previous_run_mib'])} | {_gib(s['other_mib'])} |")
+            lines.append(f"| {when(s['at'])} | {cell(s['step'])} | {_gib(s['used_mib'])} | "
+                         f"{_gib(s['this_run_mib'])} | {_gib(s['previous_run_mib'])} | {_gib(s['other_mib'])} |")
     if d["actions"]:
         lines += ["", "## bringup actions", "", "| when | who | action | change |", "|---|---|---|---|"]
         for a in d["actions"]:
-            lines.append(f"| {when(a['at'])} | {a['who']} | {a['action']} | {a['change'] or '-'} |")
+            lines.append(f"| {when(a['at'])} | {cell(a['who'])} | {cell(a['action'])} | {cell(a['change'])} |")
     lines += ["", "## Going back", ""]
     if d["go_back"]:
-        lines += ["```sh", *d["go_back"], "```"]
+        lines.append(block("\n".join(d["go_back"]), "sh"))
     else:
         lines.append("No run of this deployment reached ready on record: nothing known-good to go back to.")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,8 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
+from tui.guard.text import LINE_END
+
 # What a server's text may not bring to a terminal (`terminal_safe`, the one rule; `sanitize` for a log line).
 # Stripped, not shown escaped, so that escape codes can neither act on the user's terminal (VTE and xterm.js act on
 # 8-bit C1 controls sent as UTF-8 too: U+009B is a CSI, U+009D an OSC, so `\xc2\x9b2J` clears the screen and an OSC
@@ -229,7 +231,7 @@ def sanitize(raw: str) -> str:
     return terminal_safe(raw)
 
 
-_EOLS = re.compile(r"\r\n|\r|\n")
+_EOLS = LINE_END  # the one set of line ends (tui/guard/text.py)
 
 
 def split_output(chunk: str) -> list[str]:

@@ -18,6 +18,7 @@ from collections.abc import Collection, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from tui.guard.text import split_lines
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.container_state import command_of, engine_error, entrypoint_of, invocation_of
 from tui.managers.docker import DockerManager
@@ -42,7 +43,7 @@ def _normal(name: str) -> str:
 def dotenv_value(text: str, key: str) -> str:
     """`key`'s value in a project's `.env` file (KEY=VALUE lines, `export ` allowed, quotes stripped); "" if unset."""
     value = ""
-    for line in text.splitlines():
+    for line in split_lines(text):
         k, sep, v = line.strip().removeprefix("export ").partition("=")
         if sep and k.strip() == key:
             v = v.strip()
@@ -221,7 +222,7 @@ class ComposeManager(DockerManager):
         argv = [*self.compose, *where, *name, *await self._files(), *args]
         res = await self.transport.run(argv, timeout=timeout)
         if res.rc != 0:
-            lines = [x for x in (res.error_text or res.text).splitlines() if x.strip()]
+            lines = [x for x in split_lines(res.error_text or res.text) if x.strip()]
             if any(x.startswith("Traceback (most recent call last)") for x in lines):
                 lines = lines[-1:]  # Compose v1's own failure: its last line says what it was
             err = " ".join(" ".join(lines).split())[:300]

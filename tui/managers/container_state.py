@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tui.guard.text import split_lines
 from tui.lifecycle.failures import OOM_KILLED
 from tui.managers import ManagerError, PermanentManagerError
 from tui.model import UnitState
@@ -174,7 +175,7 @@ def pull_error(engine: str, where: str, image: str, stderr: str, rc: int) -> Man
     if "daemon is not running" in str(env) or "socket" in str(env):
         return env
     # podman prints a warning line per retry before its error: the last error line is the one
-    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    lines = [x.strip() for x in split_lines(stderr) if x.strip()]
     last = next((x for x in reversed(lines) if x.lower().startswith(("error", "fatal"))), lines[-1] if lines else "")
     err = " ".join(last.split())[:300] or f"exit {rc}"
     low = err.lower()

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.guard.numbers import EPOCH_MAX, EPOCH_MIN, real_or_none, whole_or_none
+from tui.guard.text import split_lines
 from tui.lifecycle.flags import describe_command as describe_command  # its old home: kept importable here
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.file_lock import FileLock
@@ -84,13 +86,24 @@ def plan_read(files: Sequence[LogFile], head: int = HEAD_BYTES, tail: int = TAIL
 
 
 def parse_log_line(raw: str, invocation: str) -> LogLine | None:
-    """`<epoch> <text>` as the supervisor writes it."""
+    """`<epoch> <text>` as the supervisor writes it; None for anything else. The stamp is taken as the one number
+    parser takes a moment (tui/guard/numbers.py): digits, finite, between 1970 and 2200; a line cut by anything but
+    a real line end (tui/guard/text.py) never gets here, so the server never picks a stamp."""
     ts, sep, text = raw.partition(" ")
-    try:
-        at = float(ts)
-    except ValueError:
+    at = real_or_none(ts, low=EPOCH_MIN, high=EPOCH_MAX, text=True)
+    if at is None:
         return None
     return LogLine(at=at, text=text if sep else "", invocation=invocation)
+
+
+def _moment(value: object) -> float | None:
+    """A moment of the run record (the supervisor's own clock): finite and in range, else not known."""
+    return real_or_none(value, low=EPOCH_MIN, high=EPOCH_MAX)
+
+
+def _pid(value: object) -> int:
+    """A PID of the run record: a positive int, else 0 (none)."""
+    return whole_or_none(value, low=1, high=1 << 22) or 0
 
 
 class ProcessManager:
@@ -141,7 +154,7 @@ class ProcessManager:
             return UnitState(active="inactive", sub="dead")
         inv = str(rec["invocation"])
         argv = tuple(str(a) for a in rec.get("argv") or ())
-        started = rec.get("started_at")
+        started = _moment(rec.get("started_at"))
         batched = len(got) == 3
 
         async def stop_asked() -> bool:
@@ -149,8 +162,8 @@ class ProcessManager:
             return isinstance(stop, dict) and stop.get("invocation") == inv
 
         if rec.get("exited_at") is None:
-            pid = int(rec.get("pid") or 0)
-            supervisor = int(rec.get("supervisor_pid") or 0)
+            pid = _pid(rec.get("pid"))
+            supervisor = _pid(rec.get("supervisor_pid"))
             batched = batched and pid == seen  # what was read in one go was another process's: read one by one
             self._pid_seen = pid
             alive = stat_alive(got[1]) if batched else await process_alive(self.transport, pid)
@@ -173,12 +186,12 @@ class ProcessManager:
                 return UnitState(active="active", sub="exiting", main_pid=pid, invocation=inv, started_at=started,
                                  argv=argv)
             return UnitState(active="failed", sub="lost", invocation=inv, started_at=started, argv=argv)
-        status = rec.get("exit_status")
+        status = whole_or_none(rec.get("exit_status"), low=-255, high=255)
         asked = await stop_asked()
         ok = asked or status == 0
         return UnitState(active="inactive" if ok else "failed", sub="dead" if ok else "exited",
-                         invocation=inv, exit_status=status, started_at=started, exited_at=rec.get("exited_at"),
-                         argv=argv)
+                         invocation=inv, exit_status=status, started_at=started,
+                         exited_at=_moment(rec.get("exited_at")), argv=argv)
 
     async def start(self, argv: Sequence[str], report: Report = unreported) -> None:
         cur = await self.state()
@@ -196,7 +209,7 @@ class ProcessManager:
         for _ in range(100):  # the supervisor writes its record a few ms after detaching
             rec = await self._read_json("current.json")
             if isinstance(rec, dict) and rec.get("invocation") == inv:
-                if not int(rec.get("pid") or 0) and rec.get("exited_at") is not None:
+                if not _pid(rec.get("pid")) and rec.get("exited_at") is not None:
                     raise PermanentManagerError(await self._start_error(rec, inv, argv))
                 return
             await asyncio.sleep(0.05)
@@ -219,7 +232,7 @@ class ProcessManager:
         if cur.active not in ("active", "activating", "deactivating") or not isinstance(rec, dict):
             return
         await self._write("stop.json", json.dumps({"invocation": cur.invocation, "at": time.time()}).encode())
-        sup = int(rec.get("supervisor_pid") or 0)
+        sup = _pid(rec.get("supervisor_pid"))
         if sup > 0:
             await self.transport.run(["kill", "-TERM", str(sup)], timeout=5)
         deadline = time.monotonic() + self.stop_timeout + 5
@@ -262,7 +275,7 @@ class ProcessManager:
         paths = [f"{base}.head", f"{base}.1", base]
         res = await self.transport.run(["stat", "-L", "-c", "%s %n", "--", *paths], timeout=10)
         sizes: dict[str, int] = {}
-        for raw in res.text.splitlines():
+        for raw in split_lines(res.text):
             size, _, name = raw.partition(" ")
             if size.isdigit():
                 sizes[name] = int(size)
@@ -291,7 +304,7 @@ class ProcessManager:
                                                f"{HEAD_BYTES >> 20} MiB and last {TAIL_BYTES >> 20} MiB are); "
                                                f"the whole log: {self.log_source(invocation)}",
                                    invocation=invocation))
-            for raw in (await self._read_piece(piece)).decode("utf-8", "replace").splitlines():
+            for raw in split_lines((await self._read_piece(piece)).decode("utf-8", "replace")):
                 line = parse_log_line(raw, invocation)
                 if line is not None:
                     out.append(line)

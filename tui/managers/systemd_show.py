@@ -17,6 +17,7 @@ import asyncio
 import weakref
 from collections.abc import Sequence
 
+from tui.guard.text import split_lines
 from tui.transport import CommandResult, Transport
 
 #: how long a reading waits for others to join it: the grid wakes engines within a millisecond of each other
@@ -26,7 +27,7 @@ GATHER_S = 0.01
 def split_blocks(text: str) -> list[str]:
     """`systemctl show`'s output for several units: blocks separated by one empty line."""
     blocks, cur = [], []
-    for line in text.splitlines():
+    for line in split_lines(text):
         if line.strip():
             cur.append(line)
         elif cur:

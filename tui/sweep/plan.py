@@ -38,15 +38,36 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tui.guard.numbers import MAX_SECONDS, config_real, config_whole
+from tui.guard.text import split_lines
 from tui.lifecycle.flags import FlagChange, apply_changes, current_values, parse_changes, unknown_flag
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 from tui.sweep.results import cell_id
 
+#: a plan's numbers are taken as every number from outside is (tui/guard/numbers.py): a TOML number, never a
+#: true/false or quoted text, finite (`duration_s = inf` ran a cell forever, an `[slo]` of inf or nan meant nothing)
+Real = Annotated[float, BeforeValidator(config_real)]
+Whole = Annotated[int, BeforeValidator(config_whole)]
+#: the most tokens of a prompt or an output, and the most requests of a cell, a plan can ask for
+MAX_TOKENS = 10_000_000
+MAX_CONCURRENCY = 100_000
+MAX_REQUESTS = 10_000_000
+Tokens = Annotated[Whole, Field(le=MAX_TOKENS)]  # at least 1: Matrix._positive says so
+
 FlagValue = bool | int | float | str
+
+
+def _finite_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A flag's value that is a number is a finite one (`--mem-fraction-static = nan` is no setting)."""
+    for name, v in values.items():
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, float) and not math.isfinite(x):
+                raise ValueError(f"{name}: {x} is not a finite number")
+    return values
 
 
 class PlanError(ValueError):
@@ -62,16 +83,18 @@ class ConfigEntry(_Strict):
     set: dict[str, FlagValue] = Field(default_factory=dict)
     unset: list[str] = Field(default_factory=list)
 
+    _finite = field_validator("set")(_finite_values)
+
 
 class Matrix(_Strict):
     #: empty with a dataset: its prompts as they are (cells say p0)
-    prompt_tokens: list[int] = Field(default_factory=list)
-    output_tokens: list[int] = Field(min_length=1)
-    concurrency: list[int] = Field(min_length=1)
-    requests: int | None = Field(None, gt=0)
-    duration_s: float | None = Field(None, gt=0)
-    repeats: int = Field(1, gt=0)
-    warmup_requests: int = Field(2, ge=0)
+    prompt_tokens: list[Tokens] = Field(default_factory=list)
+    output_tokens: list[Tokens] = Field(min_length=1)
+    concurrency: list[Annotated[Whole, Field(le=MAX_CONCURRENCY)]] = Field(min_length=1)
+    requests: Whole | None = Field(None, gt=0, le=MAX_REQUESTS)
+    duration_s: Real | None = Field(None, gt=0, le=MAX_SECONDS)
+    repeats: Whole = Field(1, gt=0, le=1000)
+    warmup_requests: Whole = Field(2, ge=0, le=MAX_REQUESTS)
 
     @model_validator(mode="after")
     def _positive(self) -> Matrix:
@@ -85,9 +108,9 @@ class Matrix(_Strict):
 
 
 class Slo(_Strict):
-    ttft_ms: float | None = Field(None, gt=0)
-    tpot_ms: float | None = Field(None, gt=0)
-    e2el_ms: float | None = Field(None, gt=0)
+    ttft_ms: Real | None = Field(None, gt=0, le=MAX_SECONDS * 1000)
+    tpot_ms: Real | None = Field(None, gt=0, le=MAX_SECONDS * 1000)
+    e2el_ms: Real | None = Field(None, gt=0, le=MAX_SECONDS * 1000)
 
     def describe(self) -> str | None:
         """The SLO string recorded with every goodput figure, e.g. `ttft_ms<=2000,tpot_ms<=50`."""
@@ -103,6 +126,8 @@ class PlanFile(_Strict):
     grid: dict[str, list[FlagValue]] = Field(default_factory=dict)
     matrix: Matrix
     slo: Slo | None = None
+
+    _finite = field_validator("grid")(_finite_values)
 
 
 # ---------------------------------------------------------------------------------------------------- resolved
@@ -339,7 +364,7 @@ def _dataset(name: str, plan_path: Path) -> tuple[str, ...]:
     if not p.is_absolute():
         p = plan_path.parent / p
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = split_lines(p.read_text(encoding="utf-8"))
     except OSError as e:
         raise PlanError(f"{plan_path}: dataset: {p}: {e.strerror or e}") from None
     prompts = []

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui.guard.text import split_lines
+
 PLAN_FILE = "plan.toml"
 SWEEP_FILE = "sweep.json"
 RECORDS_FILE = "records.jsonl"
@@ -364,7 +366,7 @@ def iter_records(path: Path) -> list[dict[str, Any]]:
     except OSError:
         return []
     out: list[dict[str, Any]] = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         try:
             obj = json.loads(line)
         except ValueError:

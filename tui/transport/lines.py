@@ -8,10 +8,10 @@ overlong line is cut instead of breaking the stream.
 from __future__ import annotations
 
 import codecs
-import re
+
+from tui.guard.text import LINE_END as _SPLIT  # the one set of line ends (tui/guard/text.py)
 
 MAX_LINE = 65_536
-_SPLIT = re.compile(r"\r\n|\r|\n")
 
 
 class LineSplitter:

@@ -16,6 +16,8 @@ from typing import Any
 
 import asyncssh
 
+from tui.guard.text import split_lines
+
 #: OpenSSH's preference among plain host keys: the key `ssh` shows for a host is the first the host has
 OPENSSH_HOST_KEY_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
                           "rsa-sha2-512", "rsa-sha2-256")
@@ -46,7 +48,7 @@ def known_host_entries(files: Sequence[str], host: str, addr: str, port: int | N
     for path in files:
         try:
             with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
+                lines = split_lines(f.read())
         except OSError:
             continue
         for no, text in enumerate(lines, 1):
