@@ -464,8 +464,12 @@ class ConsoleApp(App[int]):
                 return key
         return default
 
-    def action_record(self) -> None:
-        notice = write_incident_record(self.settings.state_path(), self.deployment, self.shown.snap)
+    async def action_record(self) -> None:
+        if self.engine is not None:  # the run's newest record is written off the loop: wait for it (bounded)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.engine.history.flush(), 5)
+        notice = await asyncio.to_thread(write_incident_record, self.settings.state_path(), self.deployment,
+                                         self.shown.snap)
         self.notify(notice.text, severity=notice.severity, timeout=12 if notice.severity == "information" else 8,
                     markup=False)
 

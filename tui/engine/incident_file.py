@@ -24,7 +24,11 @@ def write_record(state_dir: Path, deployment: str, run: str = "", out: str = "",
     place (0600 in a 0700 directory: a record quotes the server's log). An `out` whose directory another user can
     write goes into a fresh private directory there (tui/guard/files.py `out_path`), and `note` is told so. Raises
     tui.lifecycle.incident.NoSuchRun, or OSError (UnsafeLocation among them) when it cannot be written."""
-    runs = HistoryStore(history_path(state_dir, deployment)).runs()
+    store = HistoryStore(history_path(state_dir, deployment))
+    runs = store.runs()
+    for skipped in store.notes:  # a record that did not read back (not finite, not of its shape): said, not hidden
+        if note is not None:
+            note(skipped)
     chosen = pick(runs, deployment, run)
     d = incident(chosen, runs)
     text = markdown(d)
