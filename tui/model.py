@@ -51,6 +51,9 @@ class FailureKind(StrEnum):
     PORT_IN_USE = "port-in-use"
     #: the server refused its command line (argparse): a flag this version does not know, or a bad value
     BAD_ARGS = "bad-args"
+    #: a GPU kernel the server needs is not built for this GPU (no kernel image for its architecture, a quantized
+    #: GEMM with no kernel for its compute capability, CUTLASS refusing it): a build, a quantization or a backend
+    KERNEL = "kernel"
     EXIT = "exit"
     UNKNOWN = "unknown"
 
@@ -316,6 +319,9 @@ class GpuSnapshot:
     gpus: tuple[GpuSample, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     error: str = ""
+    #: the error is one that waiting will not fix (the GPU command cannot be run: missing, not executable; no
+    #: NVML): a release wait says it at once instead of waiting out its timeout for readings that cannot come
+    permanent: bool = False
 
     def by_index(self) -> dict[int, GpuSample]:
         return {g.index: g for g in self.gpus}

@@ -390,7 +390,9 @@ async def test_a_restart_confirmed_after_the_flags_changed_does_not_restart(
         assert await until(pilot, lambda: any("changed" in n.message for n in notes)), notes
         await settled(pilot)
         assert protocol_runs == []
-        await pilot.press("r", "y")  # asked again, over the flags as they are now: it goes ahead
+        await pilot.press("r")  # asked again, over the flags as they are now (and the GPUs read): it goes ahead
+        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
         assert await until(pilot, lambda: protocol_runs == [[*base, "--disable-cuda-graph"]]), protocol_runs
     await w.close()
 

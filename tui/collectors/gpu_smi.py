@@ -12,6 +12,8 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 
+from tui.errors import PermanentError
+from tui.guard.text import split_lines
 from tui.model import GpuProcess, GpuSample, GpuSnapshot
 from tui.transport import Transport, TransportError
 
@@ -44,10 +46,25 @@ def _num(v: str) -> float | None:
 
 def driver_error(text: str) -> str:
     """The first line of a driver failure message, or ''."""
-    for line in text.splitlines():
+    for line in split_lines(text):
         if any(e in line for e in DRIVER_ERRORS):
             return line.strip()
     return ""
+
+
+#: a shell's exit status for a command it could not run: 127 not found, 126 found but not executable (over SSH the
+#: remote shell runs the command, and says so this way instead of an exec error)
+SHELL_CANNOT_RUN = {127: "command not found", 126: "not executable"}
+
+
+def cannot_run(command: Sequence[str], rc: int, stderr: str) -> str:
+    """Why `command` could not be run at all, from its exit status (a shell's 127/126), or "": a permanent error,
+    which no wait for readings will fix."""
+    what = SHELL_CANNOT_RUN.get(rc)
+    if what is None:
+        return ""
+    said = split_lines(stderr.strip())[-1][:200] if stderr.strip() else ""
+    return f"nvidia-smi: cannot run {command[0]!r}: {what} (exit {rc})" + (f": {said}" if said else "")
 
 
 def parse_gpu_row(line: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[str, GpuSample] | None:
@@ -80,7 +97,7 @@ def parse_gpu_row(line: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[str,
 
 def parse_gpu_csv(text: str, fields: Sequence[str] = QUERY_FIELDS) -> list[GpuSample]:
     out = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         if line.startswith("#"):
             continue
         r = parse_gpu_row(line, fields)
@@ -91,7 +108,7 @@ def parse_gpu_csv(text: str, fields: Sequence[str] = QUERY_FIELDS) -> list[GpuSa
 
 def parse_apps_csv(text: str, uuid_to_index: dict[str, int] | None = None) -> list[GpuProcess]:
     out = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 4 or line.startswith("#"):
             continue
@@ -136,7 +153,10 @@ class SmiSource:
         try:
             res = await self.transport.run(self._query(), timeout=15)
         except TransportError as e:
-            return GpuSnapshot(at=now, error=f"nvidia-smi: {e}")
+            return GpuSnapshot(at=now, error=f"nvidia-smi: {e}", permanent=isinstance(e, PermanentError))
+        cannot = cannot_run(self.command, res.rc, res.error_text)
+        if cannot:
+            return GpuSnapshot(at=now, error=cannot, permanent=True)
         err = driver_error(res.text + "\n" + res.error_text)
         if res.rc != 0 or err:
             return GpuSnapshot(at=now, error=err or f"nvidia-smi failed (exit {res.rc}): {res.error_text[:200]}")
@@ -175,6 +195,11 @@ class SmiSource:
                     if group:
                         yield await self._snapshot(group)
             except TransportError as e:
+                if isinstance(e, PermanentError):  # said as such (the release wait does not wait on it)
+                    yield GpuSnapshot(at=time.time(), error=f"nvidia-smi: {e}", permanent=True)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 30.0)
+                    continue
                 errors.append(str(e))
             msg = errors[0] if errors else "nvidia-smi stream ended; restarting"
             yield GpuSnapshot(at=time.time(), error=msg)

@@ -20,7 +20,8 @@ from tui.managers import ManagerError
 from tui.messages import RestartFinished, RestartStepped
 from tui.model import Outcome, Result, Step
 from tui.ops import restart as protocol
-from tui.ops.change import ChangePlan, ChangeRefused, last_ready, moved_since, plan_change
+from tui.ops.change import ChangePlan, ChangeRefused, Refusal, last_ready, moved_since, plan_change
+from tui.ops.evidence import CONSOLE_OVERRIDE
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.transport import TransportError
@@ -87,8 +88,11 @@ class ControlConsoleApp(ConsoleApp):
         return False
 
     @work(exclusive=True, group="dialog", exit_on_error=False)
-    async def confirm_restart(self, changes: list[FlagChange], key: str = "r") -> None:
-        """Read the flags (over SSH: off the message loop, so the console keeps answering meanwhile) and ask."""
+    async def confirm_restart(self, changes: list[FlagChange], key: str = "r", without_gpu_evidence: bool = False) \
+            -> None:
+        """Read the flags (over SSH: off the message loop, so the console keeps answering meanwhile) and ask. A host
+        with no GPU readings gets a dialog that says why and has nothing to confirm, only the named override, which
+        asks again with the risk said (`without_gpu_evidence`)."""
         w = self.engine
         if w is None:
             self.notify("not connected yet", severity="warning")
@@ -98,20 +102,32 @@ class ControlConsoleApp(ConsoleApp):
         try:
             # the confirmation that shows the change is this console's force: a change to no effect is shown as
             # "no flag change" and asked about, not refused
-            plan = await plan_change(w, edits=changes, force=True)
+            plan = await plan_change(w, edits=changes, force=True, gpus=w, without_gpu_evidence=without_gpu_evidence)
         except Exception as e:  # shown, never fatal to the console
             self._cannot("cannot read its flags", e, "nothing was changed", f"press {key} to try again")
+            return
+        if isinstance(plan, ChangeRefused) and plan.reason is Refusal.NO_GPU_EVIDENCE:
+            def overridden(chosen: bool | None) -> None:
+                if chosen and self._still_shown(w, f"press {key} again"):
+                    self.confirm_restart(changes, key, without_gpu_evidence=True)
+
+            self.push_screen(ConfirmScreen(f"Cannot restart {self._where(w)}: no GPU readings",
+                                           [*self._target_lines(w), "", plan.message], refused=True,
+                                           override=CONSOLE_OVERRIDE), overridden)
             return
         if isinstance(plan, ChangeRefused):
             self.notify(plan.message, severity="error", markup=False)
             return
+        how = ("stop, wait for GPU memory release, start, verify a real generation" if not without_gpu_evidence else
+               "WITHOUT GPU evidence: stop, start once the old run's processes are gone (its GPU memory release NOT "
+               "verified: a CUDA OOM is possible), verify a real generation")
         lines = [*self._target_lines(w), "", "flags:", *("  " + c for c in plan.changes or ["no flag change"]), "",
-                 "stop, wait for GPU memory release, start, verify a real generation"]
+                 how]
 
         def answered(yes: bool | None) -> None:
             # a No drops the change: a later `r` restarts with the flags as they are
             if yes and self._still_shown(w, f"press {key} again"):
-                self.run_protocol(plan, True, key=key)
+                self.run_protocol(plan, True, key=key, without_gpu_evidence=without_gpu_evidence)
 
         self.push_screen(ConfirmScreen(f"Restart {self._where(w)}?", lines), answered)
 
@@ -194,7 +210,8 @@ class ControlConsoleApp(ConsoleApp):
         self.post_message(RestartFinished(outcome, "stop", "s"))
 
     @work(group="ops", exit_on_error=False)
-    async def run_protocol(self, plan: ChangePlan | None, restart: bool, *, key: str = "r") -> None:
+    async def run_protocol(self, plan: ChangePlan | None, restart: bool, *, key: str = "r",
+                           without_gpu_evidence: bool = False) -> None:
         """The restart protocol with a confirmed plan (None: a start with the flags as they are). If the flags
         changed since the plan was computed from them, nothing is done."""
         w = self.engine
@@ -210,7 +227,8 @@ class ControlConsoleApp(ConsoleApp):
                 self.post_message(RestartStepped(s))
 
             outcome = await protocol.run(w, plan, stepped, stop_first=restart,
-                                         purpose="restart" if restart else "start", rollback=False)
+                                         purpose="restart" if restart else "start", rollback=False,
+                                         without_gpu_evidence=without_gpu_evidence)
         except Exception as e:  # shown, never fatal to the console
             outcome = Outcome(Result.FAILED, w.state.phase, f"{type(e).__name__}: {e}")
         finally:

@@ -65,9 +65,9 @@ class GpuSampler:
         else:
             async with contextlib.aclosing(src.stream()) as snaps:
                 async for snap in snaps:
-                    if snap.error and ("No such file" in snap.error or "cannot run" in snap.error):
+                    if snap.permanent:  # it cannot be run: said as such, and why NVML was not used either
                         snap = replace(snap, error=(self._why_none + "; " if self._why_none else "")
-                                       + "nvidia-smi not found")
+                                       + "nvidia-smi cannot be run: " + snap.error.removeprefix("nvidia-smi: "))
                     deliver(snap)
 
     async def once(self) -> GpuSnapshot | None:

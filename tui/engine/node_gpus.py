@@ -36,8 +36,9 @@ def merge(names: Sequence[str], parts: Sequence[GpuSnapshot | None]) -> GpuSnaps
         gpus += [replace(g, index=gpu_key(i, g.index), host=name) for g in snap.gpus]
         procs += [replace(p, pid=pid_key(i, p.pid),
                           gpu_index=None if p.gpu_index is None else gpu_key(i, p.gpu_index)) for p in snap.processes]
+    # one node whose GPU command cannot be run leaves the deployment without evidence for good
     return GpuSnapshot(at=min(ats) if ats else time.time(), gpus=tuple(gpus), processes=tuple(procs),
-                       error="; ".join(errors))
+                       error="; ".join(errors), permanent=any(p is not None and p.permanent for p in parts))
 
 
 class NodesGpuStream:

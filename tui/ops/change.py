@@ -26,6 +26,7 @@ from tui.lifecycle.flags import (
     unknown_flag,
 )
 from tui.lifecycle.presets import FlagSpec, FlagValueError
+from tui.ops.evidence import EvidenceView, accepted_by, no_evidence, refusal
 
 __all__ = ["ChangePlan", "ChangeRefused", "FlagView", "LastReady", "Refusal", "last_ready", "moved_since",
            "plan_argv", "plan_change"]
@@ -74,6 +75,9 @@ class Refusal(enum.StrEnum):
     CONTRADICTION = "contradiction"
     #: every request leaves the flags as they are (--force restarts anyway)
     NOTHING_TO_CHANGE = "nothing-to-change"
+    #: the host gives no GPU readings, so the release wait could not verify anything: the restart would stop the
+    #: server and then refuse to start it (--without-gpu-evidence goes on all the same)
+    NO_GPU_EVIDENCE = "no-gpu-evidence"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +194,16 @@ def _plan(old: Sequence[str], asked: Sequence[_Asked], specs: Sequence[FlagSpec]
 
 
 async def plan_change(view: FlagView, sets: Sequence[str] = (), unsets: Sequence[str] = (), *,
-                      edits: Sequence[FlagChange] = (), force: bool = False) -> ChangePlan | ChangeRefused:
+                      edits: Sequence[FlagChange] = (), force: bool = False, gpus: EvidenceView | None = None,
+                      without_gpu_evidence: bool = False) -> ChangePlan | ChangeRefused:
     """The restart that applies `--set`/`--unset` words (the CLI) or a dialog's `edits` (the console) to the flags
     as they are now, or why not. The requests are checked before the flags are read: a typo is said as such even
     when the host cannot be reached. A restart with no request is a plain restart; one whose requests change
-    nothing is refused unless `force` (the console's confirmation, which shows "no flag change", is its force)."""
+    nothing is refused unless `force` (the console's confirmation, which shows "no flag change", is its force).
+
+    With `gpus` (the engine the restart will run on), a host that gives no GPU readings is refused too
+    (NO_GPU_EVIDENCE), before anything is confirmed, unless `without_gpu_evidence` or the deployment's
+    unverified_release_grace_s accepts it: the protocol refuses it again under the lock (tui/ops/evidence.py)."""
     asked = _from_words(view, sets, unsets) if sets or unsets else []
     if isinstance(asked, ChangeRefused):
         return asked
@@ -202,7 +211,12 @@ async def plan_change(view: FlagView, sets: Sequence[str] = (), unsets: Sequence
     refused = _contradiction(asked)
     if refused is not None:
         return refused
-    return _plan(await view.argv(), asked, view.flag_specs, force=force)
+    plan = _plan(await view.argv(), asked, view.flag_specs, force=force)
+    if isinstance(plan, ChangePlan) and gpus is not None and not accepted_by(gpus.dep, without_gpu_evidence):
+        blind = await no_evidence(gpus)
+        if blind is not None:
+            return ChangeRefused(Refusal.NO_GPU_EVIDENCE, refusal(blind, "restart"))
+    return plan
 
 
 async def moved_since(view: FlagView, plan: ChangePlan) -> list[str]:

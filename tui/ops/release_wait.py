@@ -13,31 +13,21 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
-from tui.config import ConfigError
+from tui.errors import PermanentError
 from tui.lifecycle.release import release_status
 from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Step, StepStatus
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import ReleaseUnverified, RestartError
+from tui.ops.evidence import OVERRIDE, declared_without_gpus
 from tui.ops.guard import LockGuard
 from tui.transport import TransportError
 
 #: how the risk of starting without GPU readings is accepted: named in every refusal and every unverified start
 ACCEPT_RISK = ("--unverified-release-grace SECONDS (unverified_release_grace_s in the config) goes on without "
-               "readings that long after the old run's processes are gone")
+               f"readings that long after the old run's processes are gone, {OVERRIDE} as soon as they are")
 
-
-def declared_without_gpus(engine: EngineView) -> str:
-    """The deployment's host(s), when every one of them declares no GPU telemetry (`gpu_source = "none"`: a host
-    without GPUs, or none to read): then there is nothing to wait for. "" otherwise: a host configured with a GPU
-    source whose readings fail (a wrong `nvidia_smi`, a hang, no permission) is no host without GPUs."""
-    dep = engine.dep
-    names = list(dict.fromkeys(n.host for n in dep.nodes)) if dep.multinode else [dep.host]
-    try:
-        hosts = [engine.settings.host(h) for h in names]
-    except ConfigError:
-        return ""
-    return ", ".join(names) if hosts and all(h.gpu_source == "none" for h in hosts) else ""
+__all__ = ["ACCEPT_RISK", "declared_without_gpus", "old_pids", "stop_progress", "wait_for_release"]
 
 
 async def _old_run_gone(engine: EngineView) -> bool:
@@ -49,27 +39,32 @@ async def _old_run_gone(engine: EngineView) -> bool:
     return not unit.running and not unit.lingering and unit.active != "deactivating"
 
 
-def _unverified(timeout: float, why: str, purpose: str, host: str, gone: bool) -> str:
-    """The refusal, in one line: what could not be read, what was (not) done, and how to go on."""
+def _unverified(timeout: float, why: str, purpose: str, host: str, gone: bool, permanent: bool = False) -> str:
+    """The refusal, in one line: what could not be read, what was (not) done, and how to go on. A reading that
+    cannot be had at all (`permanent`: the command cannot be run) is said at once, not after the timeout."""
     fix = (f"fix the GPU readings of {host} (its gpu_source, nvidia_smi), or accept the risk of a CUDA OOM: "
            f"{ACCEPT_RISK}")
     if not gone:
         fix = "the old run's processes are not gone either; " + fix
     done = ("the new run was NOT started, to avoid a CUDA OOM" if purpose == "start" else
             "its GPUs may still hold the old run's memory: a start now could hit a CUDA OOM")
-    return f"GPU memory release not verified: no GPU readings from {host} in {timeout:g} s ({why}); {done}; {fix}"
+    when = "(a permanent error: waiting will not fix it)" if permanent else f"in {timeout:g} s"
+    return f"GPU memory release not verified: no GPU readings from {host} {when} ({why}); {done}; {fix}"
 
 
 async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Callable[[Step], None],
                            timeout: float, baseline: dict[int, float] | None = None,
-                           guard: LockGuard | None = None, *, purpose: str = "start") -> GpuSnapshot | None:
+                           guard: LockGuard | None = None, *, purpose: str = "start",
+                           without_evidence: bool = False) -> GpuSnapshot | None:
     """Poll until the old run's memory is released; returns the snapshot that showed it (the new baseline).
 
     No readings is no release. A host that declares no GPU telemetry (`gpu_source = "none"`) has nothing to wait
     for (None, said as unverified). Any other host whose readings fail is waited on for them up to `timeout`, then
     refused (`ReleaseUnverified`) -- unless the deployment accepts the risk (`unverified_release_grace_s`, the
     CLI's `--unverified-release-grace`): then it goes on that many seconds after the old run's processes are gone,
-    saying the release was NOT verified. `purpose` ("start" or "stop") words the refusal."""
+    saying the release was NOT verified; `without_evidence` (the operator's `--without-gpu-evidence`) is a grace
+    of 0 s where the deployment has none. A reading that cannot be had at all (the command cannot be run: missing,
+    not executable) is refused at once, not waited on. `purpose` ("start" or "stop") words the refusal."""
     gpus = engine.deployment_gpus()
     deadline = time.monotonic() + timeout
     shown = ""
@@ -82,6 +77,9 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
         return None
     seen_gpus = engine.gpus is not None and bool(engine.gpus.gpus)
     grace = engine.dep.unverified_release_grace_s
+    by = "the unverified_release_grace_s grace"
+    if grace is None and without_evidence:
+        grace, by = 0.0, f"{OVERRIDE}, as asked"
     gone_at: float | None = None  # when the old run's processes were seen gone: the grace counts from then
     said: set[str] = set()
     going_on = "starting" if purpose == "start" else "calling the stop done"
@@ -91,30 +89,34 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
         try:  # a fresh query each poll: stream samples and process lists lag
             snap: GpuSnapshot | None = await engine.fresh_gpus(max_age=0)
         except (TransportError, OSError) as e:
-            snap = GpuSnapshot(at=time.time(), error=str(e))
+            snap = GpuSnapshot(at=time.time(), error=str(e), permanent=isinstance(e, PermanentError))
         if snap is None or snap.error or not snap.gpus:
             why = snap.error if snap is not None and snap.error else "no GPU telemetry"
+            # no source at all (NVML asked for and missing), or a command that cannot be run: no wait will help
+            permanent = snap is None or snap.permanent
             now = time.monotonic()
             if not seen_gpus:  # never a reading: no evidence of anything, least of all of a release
                 if grace is not None and gone_at is None and await _old_run_gone(engine):
                     on_step(Step("release", StepStatus.RUNNING, f"no GPU readings ({why}); the old run's processes are "
-                                 f"gone: {going_on} in {grace:g} s WITHOUT verifying the release (the "
-                                 "unverified release grace), at the risk of a CUDA OOM"))
+                                 f"gone: {going_on} in {grace:g} s WITHOUT verifying the release ({by}), "
+                                 "at the risk of a CUDA OOM"))
                     # counted from after the answer and its step, not from before asking: never shorter than said
                     gone_at = now = time.monotonic()
                     said.add(why)
                 if gone_at is not None and grace is not None:
                     if now - gone_at >= grace:
                         on_step(Step("release", StepStatus.SKIPPED, "GPU memory release NOT verified (no GPU readings: "
-                                     f"{why}); {going_on} after the unverified_release_grace_s grace ({grace:g} s "
+                                     f"{why}); {going_on} after {by} ({grace:g} s "
                                      "since the old run's processes were gone), at the risk of a CUDA OOM"))
                         return None
                     await asyncio.sleep(max(0.05, min(0.5, grace - (now - gone_at))))
                     continue
-                if now > deadline:
-                    on_step(Step("release", StepStatus.FAILED, f"GPU memory release NOT verified: no GPU readings in "
-                                                      f"{timeout:g} s ({why})"))
-                    raise ReleaseUnverified(_unverified(timeout, why, purpose, host, gone=grace is None))
+                if now > deadline or (permanent and grace is None):
+                    when = "(it cannot be read at all)" if permanent else f"in {timeout:g} s"
+                    on_step(Step("release", StepStatus.FAILED, f"GPU memory release NOT verified: no GPU readings "
+                                                               f"{when} ({why})"))
+                    raise ReleaseUnverified(_unverified(timeout, why, purpose, host, gone=grace is None,
+                                                        permanent=permanent and now <= deadline))
                 if why not in said:  # once per distinct reason
                     on_step(Step("release", StepStatus.RUNNING,
                                  f"no GPU readings ({why}): waiting up to {timeout:g} s for "
@@ -124,10 +126,12 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
                     said.add(why)
                 await asyncio.sleep(0.5)
                 continue
-            # telemetry that worked and is gone for a moment (a dropped link) is no proof of release: wait on
-            if time.monotonic() > deadline:
-                on_step(Step("release", StepStatus.FAILED, f"GPU memory release not verified in {timeout:g} s: {why}"))
-                raise RestartError(f"GPU memory release could not be verified within {timeout:g} s ({why}); "
+            # telemetry that worked and is gone for a moment (a dropped link) is no proof of release: wait on,
+            # unless its command cannot be run any more (no wait brings that back)
+            if time.monotonic() > deadline or permanent:
+                within = "" if permanent else f" within {timeout:g} s"
+                on_step(Step("release", StepStatus.FAILED, f"GPU memory release not verified{within}: {why}"))
+                raise RestartError(f"GPU memory release could not be verified{within} ({why}); "
                                    "not starting, to avoid a CUDA OOM")
             if shown != why:
                 on_step(Step("release", StepStatus.RUNNING, f"GPU readings lost ({why}); waiting for them"))

@@ -21,6 +21,7 @@ from tui.errors import PermanentError
 from tui.lifecycle.flags import diff
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, Report
 from tui.model import Failure, Outcome, Phase, Result, Step, StepStatus, UnitState
+from tui.ops import evidence
 from tui.ops.change import ChangePlan
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
@@ -178,12 +179,16 @@ def _failed_or_refused(e: Exception) -> Result:
 async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None], *,
               wait_ready: bool = True, stop_first: bool = True, purpose: str = "restart",
               rollback: bool | None = None, held: HeldLock | None = None,
-              ready_timeout_s: float | None = None) -> Outcome:
+              ready_timeout_s: float | None = None, without_gpu_evidence: bool = False) -> Outcome:
     """Restart (or start) the deployment with `target`'s flags: one transaction under the deployment's lock, from
     the first step until ready, failed or the timeout (`ready_timeout_s`, else the deployment's), a rollback
     included. The flags are read once, under the lock. Cancelled (Ctrl-C), it says in its last step what it left
     behind, and the lock and its record are released. With `held`, it runs under that lock (taken and released by
-    the caller) instead of taking its own."""
+    the caller) instead of taking its own.
+
+    A host that gives no GPU readings is refused under the lock before anything is touched (REFUSED: the server as
+    it was, the flags unwritten), unless `without_gpu_evidence` (the operator's override) or the deployment's
+    unverified_release_grace_s accepts going on without them (tui/ops/evidence.py)."""
     steps, step = _stepper(on_step)
     mgr = engine.manager
     if not mgr.can_control:
@@ -196,7 +201,8 @@ async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None
         guard.note_prefix = prefix
         try:
             return await _locked_run(engine, target, step, guard, steps, wait_ready=wait_ready,
-                                     stop_first=stop_first, rollback=rollback, ready_timeout_s=timeout)
+                                     stop_first=stop_first, rollback=rollback, ready_timeout_s=timeout,
+                                     without_gpu_evidence=without_gpu_evidence, purpose=purpose)
         finally:
             await guard.done()
             if held is not None:
@@ -235,7 +241,7 @@ async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None
 
 async def _locked_run(engine: EngineView, target: Target, step: Callable[[Step], None], guard: LockGuard,
                       steps: list[Step], *, wait_ready: bool, stop_first: bool, rollback: bool | None,
-                      ready_timeout_s: float) -> Outcome:
+                      ready_timeout_s: float, without_gpu_evidence: bool = False, purpose: str = "restart") -> Outcome:
     """What `run` does once it holds the lock: read the flags (the one reading the transaction goes by), refuse a
     plan computed from other flags, run the transaction, and roll back when it failed and a rollback is asked."""
     mgr = engine.manager
@@ -252,8 +258,19 @@ async def _locked_run(engine: EngineView, target: Target, step: Callable[[Step],
     else:
         new = old if target is None else list(target)
         changes = diff(old, new, engine.flag_specs)
+    # no evidence, no change: a release wait with no GPU readings to go on would stop the server and then refuse
+    # to start it, so it is refused here, before the flags are written or anything is stopped
+    blind = await evidence.no_evidence(engine)
+    if blind is not None:
+        how = evidence.accepted_by(engine.dep, without_gpu_evidence)
+        if not how:
+            message = evidence.refusal(blind, purpose)
+            step(Step("evidence", StepStatus.FAILED, message))
+            return Outcome(Result.REFUSED, engine.state.phase, message, steps=tuple(steps))
+        step(Step("evidence", StepStatus.SKIPPED, evidence.going_on(blind, how)))
+        engine.action(f"{purpose} {evidence.ACTION} ({how})")  # into the run history's actions
     out = await _transaction(engine, old, new, changes, step, guard, wait_ready=wait_ready, stop_first=stop_first,
-                             ready_timeout_s=ready_timeout_s)
+                             ready_timeout_s=ready_timeout_s, without_evidence=without_gpu_evidence)
     do_rollback = engine.dep.auto_rollback if rollback is None else rollback
     good = None
     if out.result is Result.FAILED and do_rollback and wait_ready:
@@ -267,14 +284,15 @@ async def _locked_run(engine: EngineView, target: Target, step: Callable[[Step],
     step(Step("rollback", StepStatus.RUNNING, "rolling back to the last flags that reached ready"))
     failed = list(guard.argv)  # the flags the failed run was started with, as this transaction wrote them
     back = await _transaction(engine, failed, list(good), diff(failed, list(good), engine.flag_specs), step, guard,
-                              wait_ready=True, stop_first=True, ready_timeout_s=ready_timeout_s)
+                              wait_ready=True, stop_first=True, ready_timeout_s=ready_timeout_s,
+                              without_evidence=without_gpu_evidence)
     return Outcome(Result.ROLLED_BACK, back.phase, f"{out.message}; rolled back: {back.message}", failure=out.failure,
                    invocation=back.invocation, steps=tuple(steps))
 
 
 async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str], changes: Sequence[str],
                        step: Callable[[Step], None], guard: LockGuard, *, wait_ready: bool, stop_first: bool,
-                       ready_timeout_s: float) -> Outcome:
+                       ready_timeout_s: float, without_evidence: bool = False) -> Outcome:
     """flags, stop, release, start, follow: every step on a lock proven still ours. `old_argv`: the flags as read
     under the lock; `changes`: the change from them to `argv`, in words ([] for none)."""
     mgr = engine.manager
@@ -308,7 +326,8 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
     else:
         pids = {unit.main_pid} if unit.main_pid else set()
         step(Step("stop", StepStatus.SKIPPED, "was not running"))
-    snap = await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="start")
+    snap = await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="start",
+                                  without_evidence=without_evidence)
     if snap is not None and snap.gpus:
         engine.save_baseline(snap)
     await guard.check()  # the step that must never run twice at once: two starts into the same GPUs
