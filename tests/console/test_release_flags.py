@@ -32,7 +32,7 @@ def keys(specs: tuple[FlagSpec, ...] | list[FlagSpec]) -> dict[str, str]:
 
 def test_sglang_0_5_23_turns_graphs_off_with_both_backends_and_offers_no_removed_flag() -> None:
     facts = resolve("sglang", "0.5.23").facts
-    assert facts is not None and facts.option("--cuda-graph-max-bs") is None  # removed by 0.5.21
+    assert facts is not None and facts.option("--cuda-graph-max-bs") is None  # removed in 0.5.20
     old = facts.option("--disable-cuda-graph")
     assert old is not None and old.deprecated, "0.5.23 deprecates --disable-cuda-graph"
     p = SGLANG.for_release(facts)

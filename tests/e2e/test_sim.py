@@ -358,9 +358,9 @@ def test_runs_when_copied_alone(tmp_path: Path) -> None:
 
 
 def test_each_release_parses_its_own_flags(sims: Any) -> None:
-    """0.5.23 took out `--cuda-graph-max-bs` (argparse then finds it an ambiguous prefix, as SGLang's own parser
-    does) and `tc_piecewise`; 0.5.15 and 0.5.18 take the old spelling with SGLang's warning, unstamped (logging is not
-    set up yet when they parse), where 0.5.23's is stamped (set up at import)."""
+    """0.5.20 took out `--cuda-graph-max-bs` (on 0.5.23 argparse finds it an ambiguous prefix, as SGLang's own parser
+    does), and `tc_piecewise` is gone by 0.5.23; 0.5.15 and 0.5.18 take the old spelling with SGLang's warning,
+    unstamped (logging is not set up yet when they parse), where 0.5.23's is stamped (set up at import)."""
     def parse(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "tui.sim", *args, "--help"], cwd=ROOT, capture_output=True,
                               text=True, timeout=30)

@@ -14,6 +14,7 @@ from dataclasses import replace
 from tui.lifecycle.error_blocks import MAX_EXCERPT
 from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import HintFn, Preset
+from tui.lifecycle.presets.common import bad_args_hint
 from tui.lifecycle.state import RANK, STARTUP, Excerpt, LifecycleState, enter
 from tui.model import Failure, FailureKind, Phase, Transition, UnitState
 
@@ -48,6 +49,14 @@ def _hint(s: LifecycleState, preset: Preset) -> HintFn:
     return preset.for_version(s.release.version if s.release is not None else None).hint
 
 
+def _hint_for(s: LifecycleState, preset: Preset, kind: FailureKind, phase: Phase, excerpt: Sequence[str]) -> str:
+    """The hint for a failure; a refused command line's names the flag argparse refused (its excerpt says which),
+    so the operator is told what to unset or fix, not to read the usage dump."""
+    if kind == FailureKind.BAD_ARGS:
+        return bad_args_hint("\n".join(clean(x).text for x in excerpt))
+    return _hint(s, preset)(kind, phase, s.flag_dict())
+
+
 def _noise(line: str, preset: Preset) -> bool:
     """A line that does not say what went wrong: a warning (a logger's WARNING, PyTorch's exit warnings), or what a
     failure does to the rest of the server (the preset's consequence lines: SGLang's SIGQUIT to the parent)."""
@@ -56,6 +65,8 @@ def _noise(line: str, preset: Preset) -> bool:
     if "Warn" not in line and "WARN" not in line:
         return False
     c = clean(line)
+    if preset.fatal.search(c.text):
+        return False  # a fatal line logged as a warning says what went wrong (vLLM's `engine core exited unexpectedly`)
     return c.level == "WARNING" or bool(_NATIVE_WARNING.search(c.text))
 
 
@@ -86,8 +97,8 @@ def fail(s: LifecycleState, preset: Preset, at: float, excerpt: tuple[str, ...],
     phase = inferred
     if kind is None:
         kind = classify(preset, excerpt, phase)
-    f = Failure(phase=phase, kind=kind, excerpt=excerpt[-MAX_EXCERPT:], hint=_hint(s, preset)(kind, phase,
-                s.flag_dict()), at=at)
+    f = Failure(phase=phase, kind=kind, excerpt=excerpt[-MAX_EXCERPT:], hint=_hint_for(s, preset, kind, phase, excerpt),
+                at=at)
     s = replace(s, failure=f, excerpt=Excerpt.OPEN if open_ else Excerpt.CLOSED)
     return enter(s, Phase.FAILED, at, excerpt[-1] if excerpt else "")
 
@@ -98,15 +109,17 @@ def extend_failure(s: LifecycleState, preset: Preset, text: str) -> LifecycleSta
     excerpt = (*s.failure.excerpt, text)[-MAX_EXCERPT:]
     joined = "\n".join(excerpt)
     phase = s.failure.phase
-    if len(s.timeline) >= 2 and s.timeline[-2].phase == Phase.STARTING:
-        phase = preset.infer_phase(joined, Phase.STARTING)
+    if len(s.timeline) >= 2 and s.timeline[-2].phase in (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE):
+        # the phase the lines reached, placed again by the frames read so far (a mid-way log's, or profiling's)
+        phase = preset.infer_phase(joined, s.timeline[-2].phase)
     kind = classify(preset, excerpt, phase)
     keep = kind == s.failure.kind == FailureKind.EXIT and s.failure.hint == SIGKILL_HINT  # what the exit said
-    hint = s.failure.hint if keep else _hint(s, preset)(kind, phase, s.flag_dict())
+    hint = s.failure.hint if keep else _hint_for(s, preset, kind, phase, excerpt)
     f = replace(s.failure, excerpt=excerpt, kind=kind, phase=phase, hint=hint)
     timeline = s.timeline
     if phase != s.failure.phase and timeline and timeline[-1].phase == Phase.FAILED and \
-            all(t.phase != phase for t in timeline):
+            all(t.phase != phase for t in timeline) and \
+            (len(timeline) < 2 or RANK.get(phase, 0) > RANK.get(timeline[-2].phase, 0)):
         # the traceback's later frames told where it failed: show that phase before the failure
         timeline = (*timeline[:-1], Transition(phase, timeline[-1].at, _INFERRED), timeline[-1])
     return replace(s, failure=f, timeline=timeline)
@@ -118,7 +131,7 @@ def cause_arrived(s: LifecycleState, preset: Preset, excerpt: tuple[str, ...]) -
     phase = preset.infer_phase("\n".join(excerpt), s.failure.phase)
     kind = classify(preset, excerpt, phase)
     f = replace(s.failure, excerpt=excerpt[-MAX_EXCERPT:], kind=kind, phase=phase,
-                hint=_hint(s, preset)(kind, phase, s.flag_dict()))
+                hint=_hint_for(s, preset, kind, phase, excerpt))
     return replace(s, failure=f, excerpt=Excerpt.OPEN)
 
 
@@ -214,7 +227,7 @@ def lines_after_exit(s: LifecycleState, preset: Preset) -> LifecycleState:
         kind = FailureKind.EXIT
     words = exit_words(s.unit.exit_status, s.session.log_source, shown=bool(lines),
                        explained=kind != FailureKind.EXIT, when=when)
-    hint = s.failure.hint if kind == s.failure.kind else _hint(s, preset)(kind, s.failure.phase, s.flag_dict())
+    hint = s.failure.hint if kind == s.failure.kind else _hint_for(s, preset, kind, s.failure.phase, lines)
     return replace(s, failure=replace(s.failure, excerpt=(*lines, words)[-MAX_EXCERPT:], kind=kind, hint=hint))
 
 

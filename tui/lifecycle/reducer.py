@@ -18,6 +18,7 @@ error blocks, readiness).
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -159,7 +160,7 @@ def _while_running(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine)
     """A starting or serving run's line, by concern: a failure signature, a clean shutdown, readiness evidence, a
     phase marker."""
     text = c.text
-    if preset.fatal.search(text):
+    if preset.fatal.search(text) or _ends_the_process(s.blocks.block, text):
         return fail(s, preset, ev.at, s.blocks.cause(c.body), None, open_=True)
     if preset.stopping is not None and preset.stopping.search(text):
         # a clean shutdown (SIGTERM handled, uvicorn shutting down): the exit that follows is a stop, not a crash
@@ -167,6 +168,29 @@ def _while_running(s: LifecycleState, ev: LogLine, preset: Preset, c: CleanLine)
     if _is_ready_evidence(s, preset, text):
         return _on_ready_line(s, ev.at, text)
     return _on_marker(s, ev.at, preset, text)
+
+
+#: a traceback's last line naming an error (not KeyboardInterrupt, SystemExit: a stop; nor CancelledError: a loop
+#: cancelled by a shutdown)
+_UNCAUGHT_END = re.compile(r"^(?!(?:asyncio\.)?(?:exceptions\.)?CancelledError\b)"
+                           r"[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)")
+_TRACEBACK_START = "Traceback (most recent call last):"
+#: the outermost frame of a program's main thread: its script's module level, or `python -m`'s runpy (a spawned
+#: child's is `File "<string>", line 1, in <module>`, and a forked one's multiprocessing's `_bootstrap`)
+_ENTRY_FRAME = re.compile(r'File "(?!<string>")[^"]+", line \d+, in (?:<module>|_run_module_as_main)$')
+
+
+def _ends_the_process(block: tuple[str, ...], text: str) -> bool:
+    """The line ends a traceback that began at the program's entry: an exception nothing caught, which ends the
+    process that printed it (vLLM's API server refusing its model's config with a pydantic ValidationError before
+    any engine starts: no fatal wording, the process gone)."""
+    if not _UNCAUGHT_END.match(text) or not block:
+        return False
+    for i in range(len(block) - 1, -1, -1):
+        if _TRACEBACK_START in block[i]:
+            frame = next((ln for ln in block[i + 1:] if 'File "' in ln), "")
+            return bool(_ENTRY_FRAME.search(frame.rstrip()))
+    return False
 
 
 def _is_ready_evidence(s: LifecycleState, preset: Preset, text: str) -> bool:

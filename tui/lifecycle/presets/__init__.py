@@ -106,6 +106,21 @@ class FlagSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Releases:
+    """The releases that log a wording: from `first` (inclusive) until `gone` (the first release without it); ""
+    leaves that end open. Bounds are releases whose wheels were read (a comment says which)."""
+
+    first: str = ""
+    gone: str = ""
+
+    def covers(self, version: str) -> bool:
+        from tui.lifecycle.presets.facts import version_key
+
+        key = version_key(version)
+        return (not self.first or key >= version_key(self.first)) and (not self.gone or key < version_key(self.gone))
+
+
+@dataclass(frozen=True, slots=True)
 class Marker:
     phase: Phase
     pattern: Alternation
@@ -160,6 +175,14 @@ class Preset:
     #: fatal lines that are the consequence of an earlier fatal line (the parent's SIGQUIT after a child's
     #: crash): after a cause they are not part of its excerpt
     consequence: Alternation | None = None
+    #: traceback frames that place a failure in their phase whatever later phase the run's lines had reached, the
+    #: first that matches (vLLM profiles memory after load by running the model, torch.compile included, whose lines
+    #: are graph-capture's markers: a failure in `profile_run` is the loading phase's, one in `capture_model` not)
+    placed_by_frames: tuple[Marker, ...] = ()
+    #: the releases that log each marker wording, where not every covered one does: wording -> its `Releases`. The
+    #: conformance test holds each release to exactly these (a wording a release drops, or gains, fails it until the
+    #: range says so: SGLang 0.5.21's `Init parallel begin.` for `Init torch distributed begin.`)
+    wording_releases: Mapping[str, Releases] = field(default_factory=dict)
     #: what a traceback must say for a failure in the graph-capture phase to be a CUDA graph failure (vLLM's
     #: graph-capture phase also covers torch.compile); None: the phase alone says so
     graph_evidence: Alternation | None = None
@@ -214,7 +237,12 @@ class Preset:
         return release_preset(self, version)
 
     def infer_phase(self, text: str, phase: Phase) -> Phase:
-        """The phase a failure belongs to: the one reached, or, if no marker was seen, the traceback's."""
+        """The phase a failure belongs to: the one reached, or, if no marker was seen, the traceback's; frames that
+        place a failure (`placed_by_frames`) override a loading or graph-capture phase reached by the lines."""
+        if phase in (Phase.LOADING, Phase.GRAPH_CAPTURE):
+            for m in self.placed_by_frames:
+                if m.pattern.search(text):
+                    return m.phase
         if phase != Phase.STARTING:
             return phase
         for m in self.phase_hints:

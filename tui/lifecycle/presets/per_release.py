@@ -1,8 +1,8 @@
 """A preset as one release of its server sees it: the flags that release's parser takes, with its own choices, and
 hints that name only those flags.
 
-A preset lists every flag bringup can edit across the releases it covers; a release removes some (SGLang 0.5.21
-dropped `--cuda-graph-max-bs`), deprecates others (0.5.23: `--disable-cuda-graph`, now
+A preset lists every flag bringup can edit across the releases it covers; a release removes some (SGLang 0.5.20
+dropped `--cuda-graph-max-bs`), deprecates others (0.5.15 and later: `--disable-cuda-graph`, now
 `--cuda-graph-backend-{decode,prefill}=disabled`) and adds choices (`--speculative-algorithm`). Offering a flag the
 release refuses makes the server refuse its whole command line at the next restart, the opposite of what a hint
 is for. So the flags dialog, `--set` and the hints go through `Preset.for_release(facts)`, cached per release.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
+from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, Releases, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
     COMMON_CLASSIFIERS,
@@ -13,6 +13,7 @@ from tui.lifecycle.presets.common import (
     FOREIGN_WORDINGS,
     GENERATION_OK,
     GRAPH_FRAMES,
+    KERNEL_FATAL,
     LOADING_FRAMES,
     STOPPING,
     WARMUP_FRAMES,
@@ -24,7 +25,10 @@ from tui.model import FailureKind, Phase
 MARKERS = (
     Marker(Phase.STARTING, rx(r"^server_args=")),  # no release logs a "Launch(ing) the server" line
     Marker(Phase.LOADING, rx(
+        # the process group's set-up (a multi-node rendezvous waits here): srt/model_executor/model_runner.py
+        # `Init torch distributed begin.` up to 0.5.20, srt/distributed/bootstrap.py `Init parallel begin.` from 0.5.21
         r"^Init torch distributed begin",
+        r"^Init parallel begin",
         r"^Load weight begin",
         r"Loading safetensors checkpoint shards",
         r"^Multi-thread loading shards",
@@ -52,6 +56,22 @@ MARKERS = (
 )
 
 READY = rx(r"The server is fired up and ready to roll")
+
+#: the releases that log each marker wording that not every covered release logs: each bound is the first release
+#: with, or without, the wording, in the facts (0.4.10 ... 0.5.23) or, where said, in the wheels 0.5.17 ... 0.5.22
+#: (tests/unit/test_conformance.py holds every covered release to it)
+WORDING_RELEASES = {
+    r"^Init torch distributed begin": Releases(gone="0.5.21"),  # wheels: 0.5.20 has it, 0.5.21 not
+    r"^Init parallel begin": Releases(first="0.5.21"),  # wheels: 0.5.21 srt/distributed/bootstrap.py
+    r"KV Cache is allocated": Releases(gone="0.5.17"),  # wheels: 0.5.17 says it in a comment only
+    r"^Capture (?:\w+ )*cuda graph begin": Releases(gone="0.5.15"),
+    r"^Capture (?:\w+ )*CUDA graph begin": Releases(first="0.5.10"),
+    r"^Capture cuda graph bs": Releases(first="0.5.5", gone="0.5.15"),
+    r"^Capturing prefill shape": Releases(first="0.5.21"),  # wheels: not in 0.5.20, in 0.5.21
+    r"^Capturing num tokens": Releases(first="0.5.5", gone="0.5.21"),  # wheels: in 0.5.20, not in 0.5.21
+    r"^Compiling num tokens": Releases(first="0.5.10"),
+    r"Uvicorn running on": Releases(first="0.5.23"),  # wheels: not in 0.5.22 (srt/entrypoints/http_server.py)
+}
 
 #: the scheduler's watchdog: a forward step ran longer than --watchdog-timeout, on any rank; SGLang then
 #: SIGQUITs the tree. 0.4-0.5.x: `Watchdog timeout (self.watchdog_timeout=300)`; 0.5.23: `Scheduler watchdog
@@ -81,6 +101,7 @@ FATAL = rx(
     r"DetokenizerManager hit an exception",
     r"TokenizerManager hit an exception",
     r"NCCL error",
+    *KERNEL_FATAL,
 )
 
 CLASSIFIERS = (
@@ -99,13 +120,14 @@ CLASSIFIERS = (
 
 FLAGS = (
     FlagSpec("disable-cuda-graph", "bool", "turn CUDA graphs off (slower decode, no capture phase)", key="g"),
-    # 0.5.18+: graphs per phase; where --disable-cuda-graph is deprecated (0.5.23) the g key writes both as disabled
+    # graphs per phase (0.5.15's facts have them); where --disable-cuda-graph is deprecated (0.5.15 on: the facts,
+    # the 0.5.14 wheel too) or gone the g key writes both as disabled
     FlagSpec("cuda-graph-backend-decode", "choice", "decode CUDA graph backend (0.5.18+)",
              choices=("full", "breakable", "disabled"), takes_key_from="disable-cuda-graph", toggle_value="disabled",
              companions=("cuda-graph-backend-prefill",)),
     FlagSpec("cuda-graph-backend-prefill", "choice", "prefill CUDA graph backend (0.5.18+)",
              choices=("full", "breakable", "disabled")),
-    FlagSpec("cuda-graph-max-bs", "int", "largest batch captured in a CUDA graph (gone in 0.5.21)",
+    FlagSpec("cuda-graph-max-bs", "int", "largest batch captured in a CUDA graph (gone in 0.5.20)",
              minimum=1, maximum=4096),
     FlagSpec("cuda-graph-max-bs-decode", "int", "largest decode batch captured in a CUDA graph (0.5.18+)",
              minimum=1, maximum=4096),
@@ -155,6 +177,7 @@ SGLANG = Preset(
     answered=rx(GENERATION_OK),
     phase_hints=(Marker(Phase.GRAPH_CAPTURE, GRAPH_FRAMES), Marker(Phase.WARMUP, WARMUP_FRAMES),
                  Marker(Phase.LOADING, LOADING_FRAMES)),
+    wording_releases=WORDING_RELEASES,
     stopping=STOPPING,
     consequence=CONSEQUENCE,
     display_name="SGLang",

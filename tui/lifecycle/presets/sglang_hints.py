@@ -1,8 +1,9 @@
 """SGLang's hints, worded for one release: each names only flags that release's parser takes.
 
-The CUDA-graph and OOM hints used to say `--cuda-graph-max-bs` and `--set disable-cuda-graph`; SGLang 0.5.21
-removed the first (it is `--cuda-graph-max-bs-decode` / `-prefill` from 0.5.18 on, and the old spelling is then
-refused as an ambiguous abbreviation) and 0.5.23 deprecates the second (`--cuda-graph-backend-{decode,prefill}=
+The CUDA-graph and OOM hints used to say `--cuda-graph-max-bs` and `--set disable-cuda-graph`; SGLang 0.5.20
+removed the first (the wheels: 0.5.19 has it, 0.5.20 not; it is `--cuda-graph-max-bs-decode` / `-prefill` from 0.5.15
+on, and the old spelling is then refused as an ambiguous abbreviation) and the second is deprecated from 0.5.15 on
+(its facts; the 0.5.14 wheel already says so) for `--cuda-graph-backend-{decode,prefill}=
 disabled`). Following a hint must never make the server refuse its command line, so the words come from the
 release's facts (tests/unit/test_conformance.py checks every hint of every covered release).
 """
@@ -10,7 +11,7 @@ release's facts (tests/unit/test_conformance.py checks every hint of every cover
 from __future__ import annotations
 
 from tui.lifecycle.presets import HintFn, HintTable
-from tui.lifecycle.presets.common import COMMON_HINTS
+from tui.lifecycle.presets.common import COMMON_HINTS, kernel_hint
 from tui.lifecycle.presets.facts import ReleaseFacts
 from tui.model import FailureKind, Phase
 
@@ -47,6 +48,8 @@ def _max_bs(facts: ReleaseFacts | None) -> str:
 def hints_for(facts: ReleaseFacts | None, known: bool = True) -> HintFn:
     """The hints as this release words them (None: the newest wording, for a preset with no facts at all)."""
     off = graphs_off(facts, known)
+    backends = tuple(f for f in ("--attention-backend", "--moe-runner-backend", "--fp8-gemm-backend")
+                     if facts is None or _has(facts, f))
     max_bs = _max_bs(facts)
     lower = f"lower {max_bs} or --mem-fraction-static" if max_bs else "lower --mem-fraction-static"
     oom_lower = f"lower --mem-fraction-static, or {max_bs}" if max_bs else "lower --mem-fraction-static"
@@ -63,6 +66,7 @@ def hints_for(facts: ReleaseFacts | None, known: bool = True) -> HintFn:
             FailureKind.OOM: f"CUDA out of memory: {oom_lower}, or turn CUDA graphs off ({off}).",
             FailureKind.NCCL: "NCCL failed: one rank probably died first (find the earliest traceback); check the "
                               "GPUs with `nvidia-smi topo -m`, and rerun with NCCL_DEBUG=INFO for details.",
+            FailureKind.KERNEL: kernel_hint(backends),
             FailureKind.PORT_IN_USE: "The port is taken: the previous server may still be shutting down, or another "
                                      "process uses it (`ss -ltnp`).",
             FailureKind.WARMUP: "The HTTP server came up but the warmup request failed: check proxies (no_proxy for "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, rx
+from tui.lifecycle.presets import Classifier, FlagSpec, Marker, Preset, Releases, rx
 from tui.lifecycle.presets.common import (
     BAD_ARGS,
     COMMON_CLASSIFIERS,
     FOREIGN_WORDINGS,
     GENERATION_OK,
     GRAPH_FRAMES,
+    KERNEL_FATAL,
     LOADING_FRAMES,
 )
 from tui.lifecycle.presets.common import STOPPING as COMMON_STOPPING
@@ -67,6 +68,35 @@ MARKERS = (
 
 READY = rx(r"Application startup complete")
 
+#: the releases that log each marker wording that not every covered release logs (the facts of 0.5.5 ... 0.34.0:
+#: each bound is the first covered release with, or without, the wording; tests/unit/test_conformance.py holds every
+#: release to it)
+WORDING_RELEASES = {
+    r"\u2580\u2584\u2580 \u2588\s+version \S": Releases(first="0.15.0"),
+    r"^non-default args:": Releases(first="0.9.2"),
+    r"Initializing a V\d LLM engine \(v": Releases(first="0.8.5"),
+    r"Initializing an LLM engine": Releases(gone="0.8.5"),
+    r"Starting to load model": Releases(gone="0.34.0"),  # with v1/worker/gpu_model_runner.py
+    r"^Loading model from scratch": Releases(first="0.9.2"),
+    r"Loading safetensors checkpoint shards": Releases(gone="0.10.2"),
+    r"Loading weights took": Releases(first="0.8.5"),
+    r"Model loading took": Releases(first="0.8.5"),
+    r"Loading model weights took": Releases(gone="0.10.2"),
+    r"Available KV cache memory": Releases(first="0.9.2"),
+    r"GPU KV cache size": Releases(first="0.8.5", gone="0.30.0"),
+    r"# GPU blocks:": Releases(gone="0.8.5"),
+    r"Dynamo bytecode transform time": Releases(first="0.6.6"),
+    r"Compiling a graph for": Releases(first="0.6.6"),
+    r"torch\.compile takes": Releases(first="0.6.6", gone="0.20.0"),
+    r"Capturing CUDA graph": Releases(first="0.6.6", gone="0.34.0"),
+    r"Capturing the model for CUDA graphs": Releases(gone="0.6.6"),
+    r"Capturing cudagraphs": Releases(first="0.6.6", gone="0.11.0"),
+    r"CUDA graph pool memory": Releases(first="0.20.0"),
+    r"init engine \(profile, create kv cache, warmup model\) took": Releases(first="0.6.6"),
+    r"Starting vLLM (?:API )?server": Releases(first="0.8.5"),
+    r"Supported tasks:": Releases(first="0.6.6"),
+}
+
 #: a clean shutdown, and vLLM's own word for SIGTERM during start-up: its handler `raise KeyboardInterrupt(
 #: "terminated")` (entrypoints/openai/api_server.py 0.8.5-0.25.0, entrypoints/launchers/api_server/entry.py
 #: 0.30.0-0.34.0), until uvicorn installs its own; Python prints it as the traceback's last line
@@ -79,6 +109,10 @@ ENGINE_CORE_DIED = r"Engine core proc \S+ died unexpectedly"
 #: SystemExit()`, worker_main), -15/-2 the stop signal itself: a stop reaching every process at once (systemd), whose
 #: own line follows, not a death
 WORKER_DIED = r"Worker proc \S+ died unexpectedly(?! \(exit code: (?:0|-15|-2)\))"
+#: the API server's monitor saw the engine core process end, unasked (v1/engine/core_client.py, 0.33.0-0.34.0:
+#: `[shutdown] MPClient: engine core exited unexpectedly; starting cleanup`, logged at WARNING, then its cleanup's
+#: `[shutdown]` lines): the engine died, not a requested stop, whatever the `[shutdown]` tag says
+ENGINE_CORE_EXITED = r"engine core exited unexpectedly"
 
 FATAL = rx(
     BAD_ARGS,
@@ -88,6 +122,7 @@ FATAL = rx(
     r"WorkerProc hit an exception",
     r"EngineCore encountered a fatal error",
     ENGINE_CORE_DIED,
+    ENGINE_CORE_EXITED,
     WORKER_DIED,
     r"Process \S+ \(PID: \d+\) died with exit code",
     r"EngineDeadError",
@@ -100,6 +135,7 @@ FATAL = rx(
     r"Watchdog caught collective operation timeout",
     r"terminate called after throwing an instance of",
     r"NCCL error",
+    *KERNEL_FATAL,
 )
 
 #: vLLM's graph-capture phase also covers torch.compile, whose tracebacks name CUDA graph wrappers
@@ -114,11 +150,23 @@ CAPTURE = rx(
     r"capture_end",
 )
 
+#: where a start-up failure happened, by its frames, whatever phase the lines reached: capturing CUDA graphs
+#: (gpu_model_runner.py capture_model, torch/cuda/graphs.py), else profiling memory after load (v1/worker/
+#: gpu_worker.py determine_available_memory -> gpu_model_runner.py profile_run -> _dummy_run, whose forward runs
+#: torch.compile: its `Dynamo bytecode transform time` / `Compiling a graph for` lines are graph-capture's markers;
+#: V0: worker.py determine_num_available_blocks), which is the loading phase's last step, not graph capture
+PLACED_BY_FRAMES = (
+    Marker(Phase.GRAPH_CAPTURE, rx(r"in capture_model\b", r"in _capture_cudagraphs\b", r"graphs\.py.*capture_end",
+                                   r"cudaErrorStreamCapture")),
+    Marker(Phase.LOADING, rx(r"in (?:determine_available_memory|profile_run|determine_num_available_blocks)\b")),
+)
+
 CLASSIFIERS = (
     *COMMON_CLASSIFIERS,
     Classifier(FailureKind.CUDA_GRAPH, CAPTURE),
     Classifier(FailureKind.SCHEDULER_DIED, rx(
         ENGINE_CORE_DIED,
+        ENGINE_CORE_EXITED,
         WORKER_DIED,
         r"Process \S+ \(PID: \d+\) died with exit code",
         r"WorkerProc hit an exception",
@@ -175,6 +223,8 @@ VLLM = Preset(
     # a refused one, was answered by a ready server
     answered=rx(GENERATION_OK, r'"(?:GET|POST|PUT|DELETE) /\S* HTTP/\d(?:\.\d)?" [1-5]\d\d\b'),
     phase_hints=(Marker(Phase.GRAPH_CAPTURE, GRAPH_FRAMES), Marker(Phase.LOADING, LOADING_FRAMES)),
+    placed_by_frames=PLACED_BY_FRAMES,
+    wording_releases=WORDING_RELEASES,
     stopping=STOPPING,
     graph_evidence=CAPTURE,
     display_name="vLLM",

@@ -8,7 +8,7 @@ refuse its command line, so the words come from the release's facts (tests/unit/
 from __future__ import annotations
 
 from tui.lifecycle.presets import HintFn, HintTable
-from tui.lifecycle.presets.common import COMMON_HINTS
+from tui.lifecycle.presets.common import COMMON_HINTS, kernel_hint
 from tui.lifecycle.presets.facts import ReleaseFacts
 from tui.model import FailureKind
 
@@ -25,6 +25,8 @@ def _capture_cap(facts: ReleaseFacts | None) -> str:
 def hints_for(facts: ReleaseFacts | None, known: bool = True) -> HintFn:
     """The hints as this release words them (None: the newest wording, for a preset with no facts at all)."""
     cap = _capture_cap(facts)
+    backends = tuple(f for f in ("--attention-backend", "--linear-backend", "--moe-backend")
+                     if facts is None or facts.option(f) is not None)
     lower = f"lower {cap}, or restart" if cap else "restart"
     return HintTable(
         by_kind={
@@ -40,6 +42,7 @@ def hints_for(facts: ReleaseFacts | None, known: bool = True) -> HintFn:
             FailureKind.SCHEDULER_DIED: "An engine process died: exit code -9 usually means the OS OOM killer (check "
                                         "`dmesg`); otherwise the first traceback is the cause.",
             FailureKind.WARMUP: "The API server failed while starting: read the excerpt.",
+            FailureKind.KERNEL: kernel_hint(backends),
         },
         while_loading={
             FailureKind.OOM: "Not enough GPU memory: memory may still be held by a previous run (`bringup restart` "
