@@ -190,7 +190,8 @@ def tmp_listing() -> list[str]:
 
 async def test_sudo_writes_leave_nothing_in_tmp_even_when_they_fail(units: None, ssh_config: Path) -> None:  # noqa: F811
     """Through sudo, the drop-in goes through no temp file of a guessable name in /tmp (the old one stayed there,
-    0644, when `sudo install` failed): it is made by `mktemp` next to its destination, 0644 once complete."""
+    0644, when `sudo install` failed): it is made by `mktemp` next to its destination, 0600 (it holds the command
+    line and its secrets; systemd reads it as root)."""
     t = SshTransport("testhost-tester", config=[str(ssh_config)])
     try:
         mgr = SystemdManager(t, "bx-env.service", sudo=True)
@@ -203,7 +204,7 @@ async def test_sudo_writes_leave_nothing_in_tmp_even_when_they_fail(units: None,
 
         await mgr.write_argv([*flags, "--bx-flag", "1"])
         assert host("stat", "-c", "%U %a", "/etc/systemd/system/bx-env.service.d/50-bringup.conf").split() == [
-            "root", "644"]
+            "root", "600"]
         assert await new_in_tmp() == set()
         # a write that fails (its directory is a file): the error said, nothing left anywhere
         host("sh", "-c", "rm -rf /etc/systemd/system/bx-env.service.d && touch /etc/systemd/system/bx-env.service.d")

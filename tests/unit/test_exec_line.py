@@ -175,7 +175,8 @@ def test_effective_exec_start_after_resets_and_who_sets_it() -> None:
 
 class FakeHost:
     """A host with a unit's files: `systemctl cat` shows them in systemd's order; root files are written by the
-    manager's one `sh -c` (content on stdin). SFTP writes are a failure: nothing goes through a temp file of ours."""
+    manager's one `sh -c` (content on stdin), and read back through sudo by another. SFTP writes are a failure:
+    nothing goes through a temp file of ours."""
 
     name = "fakehost"
 
@@ -197,6 +198,8 @@ class FakeHost:
         if a[:2] == ["sh", "-c"] and a[3] == "bringup-write":
             assert input is not None and len(input) == int(a[5])
             self.files[a[4]] = input
+        elif a[:2] == ["sh", "-c"] and a[3] == "bringup-read":  # a root file read back through sudo
+            return CommandResult(0, self.files[a[4]], b"") if a[4] in self.files else CommandResult(3, b"", b"")
         elif a[0] == "rm":
             self.files.pop(a[-1], None)
         return CommandResult(0, b"", b"")
@@ -204,7 +207,7 @@ class FakeHost:
     async def read_file(self, path: str) -> bytes | None:
         return self.files.get(path)
 
-    async def write_file(self, path: str, data: bytes) -> None:
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
         raise AssertionError(f"a root file written over SFTP: {path}")
 
 

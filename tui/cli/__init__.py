@@ -31,6 +31,7 @@ from tui.guard.files import UnsafeLocation, check_own_dir
 from tui.guard.redact import ScrubbingWriter, learn_environment
 from tui.lifecycle.presets import FlagValueError
 from tui.managers import ManagerError
+from tui.managers.registry import local_state_dirs
 from tui.ops.wait import STOPPED_GRACE_S
 from tui.transport import TransportError
 from tui.transport.local import KILL_WAIT_S, LIVE_GROUPS, kill_all_children
@@ -175,7 +176,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
                         time_scale=getattr(args, "time_scale", 1.0))
         warning = config_trust_warning(settings.config_file)  # a file another user can write names our commands
-        check_own_dir(settings.state_path(), "state_dir")  # another user's, or one others can write: refused
+        for what, state_dir in local_state_dirs(settings):  # another user's, or one others can write: refused
+            check_own_dir(state_dir, what)
         if warning:
             print(f"bringup: {warning}", file=sys.stderr, flush=True)
         if args.cmd in (None, "console", "demo", "serve"):

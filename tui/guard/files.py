@@ -22,9 +22,13 @@ So every write goes through here, and here:
   moment where another user can open them); `private_dir` tightens a directory of bringup's own that was looser,
   a write never touches a directory that existed (the operator's home, /tmp).
 
-`tests/infra/test_guarded_writes.py` walks the source of `tui/` and `widgets/` and fails on any other write: an
-`open()` for writing, `write_text`, `write_bytes`, `mkdir`, `touch`, `os.open` with `O_CREAT`, `tempfile`'s
-makers, `shutil`'s copies.
+On another host the same rules are `tui/transport/remote_dir.py` (a directory made or checked without following
+links) and the transports' `write_file` (a fresh O_EXCL name, 0600 unless the caller names why, renamed over).
+`tests/infra/test_guarded_writes.py` walks the source of `tui/` and `widgets/` as an allow-list and fails on any
+other write: any `os` call that changes a file (an `os.open` with a flag that is not a read-only `O_*` name), an
+opener whose mode writes or cannot be read, an alias of one, `pathlib`'s, `tempfile`'s and `shutil`'s makers,
+file handlers, databases, a transport's `write_file` and argv lists that make or write files, each other site
+listed with why.
 """
 
 from __future__ import annotations

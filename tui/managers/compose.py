@@ -242,6 +242,8 @@ class ComposeManager(DockerManager):
             ep, cmd = argv[:1], argv[1:]
         main = await self.transport.read_file((await self._files())[1])
         m = _VERSION.search((main or b"").decode("utf-8", "replace"))
+        # 0600 (the transport's default): it holds the server's command line, and the compose tool that reads it
+        # runs as the user bringup acts as
         await self.transport.write_file(f"{self.compose_dir}/{OVERRIDE}",
                                         override_text(self.service, cmd, ep, m[1] if m else "").encode())
 

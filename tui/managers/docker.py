@@ -29,7 +29,8 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from tui.guard.files import write_private
+from tui.errors import PermanentError
+from tui.guard.files import UnsafeLocation, private_dir, write_private
 from tui.guard.text import split_lines
 from tui.managers import AsyncLock, ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.container_create import create_options, env_to_file, split_command, unsupported
@@ -49,6 +50,7 @@ from tui.managers.remote_lock import RemoteLock
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
 from tui.transport.capped import Keep, read_capped
+from tui.transport.remote_dir import private_dir as remote_private_dir
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: `sh -c` with the command as its arguments: the container's stderr joins its stdout on the one stream a
@@ -144,13 +146,23 @@ class DockerManager:
 
     async def _ensure_dir(self) -> None:
         """The state directory, 0700 (made so; one of ours that others could enter is tightened): its records and lock
-        are the operator's."""
-        if not self._dir_made:
-            res = await self.transport.run(["mkdir", "-p", "-m", "700", self.state_dir], timeout=10)
-            if res.rc != 0:
-                raise PermanentManagerError(f"{self.transport.name}: cannot create {self.state_dir}: {res.error_text}")
-            await self.transport.run(["chmod", "go-rwx", self.state_dir], timeout=10)  # not ours: left as it is
-            self._dir_made = True
+        are the operator's. Through the guarded places, never `mkdir -p` and `chmod` (which follow a link another
+        user planted at the name, so that root's chmod reaches /etc): here `guard/files.private_dir`, on another
+        host `transport/remote_dir.py`'s helper; a place another user could have planted in is refused."""
+        if self._dir_made:
+            return
+        try:
+            if self.transport.name == "local":
+                await asyncio.to_thread(private_dir, self.state_dir)
+            else:
+                await remote_private_dir(self.transport, self.state_dir)
+        except UnsafeLocation as e:
+            raise PermanentManagerError(f"{self.transport.name}: {e}") from None
+        except PermanentError as e:
+            raise PermanentManagerError(str(e)) from None
+        except TransportError as e:
+            raise ManagerError(f"{self.transport.name}: cannot create {self.state_dir}: {e}") from None
+        self._dir_made = True
 
     async def _read_json(self, name: str) -> Any:
         data = await self.transport.read_file(self._p(name))

@@ -53,6 +53,18 @@ class Place:
         return str(Path(root).expanduser() / "deployments" / self.name) if local else f"{root}/deployments/{self.name}"
 
 
+def local_state_dirs(settings: Settings) -> list[tuple[str, Path]]:
+    """Every directory on this machine that bringup keeps records in, with the config key that names it: bringup's
+    own state dir and each local host's own (`[hosts.NAME] state_dir`, where the process manager's pid files, logs
+    and flags go). Each must be bringup's own (`guard/files.check_own_dir`, asked at the CLI's entry): one another
+    user can write lets that user plant links there and read the records. A remote host's is checked on that host
+    when first used (`transport/remote_dir.py`)."""
+    found = [("state_dir", settings.state_path())]
+    found += [(f"hosts.{name}.state_dir", Path(host.state_dir).expanduser())
+              for name, host in settings.hosts.items() if host.is_local and host.state_dir]
+    return found
+
+
 @dataclass(frozen=True)
 class ManagerKind(Generic[D]):
     """One kind of manager: the config variant it is configured by, and how it is built from it."""

@@ -8,9 +8,10 @@ Where it lives, and why there: the lock file and its record sit in a directory t
 on the host can write (root, for the systemd manager as root or with sudo: `/run/bringup`, systemd.py). A directory
 others can write (the old `/run/lock`) lets any local user hold the lock forever, forge the record, or plant a
 symbolic link that makes bringup write its record through it as root. So the command on the host (`_SCRIPT`, one
-`sh -c` with every path an argument, never spliced into the script) refuses, with the reason, a directory that is a
-symbolic link, is not owned by that user, or is writable by group or others, and a parent that others can write
-without the sticky bit; it creates the directory 0755 (its record readable by every operator: it says who holds the
+`sh -c` with every path an argument, never spliced into the script) checks the directory with the one guarded
+directory helper (`transport/remote_dir.py`'s `guard_dir`: refused, with the reason, a directory that is a symbolic
+link, is not owned by that user, or is writable by group or others, and a parent that others can write without the
+sticky bit); it creates the directory 0755 (its record readable by every operator: it says who holds the
 lock, nothing secret) and the lock file 0600 (no one else can open it, so no one else can hold it). The lock file is
 created with O_NOFOLLOW (`dd oflag=nofollow`), the file opened to hold it is checked to be that file, and the record
 is written to a fresh `mktemp` file renamed over the old one (a rename replaces a link, never follows it).
@@ -32,38 +33,16 @@ from tui.errors import PermanentError as Permanent
 from tui.managers import LockHeld, LockInfo, ManagerError, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
 from tui.transport import Transport, TransportError, process_alive
+from tui.transport.remote_dir import GUARD_DIR
 
 #: the command on the host: `sh -c _SCRIPT bringup-lock OP PATH RECORD`, OP take (hold the lock until our channel
 #: closes; RECORD without its closing brace, the holder's pid is added) or record (write RECORD into PATH.owner).
 #: Answers one line: `locked`, `written`, `busy [PID USER COMMAND]` or `refused: WHY`.
-_SCRIPT = r"""
-set -fu
+_SCRIPT = GUARD_DIR + r"""
 op=$1 f=$2 rec=${3-}
 case $f in */*) d=${f%/*} ;; *) d=. ;; esac
 [ -n "$d" ] || d=/
-case $d in */*) p=${d%/*} ;; *) p=. ;; esac
-[ -n "$p" ] || p=/
-me=$(id -u)
-refuse() { echo "refused: $*"; exit 3; }
-# owner uid, octal mode, owner name of a path itself (stat without -L: a link is not followed)
-meta() { stat -c '%u %a %U' -- "$1" 2>/dev/null; }
-[ -d "$p" ] || mkdir -p -- "$p" 2>/dev/null || refuse "cannot create $p"
-set -- $(meta "$p")
-[ $# -eq 3 ] || refuse "cannot read $p"
-[ "$1" = 0 ] || [ "$1" = "$me" ] || refuse "$p (above the lock's directory) belongs to $3, not to root or to uid $me"
-m=$((0$2))
-if [ $((m & 18)) -ne 0 ] && [ $((m & 512)) -eq 0 ]; then
-    refuse "$p (above the lock's directory) is writable by others (mode $2) and not sticky"
-fi
-if [ -L "$d" ]; then refuse "$d is a symbolic link (to $(readlink -- "$d")), not a directory of its own"; fi
-if [ ! -e "$d" ]; then
-    mkdir -m 0755 -- "$d" 2>/dev/null || [ -d "$d" ] || refuse "cannot create $d"
-fi
-if [ -L "$d" ] || [ ! -d "$d" ]; then refuse "$d is not a directory"; fi
-set -- $(meta "$d")
-[ $# -eq 3 ] || refuse "cannot read $d"
-[ "$1" = "$me" ] || refuse "$d belongs to $3 (uid $1), not to uid $me: remove it, or make it uid $me's"
-if [ $(($((0$2)) & 18)) -ne 0 ]; then refuse "$d is writable by group or others (mode $2): chmod go-w it"; fi
+guard_dir "$d" 755 me 0
 record() {  # $1 into PATH.owner, atomically: a fresh file renamed over the old one (a link is replaced, not followed)
     t=$(mktemp -- "$f.owner.XXXXXX" 2>/dev/null) || refuse "cannot write in $d"
     printf '%s' "$1" >"$t" && chmod 0644 -- "$t" && mv -f -- "$t" "$f.owner" \

@@ -9,7 +9,9 @@
   after bringup's that also sets ExecStart= is refused, naming it. Flags equal to the unit's own command line
   remove the drop-in: the unit runs exactly what it says again. The previous drop-in is kept next to it for
   rollback. Files are written as root through one `sh -c` on the host (a `mktemp` in the drop-in's directory,
-  renamed into place, 0644 only once complete): nothing in /tmp, no name anyone can guess. Never a sed on the unit.
+  checked by the guarded directory helper, renamed into place): nothing in /tmp, no name anyone can guess, and 0600,
+  for they hold the server's command line (an `--api-key`): systemd reads them as root, and bringup reads them back
+  through sudo when it acts as root through sudo. Never a sed on the unit.
 - The journal: `journalctl -u UNIT -o json -f`, every entry tied to its `_SYSTEMD_INVOCATION_ID`; after a lost
   connection the stream resumes with `--after-cursor`, so no line is lost or repeated.
 - A run's journal read back (`read_log`: a run that ended unfollowed) is bounded (log_window.py): its first entries
@@ -42,6 +44,7 @@ from tui.managers.systemd_show import batch_for
 from tui.model import LogLine, UnitState
 from tui.transport import CommandResult, Transport, TransportError
 from tui.transport.capped import read_capped
+from tui.transport.remote_dir import GUARD_DIR
 
 PROPS = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "ExecMainStatus", "ExecMainCode",
          "NRestarts", "ActiveEnterTimestamp", "ExecMainStartTimestamp", "InactiveEnterTimestamp", "Result",
@@ -62,10 +65,13 @@ _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.service$")
 _USER_LOCK_DIR = ('u=$(id -u); if [ "$u" = 0 ]; then echo ' + LOCK_DIR + '; '
                   'elif [ -d "/run/user/$u" ] && [ "$(stat -c %u "/run/user/$u")" = "$u" ]; then '
                   'echo "/run/user/$u/bringup"; else echo "$HOME/.cache/bringup-$(uname -n)"; fi')
-#: a root file from stdin (`$2` bytes): a mktemp next to it, 0644 once complete, renamed over it; removed on failure
-_WRITE = ('set -eu; d=$(dirname -- "$1"); mkdir -p -- "$d"; t=$(mktemp -- "$d/.bringup.XXXXXXXX"); '
-          'trap \'rm -f -- "$t"\' EXIT; head -c "$2" >"$t"; [ "$(stat -c %s -- "$t")" = "$2" ]; '
-          'chmod 0644 -- "$t"; mv -f -- "$t" "$1"; trap - EXIT')
+#: a root file from stdin (`$2` bytes): its directory made or checked by the one guarded helper (remote_dir.py: no
+#: link followed, none another user can write), a mktemp next to it (0600: it holds the server's command line and its
+#: secrets, and systemd reads unit files as root), renamed over it once complete; removed on failure
+_WRITE = GUARD_DIR + (
+    'set -e; d=$(dirname -- "$1"); guard_dir "$d" 755 me-or-root 0; t=$(mktemp -- "$d/.bringup.XXXXXXXX"); '
+    'trap \'rm -f -- "$t"\' EXIT; head -c "$2" >"$t"; [ "$(stat -c %s -- "$t")" = "$2" ]; '
+    'mv -f -- "$t" "$1"; trap - EXIT')
 
 
 def parse_show(text: str) -> dict[str, str]:
@@ -238,20 +244,34 @@ class SystemdManager:
         return None
 
     async def read_argv(self) -> list[str]:
-        return exec_start_from_cat(await self._run(["systemctl", "cat", self.unit]))
+        # through sudo when bringup acts as root that way: `systemctl cat` reads the files itself, and the drop-in
+        # is root's, 0600
+        return exec_start_from_cat(await self._run(["systemctl", "cat", self.unit], priv=True))
 
     async def _write_root_file(self, path: str, data: bytes) -> None:
-        """A file of root's (a drop-in, a saved argv), written on the host by one command, the content on stdin:
-        a `mktemp` in its own directory, 0644 once complete, renamed into place (removed if anything fails)."""
+        """A file of root's (a drop-in, a saved argv), written on the host by one command, the content on stdin
+        (`_WRITE`: 0600 from the start, its directory checked, renamed into place, removed if anything fails)."""
         await self._run(["sh", "-c", _WRITE, "bringup-write", path, str(len(data))], priv=True, input=data)
+
+    async def _read_root_file(self, path: str) -> bytes | None:
+        """A file `_write_root_file` wrote (None when it is not there): read as the user bringup acts as, through
+        sudo when it acts as root that way (the file is root's, 0600)."""
+        if not self.sudo:
+            return await self.transport.read_file(path)
+        res = await self.transport.run(self._priv(["sh", "-c", '[ -e "$1" ] || exit 3; exec cat -- "$1"',
+                                                   "bringup-read", path]), timeout=30)
+        if res.rc == 3:
+            return None
+        self._checked(["cat", path], res)
+        return res.stdout
 
     async def write_argv(self, argv: Sequence[str], report: Report = unreported) -> None:
         if not argv:
             raise ManagerError("refusing to write an empty ExecStart")
         dest = f"{self.dropin_dir}/{DROPIN}"
-        cat = await self._run(["systemctl", "cat", self.unit])
+        cat = await self._run(["systemctl", "cat", self.unit], priv=True)
         text = self._exec_start_for(cat, list(argv), dest)
-        old = await self.transport.read_file(dest)
+        old = await self._read_root_file(dest)
         if old is not None:
             await self._write_root_file(dest + ".previous", old)
         await self.save_argv("previous", values(cat))
@@ -300,9 +320,9 @@ class SystemdManager:
             raise PermanentManagerError(f"{where}: cannot rewrite its ExecStart= exactly: {e}") from None
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
-        data = await self.transport.read_file(f"{self.dropin_dir}/bringup-{which}.json")
+        data = await self._read_root_file(f"{self.dropin_dir}/bringup-{which}.json")
         if data is None and which == "previous":
-            prev = await self.transport.read_file(f"{self.dropin_dir}/{DROPIN}.previous")
+            prev = await self._read_root_file(f"{self.dropin_dir}/{DROPIN}.previous")
             return exec_start_from_cat(prev.decode()) if prev else None
         try:
             v = json.loads(data) if data else None

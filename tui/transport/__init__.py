@@ -86,8 +86,11 @@ class Transport(Protocol):
         loop and of a thread."""
         ...
 
-    async def write_file(self, path: str, data: bytes) -> None:
-        """Write atomically (temp file + rename), creating parent directories."""
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
+        """Write atomically (a fresh O_EXCL temp file + rename, no link followed), creating parent directories
+        (0700) through the guarded place of the host (`guard/files.py` here, `remote_dir.py` on another host). The
+        file is created `mode`, given to the call that creates it: 0600 by default, for what bringup writes holds
+        command lines and their secrets; a caller that needs another program to read it names the mode and why."""
         ...
 
     async def close(self) -> None: ...

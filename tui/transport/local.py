@@ -7,11 +7,10 @@ import contextlib
 import errno
 import os
 import signal
-import stat
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
-from tui.guard.files import UnsafeLocation, write_private
+from tui.guard.files import FILE_MODE, UnsafeLocation, write_private
 from tui.transport import CommandResult, PermanentTransportError, TransportError
 from tui.transport.lines import LineSplitter
 
@@ -185,16 +184,10 @@ class LocalTransport:
     async def read_files(self, paths: Sequence[str]) -> list[bytes | None]:
         return await asyncio.to_thread(lambda: [_read(p) for p in paths])
 
-    async def write_file(self, path: str, data: bytes) -> None:
+    async def write_file(self, path: str, data: bytes, *, mode: int = FILE_MODE) -> None:
         def _write() -> None:
-            # through tui/guard/files.py: no link followed, a directory another user can write refused. The file
-            # keeps the mode it had (a compose override the operator made 0640 stays so), else the one a file of
-            # the operator's would get (0644, less the umask): what reads it (compose, systemd) may not be us
-            try:
-                st = os.stat(path, follow_symlinks=False)
-                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
-            except OSError:
-                mode = 0o644
+            # through tui/guard/files.py: no link followed, a directory another user can write refused, the file
+            # created `mode` (0600 unless the caller names why another program must read it)
             write_private(path, data, mode=mode)
 
         try:

@@ -33,8 +33,9 @@ from typing import Any
 import asyncssh
 
 from tui.errors import PermanentError
+from tui.guard.files import FILE_MODE
 from tui.guard.text import split_lines
-from tui.transport import CommandResult, TransportError
+from tui.transport import CommandResult, TransportError, remote_dir
 from tui.transport.local import StreamLines
 from tui.transport.ssh_errors import classify
 from tui.transport.ssh_known_hosts import KnownHosts, known_hosts_checked, refused_host_key
@@ -116,6 +117,9 @@ class SshTransport:
         self.last_error: TransportError | None = None
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
+        #: directories `write_file` has made or checked on the host (remote_dir.py): once a directory of ours no
+        #: one else can write, it stays so
+        self._dirs_checked: set[str] = set()
         self._lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(MAX_CHANNELS)
         self._closed = False
@@ -340,23 +344,30 @@ class SshTransport:
             return True
         return True
 
-    async def write_file(self, path: str, data: bytes) -> None:
-        # a fresh name, created exclusively (FXF_EXCL, the server's O_EXCL): a link or file another user of the host
-        # planted at a name they could guess is never written through
+    async def write_file(self, path: str, data: bytes, *, mode: int = FILE_MODE) -> None:
+        """Atomically: a fresh name, created exclusively (FXF_EXCL, the server's O_EXCL) with `mode` given at the
+        open (SFTP attrs: no moment where the host's umask or a chmod after leaves it readable), renamed over `path`;
+        a link or file another user of the host planted at a name they could guess is never written through. Its
+        directory is made or checked first by the one guarded helper (`remote_dir.py`: no link followed, none that
+        another user can write); SFTP's `makedirs` would follow a planted link."""
+        parent = os.path.dirname(path)
+        if parent and parent not in self._dirs_checked:
+            await remote_dir.private_dir(self, parent, root_ok=True, tighten=False)
+            self._dirs_checked.add(parent)
         tmp = f"{path}.bringup-{secrets.token_hex(6)}.tmp"
         conn, sftp = await self._sftp_client()
         try:
-            parent = os.path.dirname(path)
-            if parent:
-                await sftp.makedirs(parent, exist_ok=True)
             step = max(1024, min(SFTP_CHUNK, sftp.limits.max_write_len or SFTP_CHUNK))
-            async with sftp.open(tmp, "xb", block_size=0) as f:  # no parallel-I/O tasks: see read_file
+            attrs = asyncssh.SFTPAttrs(permissions=mode)
+            async with sftp.open(tmp, "xb", attrs, block_size=0) as f:  # no parallel-I/O tasks: see read_file
                 for at in range(0, len(data), step):
                     await f.write(data[at:at + step])
             await sftp.posix_rename(tmp, path)
         except asyncssh.SFTPConnectionLost as e:
             raise self._failed(conn, e) from None
         except asyncssh.SFTPError as e:
+            with contextlib.suppress(asyncssh.Error, OSError):
+                await sftp.remove(tmp)
             raise TransportError(f"{self.destination}: cannot write {path}: {e.reason}") from None
         except (asyncssh.Error, OSError) as e:
             raise self._failed(conn, e) from None
