@@ -58,17 +58,26 @@ def write_private(path: str, data: bytes) -> None:
 
 
 def private_dir(path: str) -> None:
-    """`path` and any missing parent made 0700; `path` itself, when it existed, is ours and others can enter it,
-    tightened. A parent that existed is never touched: it is someone's choice (as root, tightening the first existing
-    parent of `/tmp/x/run` made `/tmp` 0700 and dropped its sticky bit, locking every other user out of it)."""
+    """`path` and any missing parent made 0700; `path` itself must then be a real directory (not a link) of ours or
+    root's that no other user can write, else the supervisor stops with the reason (bringup's guard/files.py rule,
+    kept here in stdlib: this runs alone on the host). One of ours that others can enter is tightened, through a
+    descriptor opened without following a link. A parent that existed is never touched: it is someone's choice (as
+    root, tightening the first existing parent of `/tmp/x/run` made `/tmp` 0700 and dropped its sticky bit)."""
     _make_missing(path)
-    st = os.stat(path)
-    if st.st_uid == os.geteuid() and st.st_mode & 0o077:
-        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o022:
+            raise PermissionError(f"refusing to use {path}: owned by uid {st.st_uid} or writable by others "
+                                  f"(mode {stat.S_IMODE(st.st_mode):04o})")
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o700)
+    finally:
+        os.close(fd)
 
 
 def _make_missing(path: str) -> None:
-    if os.path.isdir(path):
+    if os.path.lexists(path):
         return
     parent = os.path.dirname(path.rstrip("/"))
     if parent and parent != path:
