@@ -23,6 +23,7 @@ from typing import Any
 from tui.config import DeploymentConfig, Settings
 from tui.exit_codes import ExitCode
 from tui.guard.redact import BOOK
+from tui.lifecycle.secrets import redact_argv, redact_flags
 from tui.managers import ManagerError
 from tui.model import Outcome, Result, Step, StepStatus
 from tui.ops.change import ChangeRefused, LastReady, last_ready, plan_change
@@ -101,6 +102,8 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         # before the plan: a restart whose release wait has no readings to go on is refused before it is asked
         # about (a start, when it would start: under the lock, by the protocol)
         w.dep = with_release_grace(dep, args)
+        for item in getattr(args, "sets", None) or []:  # a secret typed here: hidden even in a refusal repeating it
+            BOOK.learn_set(item)
         without_evidence = bool(getattr(args, "without_gpu_evidence", False))
         plan = await plan_change(w, getattr(args, "sets", []), getattr(args, "unsets", []),
                                  force=getattr(args, "force", False), gpus=w if restart else None,
@@ -172,8 +175,10 @@ RAN_AND_FAILED = frozenset({Result.FAILED, Result.ROLLED_BACK, Result.TIMED_OUT}
 
 
 def _flag_words(values: dict[str, str | None]) -> str:
-    return " ".join(f"--{k}" + ("" if v is None else f" {shlex.quote(v)}") for k, v in values.items()) or \
-        "(none of the flags bringup knows)"
+    """The flags as shell words, each secret's value `***`: redacted before quoting, since a value quoted first
+    (`'sk-pa'"'"'ss'` for one with a quote) is no longer the value the redactor looks for."""
+    return " ".join(f"--{k}" + ("" if v is None else f" {shlex.quote(v)}") for k, v in redact_flags(values).items()) \
+        or "(none of the flags bringup knows)"
 
 
 def _last_ready(name: str, good: LastReady | None, outcome: Outcome, *, rollback_asked: bool) -> \
@@ -185,7 +190,7 @@ def _last_ready(name: str, good: LastReady | None, outcome: Outcome, *, rollback
                       "(--rollback goes back to the last ones that did, once some have)"]
     rolled_back = outcome.result is Result.ROLLED_BACK
     back = "" if rolled_back else good.command
-    d = {"argv": list(good.argv), "flags": good.flags, "command": back or None}
+    d: dict[str, Any] = {"argv": redact_argv(good.argv), "flags": redact_flags(good.flags), "command": back or None}
     lines = [f"last flags that reached ready: {_flag_words(good.flags)}"]
     if rolled_back:
         lines.append("--rollback went back to them (see its result above)")
@@ -194,8 +199,8 @@ def _last_ready(name: str, good: LastReady | None, outcome: Outcome, *, rollback
                      "--rollback would have nothing to go back to")
     else:
         lines.append(f"to go back to them: {back}" if back else
-                     f"to go back to them: write them back by hand (other arguments differ too): "
-                     f"{shlex.join(good.argv)}")
+                     f"to go back to them: write them back by hand (other arguments differ too, or a secret's value, "
+                     f"which is never printed): {shlex.join(redact_argv(good.argv))}")
         if rollback_asked and outcome.result is Result.TIMED_OUT:
             lines.append("--rollback goes back after a failure, not after a timeout (the run may still come up)")
         elif not rollback_asked:

@@ -55,12 +55,13 @@ def is_secret(name: str) -> bool:
     return not any(w in _NOT_SECRET_WORDS for w in words)
 
 
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """The command line with every secret's value `***`: `--api-key V`, `--api-key=V`, `HF_TOKEN=V`."""
-    return _redact(argv, env=True)
+def redact_argv(argv: Sequence[str], also: frozenset[str] = frozenset()) -> list[str]:
+    """The command line with every secret's value `***`: `--api-key V`, `--api-key=V`, `HF_TOKEN=V`; `also`: more
+    flag names (dashes and all, `--served-model-name`) to take as secret, the ones a config declares."""
+    return _redact(argv, env=True, also=also)
 
 
-def _redact(argv: Sequence[str], *, env: bool) -> list[str]:
+def _redact(argv: Sequence[str], *, env: bool, also: frozenset[str] = frozenset()) -> list[str]:
     out: list[str] = []
     hide_next = False
     for a in argv:
@@ -71,7 +72,7 @@ def _redact(argv: Sequence[str], *, env: bool) -> list[str]:
         hide_next = False
         if a.startswith("-"):
             name, eq, _ = a.partition("=")
-            if is_secret(name):
+            if is_secret(name) or name in also:
                 if eq:
                     out.append(f"{name}={REDACTED}")
                     continue
@@ -83,10 +84,11 @@ def _redact(argv: Sequence[str], *, env: bool) -> list[str]:
     return out
 
 
-def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
+def redact_flags(flags: Mapping[str, V], also: frozenset[str] = frozenset()) -> dict[str, V | str]:
     """A flags mapping (name without dashes -> value, None for an unset flag or a switch) with every secret's value
-    `***`."""
-    return {k: (REDACTED if v is not None and is_secret(k) else v) for k, v in flags.items()}
+    `***`; `also`: more flag names (`--served-model-name`) to take as secret."""
+    return {k: (REDACTED if v is not None and (is_secret(k) or "--" + k.lstrip("-") in also) else v)
+            for k, v in flags.items()}
 
 
 def redact_text(text: str) -> str:

@@ -211,6 +211,7 @@ def going_back(deployment: str, failed: Mapping[str, str | None], ready: Mapping
     """The `bringup restart` that puts the flags of a ready run back, from a failed run's; "" when they are the
     same. A secret's redacted value cannot be given back, so such a change is left to the operator (said)."""
     words: list[str] = []
+    failed, ready = redact_flags(failed), redact_flags(ready)  # before quoting: a quoted value is no longer found
     for name in sorted(set(failed) | set(ready)):
         if name not in ready:
             words += ["--unset", name]

@@ -16,25 +16,40 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from tui.guard import secret_names
-from tui.guard.redact import scrub
+from tui.guard.redact import BOOK, scrub
 from tui.guard.secret_names import REDACTED, is_secret, secret_values, unredact_argv
 
-__all__ = ["REDACTED", "is_secret", "redact_argv", "redact_flags", "redact_text", "secret_values", "unredact_argv"]
+__all__ = ["REDACTED", "is_secret", "is_secret_flag", "redact_argv", "redact_flags", "redact_text", "redact_value",
+           "secret_values", "unredact_argv"]
 
 V = TypeVar("V")
+
+
+def is_secret_flag(name: str) -> bool:
+    """Whether a flag (`api-key`, `--api-key`) holds a secret: by the name rule, or because the config declares it
+    secret (`secret_flags`)."""
+    return is_secret(name) or ("--" + name.strip().lstrip("-")) in BOOK.declared
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """The command line with every secret's value `***`: `--api-key V`, `--api-key=V`, `HF_TOKEN=V`, a declared
     secret flag's value, and any value the redactor knows."""
-    return [scrub(a) for a in secret_names.redact_argv(argv)]
+    return [scrub(a) for a in secret_names.redact_argv(argv, BOOK.declared)]
 
 
 def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
     """A flags mapping (name without dashes -> value, None for an unset flag or a switch) with every secret's value
-    `***`: by name, and by the redactor's book."""
-    named = secret_names.redact_flags(flags)
+    `***`: by name, a declared secret flag's, and by the redactor's book. Applied where the mapping is built into
+    what is shown (`bringup flags`, `status`, the flags dialog), so that a short value (`k3y-7`), which the book
+    hides only as a word, is hidden by its name whatever the layout around it."""
+    named = secret_names.redact_flags(flags, BOOK.declared)
     return {k: scrub(v) if isinstance(v, str) else v for k, v in named.items()}
+
+
+def redact_value(name: str, value: str) -> str:
+    """One flag's value as it may be shown: `***` for a secret flag's (by name or declared), else the value
+    scrubbed of every secret the book knows."""
+    return REDACTED if is_secret_flag(name) else scrub(value)
 
 
 def redact_text(text: str) -> str:

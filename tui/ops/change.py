@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tui.guard.redact import scrub
 from tui.lifecycle.flags import (
     FlagChange,
     apply_changes,
@@ -26,6 +27,7 @@ from tui.lifecycle.flags import (
     unknown_flag,
 )
 from tui.lifecycle.presets import FlagSpec, FlagValueError
+from tui.lifecycle.secrets import is_secret_flag, redact_text
 from tui.ops.evidence import EvidenceView, accepted_by, no_evidence, refusal
 
 __all__ = ["ChangePlan", "ChangeRefused", "FlagView", "LastReady", "Refusal", "last_ready", "moved_since",
@@ -94,7 +96,8 @@ class ChangePlan:
 
     old: tuple[str, ...]
     new: tuple[str, ...]
-    #: the change in words, one line a flag (`+ --disable-cuda-graph`): what is confirmed and noted in the lock
+    #: the change in words, one line a flag (`+ --disable-cuda-graph`), secrets' values `***` (`shown_diff`): what
+    #: is confirmed and noted in the lock
     changes: tuple[str, ...]
     #: the requests that change nothing, each with why (`--unset X` when X is not set), said as notes
     noops: tuple[str, ...] = ()
@@ -175,7 +178,7 @@ def _nothing_to_change(old: Sequence[str], asked: Sequence[_Asked], specs: Seque
 
 def plan_argv(old: Sequence[str], new: Sequence[str], specs: Sequence[FlagSpec]) -> ChangePlan:
     """The plan from the flags as they are to given ones (a rollback to the last flags that reached ready)."""
-    return ChangePlan(tuple(old), tuple(new), tuple(diff(old, new, specs)))
+    return ChangePlan(tuple(old), tuple(new), shown_diff(old, new, specs))
 
 
 def _plan(old: Sequence[str], asked: Sequence[_Asked], specs: Sequence[FlagSpec], *,
@@ -190,7 +193,7 @@ def _plan(old: Sequence[str], asked: Sequence[_Asked], specs: Sequence[FlagSpec]
     if asked and not changed and not force:
         return ChangeRefused(Refusal.NOTHING_TO_CHANGE, f"nothing to change: {'; '.join(noops)}; restarting would "
                              "change no flag (--force restarts anyway)")
-    return ChangePlan(tuple(old), tuple(new), tuple(diff(old, new, specs)), tuple(noops) if changed else ())
+    return ChangePlan(tuple(old), tuple(new), shown_diff(old, new, specs), tuple(noops) if changed else ())
 
 
 async def plan_change(view: FlagView, sets: Sequence[str] = (), unsets: Sequence[str] = (), *,
@@ -243,7 +246,8 @@ class LastReady:
     flags: dict[str, str | None]
     #: going back, as a plan from the failed flags
     back: ChangePlan
-    #: the `bringup restart ... --yes` that goes back, or "" when --set/--unset cannot say it
+    #: the `bringup restart ... --yes` that goes back, or "" when --set/--unset cannot say it (or it would hold a
+    #: secret's value: it is printed)
     command: str
 
     @property
@@ -260,9 +264,18 @@ def _others(argv: Sequence[str], specs: Sequence[FlagSpec]) -> list[str]:
     return rest
 
 
+def shown_diff(old: Sequence[str], new: Sequence[str], specs: Sequence[FlagSpec]) -> tuple[str, ...]:
+    """The change in words with every secret's value `***` (`~ --api-key *** -> ***`): a plan's words are shown as
+    they are by every front end (the console's confirmation, in a served console's browser too), noted in the lock
+    and recorded, so they are redacted once, here, where they are made."""
+    return tuple(redact_text(line) for line in diff(old, new, specs))
+
+
 def _back_to(name: str, failed: Sequence[str], good: Sequence[str], specs: Sequence[FlagSpec]) -> str:
     """The `bringup restart` that goes from the failed flags back to the good ones, or "" when --set/--unset cannot
-    say it (other arguments differ, or a saved value this bringup would not write)."""
+    say it (other arguments differ, or a saved value this bringup would not write), or when it would have to give a
+    secret's value: this command is printed, and a command with `***` in it would set `***` (`--rollback` goes back
+    without printing it)."""
     now, then = current_values(failed, specs), current_values(good, specs)
     unsets = [flag for flag in now if flag not in then]
     sets = [flag if value is None else f"{flag}={value}" for flag, value in then.items()
@@ -275,6 +288,9 @@ def _back_to(name: str, failed: Sequence[str], good: Sequence[str], specs: Seque
     except FlagValueError:
         return ""
     words = [w for flag in unsets for w in ("--unset", flag)] + [w for item in sets for w in ("--set", item)]
+    changed = [flag for flag, value in then.items() if value is not None and (flag not in now or now[flag] != value)]
+    if any(is_secret_flag(flag) for flag in changed) or any(scrub(w) != w for w in words):
+        return ""
     return shlex.join(["bringup", "restart", name, *words, "--yes"])
 
 

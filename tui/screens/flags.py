@@ -1,6 +1,10 @@
 """The flags panel: the preset's flags with their current values; space/enter toggles a switch or edits a value
 (validated as typed), pending changes are listed, `u` undoes the last one, and `a` applies them (the app then asks
-for confirmation and restarts). Esc closes it and says what it dropped."""
+for confirmation and restarts). Esc closes it and says what it dropped.
+
+A secret flag's value (`--api-key`, a flag the config declares secret: `tui/lifecycle/secrets.py`) is shown as `***`
+everywhere here (its row, the pending line, the notifications) and typed into a password box: the dialog is on the
+screen of whoever stands behind the operator, and in a served console's browser (issue 47)."""
 
 from __future__ import annotations
 
@@ -14,8 +18,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
+from tui.guard.redact import hide
 from tui.lifecycle.flags import FlagChange
 from tui.lifecycle.presets import FlagSpec, FlagValueError
+from tui.lifecycle.secrets import is_secret_flag, redact_value
 from tui.screens.closing import ClosingModal
 from tui.words import plural
 
@@ -31,6 +37,13 @@ VALUE_MIN = 8
 def title_for(target: str) -> str:
     """The dialog's title, naming what `a` will restart (`sim-d on gpu-b`) before the keys."""
     return TITLE.replace("Flags · ", f"Flags · {target} · ", 1) if target else TITLE
+
+
+def shown_change(ch: FlagChange) -> str:
+    """A pending change as the dialog says it (`--api-key ***`): a secret's new value hidden."""
+    if ch.remove or ch.value is None:
+        return ch.describe()
+    return FlagChange(ch.name, redact_value(ch.name, ch.value)).describe()
 
 
 def kind_text(f: FlagSpec) -> str:
@@ -159,7 +172,7 @@ class FlagsScreen(ClosingModal[list[FlagChange] | None]):
         style = "bold yellow" if pending else ""
         if f.kind == "bool":
             return Text("on" if present else "off", style=style or ("green" if present else "dim"))
-        return Text(value if present and value is not None else "-", style=style)
+        return Text(redact_value(f.name, value) if present and value is not None else "-", style=style)
 
     def _refresh_row(self, f: FlagSpec) -> None:
         if self._widths()[1] != self._natural_value:
@@ -168,7 +181,7 @@ class FlagsScreen(ClosingModal[list[FlagChange] | None]):
         self._show_pending()
 
     def _show_pending(self) -> None:
-        lines = [ch.describe() for ch in self.pending.values()]
+        lines = [shown_change(ch) for ch in self.pending.values()]
         txt = Text("pending: " + ("; ".join(lines) if lines else "none"),
                    style="bold yellow" if lines else "dim")
         self.query_one("#pending", Static).update(txt)
@@ -248,6 +261,7 @@ class FlagsScreen(ClosingModal[list[FlagChange] | None]):
                                    f" ({kind_text(f)}): Enter sets it, empty removes it, Esc cancels"))
         label.remove_class("hidden")
         inp = self.query_one("#flag-input", Input)
+        inp.password = is_secret_flag(f.name)  # typed as dots: the value is never painted
         inp.remove_class("hidden")
         inp.placeholder = f"{f.option} ({kind_text(f)}); empty removes it"
         inp.value = value or ""
@@ -261,8 +275,14 @@ class FlagsScreen(ClosingModal[list[FlagChange] | None]):
             try:
                 self._editing.validate(event.value)
             except FlagValueError as e:
-                err = str(e)
+                err = self._error_text(e, event.value)
         self.query_one("#flag-error", Static).update(Text(err, style="red"))
+
+    def _error_text(self, e: FlagValueError, value: str) -> str:
+        """A refusal as shown: a secret flag's value typed so far is not repeated in it."""
+        f = self._editing
+        text = str(e)
+        return hide(text, value) if f is not None and is_secret_flag(f.name) and value else text
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         f = self._editing
@@ -272,7 +292,7 @@ class FlagsScreen(ClosingModal[list[FlagChange] | None]):
             change = (FlagChange(f.name, None, remove=True) if not event.value
                       else FlagChange(f.name, f.validate(event.value)))
         except FlagValueError as e:
-            self.query_one("#flag-error", Static).update(Text(str(e), style="red"))
+            self.query_one("#flag-error", Static).update(Text(self._error_text(e, event.value), style="red"))
             return
         self._close_editor()
         self._set(f, change)
@@ -327,7 +347,7 @@ class FlagsScreen(ClosingModal[list[FlagChange] | None]):
             return
         n = len(self.pending)
         if n:
-            what = "; ".join(ch.describe() for ch in self.pending.values())
+            what = "; ".join(shown_change(ch) for ch in self.pending.values())
             self.notify(f"{plural(n, 'pending flag change')} dropped ({what}): nothing was changed on the server",
                         severity="warning", timeout=6, markup=False)  # values are the user's text
         self.dismiss(None)
