@@ -135,7 +135,7 @@ def _from_words(view: FlagView, sets: Sequence[str], unsets: Sequence[str]) -> l
     bringup knows. An unknown flag is refused, never written: bringup cannot tell a switch from an option that
     takes a value without its spec, and a server given an option it does not know exits at once (the running one
     already stopped). A close known name is suggested (`tpsize` -> `tp-size`). A flag of another release is named
-    as such: SGLang 0.5.21 removed `--cuda-graph-max-bs`."""
+    as such: SGLang 0.5.20 removed `--cuda-graph-max-bs`."""
     listing = f"bringup flags {view.name}"
     for items, specs, others in ((sets, view.offered_flags, view.flag_specs), (unsets, view.flag_specs, ())):
         known, other = _spec_names(specs), _spec_names(others)
