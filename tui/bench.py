@@ -19,6 +19,7 @@ import httpx
 
 from tui.collectors import server_http
 from tui.collectors.bounded import BODY_MAX, capped_lines, fetch, read_capped
+from tui.guard.numbers import MAX_WHOLE, whole_or_none
 from tui.words import plural
 
 #: the most streams at once that bringup's benchmark client drives, for `bringup bench --concurrency` and a sweep's
@@ -113,8 +114,8 @@ async def one_request(client: httpx.AsyncClient, model: str, prompt: str, max_to
                 except ValueError:
                     continue
                 usage = obj.get("usage") or {}
-                if usage.get("completion_tokens"):
-                    usage_tokens = int(usage["completion_tokens"])
+                if n := whole_or_none(usage.get("completion_tokens"), low=0, high=MAX_WHOLE):  # tui/guard/numbers.py
+                    usage_tokens = n
                 for ch in obj.get("choices") or []:
                     delta = ch.get("delta") or {}
                     if delta.get("content") or delta.get("reasoning_content"):

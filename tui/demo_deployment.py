@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from tui.deployments import ConfigError, HostConfig, ProcessDeployment
+from tui.guard.numbers import whole
 
 #: the built-in deployment's name
 DEMO = "demo"
@@ -25,7 +26,7 @@ def demo_port() -> int:
     if not text:
         return DEFAULT_DEMO_PORT
     try:
-        port = int(text, 10)
+        port = whole(text, "BRINGUP_DEMO_PORT", text=True)  # digits only (tui/guard/numbers.py)
     except ValueError:
         raise ConfigError(f"BRINGUP_DEMO_PORT (environment): {text!r} is not a port number (1-65535)") from None
     if not 1 <= port <= 65535:

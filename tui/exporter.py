@@ -40,6 +40,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from tui.engine.core import Engine
 from tui.engine.fleet import Fleet
 from tui.engine.updates import GpusSampled, HolderChanged, Update
+from tui.guard.numbers import whole
 from tui.guard.redact import scrub
 from tui.lifecycle.nodes import describe_gpus, host_names
 from tui.lifecycle.release import attribute
@@ -80,7 +81,7 @@ def parse_listen(text: str, allow_remote: bool = False) -> tuple[str, int]:
         raise ListenError(f"--listen takes HOST:PORT, not {text!r}")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
-        port = int(port_text)
+        port = whole(port_text, "--listen", text=True)  # digits only (tui/guard/numbers.py)
     except ValueError:
         raise ListenError(f"--listen: the port must be a number, not {port_text!r}") from None
     if not 0 < port < 65536:
@@ -318,7 +319,7 @@ class FleetCollector(Collector):
             ready.add_metric([name], 1.0 if snap.phase == Phase.READY else 0.0)
             stalled.add_metric([name], 1.0 if snap.stalled_for is not None else 0.0)
             for kind, n in sorted(seen.failures.items()):
-                failures.add_metric([name, kind], float(n))
+                failures.add_metric([name, kind], n)
             good = seen.good_gpus  # the last good sample: stale while the source fails, as its age says
             names = host_names(good.gpus) if good is not None else ()
             for gpu, owners in _gpu_owners(engine, good):
@@ -344,7 +345,7 @@ class FleetCollector(Collector):
                 eta.add_metric([name, "ready", str(snap.eta.basis.match)], snap.eta.ready_left_s)
             up.add_metric([name], 0.0 if view.host_down or snap.stale else 1.0)
             for outcome in OUTCOMES:
-                restarts.add_metric([name, outcome], float(seen.restarts[outcome]))
+                restarts.add_metric([name, outcome], seen.restarts[outcome])
             restart_s.add_metric([name], seen.bucket_counts(), sum(seen.durations))
         return _scrubbed([phase, phase_s, ready, stalled, failures, gpu_mem, probe, age, source_up, info, up, restarts,
                           restart_s, tokens, eta])

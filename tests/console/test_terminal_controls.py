@@ -90,8 +90,12 @@ def test_the_rule_is_unicodes_cc_cf_and_surrogates_but_tab_newline_zwj_zwnj() ->
     kept = {"\t", "\n", *KEPT_FORMAT}
     # one at a time: an ESC or C1 introducer would also take the characters after it
     assert [ch for ch in cc_cf if terminal_safe(ch) != ("" if ch not in kept else ch)] == []
-    others = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) not in ("Cc", "Cf", "Cs", "Cn"))
+    others = "".join(chr(c) for c in range(0x110000)
+                     if unicodedata.category(chr(c)) not in ("Cc", "Cf", "Cs", "Cn", "Zl", "Zp"))
     assert terminal_safe(others) == others
+    # the line and paragraph separators are a space: one server line stays one line wherever it is shown
+    zl_zp = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) in ("Zl", "Zp")]
+    assert zl_zp and [ch for ch in zl_zp if terminal_safe(f"a{ch}b") != "a b"] == []
 
 
 def test_clean_and_the_body_an_excerpt_shows_are_safe() -> None:

@@ -13,6 +13,7 @@ from typing import NoReturn
 from tui import __version__
 from tui.config import DEMO_PORT
 from tui.exit_codes import ExitCode as X
+from tui.guard.numbers import real, whole
 from tui.lifecycle.presets.registry import display_names, preset_names
 from tui.ops.wait import STOPPED_GRACE_S
 from tui.sim.scenarios import DESCRIPTIONS, SCENARIOS
@@ -63,7 +64,8 @@ def positive(kind: type[int] | type[float], unit: str = "") -> Callable[[str], f
 
     def parse(text: str) -> float:
         try:
-            x = kind(text)
+            # digits only, as every number from outside is taken (tui/guard/numbers.py): no `1_0`, no `0x10`
+            x = whole(text, "", text=True) if kind is int else real(text, "", text=True)
         except ValueError:
             raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}") from None
         if not math.isfinite(x) or x <= 0:
@@ -76,7 +78,7 @@ def positive(kind: type[int] | type[float], unit: str = "") -> Callable[[str], f
 def non_negative(text: str) -> float:
     """An argparse `type` for seconds that may be zero (a grace): negative, NaN or infinity is a usage error."""
     try:
-        x = float(text)
+        x = real(text, "", text=True)  # digits only (tui/guard/numbers.py)
     except ValueError:
         raise argparse.ArgumentTypeError(f"takes a number of seconds, not {text!r}") from None
     if not math.isfinite(x) or x < 0:

@@ -10,6 +10,7 @@ from typing import Any
 
 from tui.config import Settings
 from tui.exit_codes import ExitCode
+from tui.guard.numbers import whole
 from tui.model import Phase
 
 from .args import UsageError
@@ -106,7 +107,7 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
 
     try:
-        levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+        levels = [whole(x, "--concurrency", text=True) for x in args.concurrency.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--concurrency takes numbers like 1,4,16, not {args.concurrency!r}") from None
     if not levels or min(levels) < 1 or max(levels) > MAX_CONCURRENCY:  # the sweep's limit too: one rule

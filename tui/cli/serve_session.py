@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Any
 
+from tui.guard.numbers import whole_or_none
+
 #: the largest terminal a browser may ask for: a 4K screen at a small font is about 400 x 120 cells
 MAX_WIDTH, MAX_HEIGHT = 500, 200
 DEFAULT_SIZE = (80, 24)
@@ -51,10 +53,10 @@ def clamp_size(width: object, height: object) -> tuple[int, int] | None:
     for v in (width, height):
         if isinstance(v, bool) or not isinstance(v, int | str):
             return None
-        try:
-            dims.append(int(v))
-        except ValueError:  # not a number, or more digits than int() reads
+        n = whole_or_none(v, text=True)  # digits only (tui/guard/numbers.py)
+        if n is None:  # not a number, or more digits than a size has
             return None
+        dims.append(n)
     return min(max(dims[0], 1), MAX_WIDTH), min(max(dims[1], 1), MAX_HEIGHT)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from tui.config import Settings
 from tui.exit_codes import ExitCode
+from tui.guard.numbers import real_or_none
 from tui.words import plural
 
 from .actions import _confirmed, with_release_grace
@@ -72,7 +73,10 @@ def _report(args: argparse.Namespace) -> int:
 
     if not args.plan or not (Path(args.plan) / RECORDS_FILE).exists():
         raise UsageError("bringup sweep report DIR: DIR must be a sweep's results directory")
-    print(render_report(read_results(args.plan)))
+    results = read_results(args.plan)
+    print(render_report(results))
+    for note in results.notes:  # a record that could not be read: skipped, and said (stderr, one line each)
+        print(f"bringup: sweep report: {note}", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -255,4 +259,5 @@ def echo_text(record: dict[str, object], say: Callable[[str], None]) -> None:
 
 
 def _fmt(x: object) -> str:
-    return "-" if x is None else f"{float(x):.0f}"  # type: ignore[arg-type]
+    n = real_or_none(x)  # a record's number, taken as every number from outside is (tui/guard/numbers.py)
+    return "-" if n is None else f"{n:.0f}"

@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from tui.guard.numbers import whole_or_none
+
 BODY_MAX = 1 << 20
 METRICS_MAX = 8 << 20
 LINE_MAX = 1 << 20
@@ -69,9 +71,10 @@ class Body:
 
 async def read_capped(r: httpx.Response, limit: int) -> bytes:
     """The body of a streamed response, raising BodyTooLarge once it passes `limit` bytes (nothing more is read)."""
-    declared = r.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"the answer is {_mib(int(declared))} long, more than the {_mib(limit)} bringup reads "
+    # digits only (tui/guard/numbers.py): `str.isdigit` also takes "²", which int() then refuses
+    declared = whole_or_none(r.headers.get("content-length", ""), low=0, text=True)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(f"the answer is {_mib(declared)} long, more than the {_mib(limit)} bringup reads "
                            f"from {r.request.url.path}: not the server's answer?", request=r.request)
     chunks: list[bytes] = []
     n = 0

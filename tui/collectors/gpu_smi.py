@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 
 from tui.errors import PermanentError
+from tui.guard.numbers import real_or_none, whole_or_none
 from tui.guard.text import split_lines
 from tui.model import GpuProcess, GpuSample, GpuSnapshot
 from tui.transport import Transport, TransportError
@@ -37,11 +38,7 @@ def _num(v: str) -> float | None:
     for unit in (" MiB", " %", " W", " MHz", " C"):
         if v.endswith(unit):
             v = v[: -len(unit)]
-    try:
-        x = float(v)
-    except ValueError:
-        return None
-    return x if x == x and abs(x) != float("inf") else None
+    return real_or_none(v, text=True)  # digits only, finite (tui/guard/numbers.py)
 
 
 def driver_error(text: str) -> str:
@@ -72,13 +69,13 @@ def parse_gpu_row(line: str, fields: Sequence[str] = QUERY_FIELDS) -> tuple[str,
     if len(parts) != len(fields):
         return None
     row = dict(zip(fields, parts, strict=True))
-    index = _num(row.get("index", ""))
-    if index is None or index < 0 or index != int(index):
+    index = whole_or_none(row.get("index", ""), low=0, text=True)
+    if index is None:
         return None
     lost = any(row.get(f, "").startswith("[GPU") or row.get(f, "") == "[Unknown Error]"
                for f in ("memory.used", "utilization.gpu", "name"))
     sample = GpuSample(
-        index=int(index),
+        index=index,
         uuid=row.get("uuid", "") if not row.get("uuid", "").startswith("[") else "",
         name=row.get("name", "") if not row.get("name", "").startswith("[") else "",
         mem_used_mib=_num(row.get("memory.used", "")),
@@ -112,11 +109,11 @@ def parse_apps_csv(text: str, uuid_to_index: dict[str, int] | None = None) -> li
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 4 or line.startswith("#"):
             continue
-        pid = _num(parts[0])
-        if pid is None or pid != int(pid):
+        pid = whole_or_none(parts[0], low=0, text=True)
+        if pid is None:
             continue
         uuid = parts[3]
-        out.append(GpuProcess(pid=int(pid), name=parts[1], used_mib=_num(parts[2]), gpu_uuid=uuid,
+        out.append(GpuProcess(pid=pid, name=parts[1], used_mib=_num(parts[2]), gpu_uuid=uuid,
                               gpu_index=(uuid_to_index or {}).get(uuid)))
     return out
 

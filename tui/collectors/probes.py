@@ -31,6 +31,7 @@ import httpx
 from tui.collectors import server_http
 from tui.collectors.bounded import fetch
 from tui.collectors.shared_generations import SharedGenerations
+from tui.guard.numbers import MAX_WHOLE, whole
 from tui.model import ProbeResult, ReleaseReported
 
 _SSL: ssl.SSLContext | None = None
@@ -300,7 +301,8 @@ class Prober:
         try:
             body = r.json()
             text = body["choices"][0].get("text", "")
-            n = int((body.get("usage") or {}).get("completion_tokens") or 0)
+            n = whole((body.get("usage") or {}).get("completion_tokens") or 0, "completion_tokens", low=0,
+                      high=MAX_WHOLE)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             self.generated.ended(gen, time.time(), None)
             return self._result("generate", t0, False, r.status_code, "reply is not an OpenAI completion")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.guard.files import open_private, write_private
+from tui.guard.numbers import MAX_WHOLE, epoch_or_none, whole_or_none
 from tui.guard.text import split_lines
 
 #: past this size, a writer keeps only the generations of the last `keep_s` seconds (a probe every 30 s a process:
@@ -46,11 +47,13 @@ def _parse(line: str) -> SharedGeneration | None:
     parts = line.split()
     if len(parts) != 4 or len(line) > _LINE_MAX:
         return None
-    try:
-        g = SharedGeneration(parts[0], float(parts[1]), float(parts[2]), int(parts[3]))
-    except ValueError:
+    # the numbers as every number from outside is taken (tui/guard/numbers.py): a line with `inf`, `nan`, `1_0` or
+    # a moment outside 1970..2200 is no line of ours, and is skipped like a torn one
+    began, ended = epoch_or_none(parts[1]), epoch_or_none(parts[2])
+    tokens = whole_or_none(parts[3], low=0, high=MAX_WHOLE, text=True)
+    if began is None or ended is None or tokens is None or ended < began:
         return None
-    return g if g.ended >= g.began and g.tokens >= 0 else None
+    return SharedGeneration(parts[0], began, ended, tokens)
 
 
 class SharedGenerations:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from tui.config import HostConfig
 from tui.guard.files import write_private
+from tui.guard.numbers import MAX_COUNT, BadNumber, real, whole
 from tui.lifecycle.release import NamedHolder, Neighbours, attribute, held_by_neighbours
 from tui.managers import Manager, ManagerError
 from tui.model import Attribution, GpuSnapshot, UnitState
@@ -39,6 +40,8 @@ SETTLED_PIDS_S = 15.0
 BACKGROUND_PIDS_S = 60.0
 #: an error sample this soon after a good one is a hiccup: the good one stays on screen, the error becomes a note
 _HICCUP_S = 5.0
+#: the highest GPU index a baseline file may name (a host has a few dozen at most)
+MAX_GPU_INDEX = 1023
 
 
 class SharedGpus(Protocol):
@@ -80,6 +83,8 @@ class GpuTracker:
         #: separate `bringup stop`, a `systemctl stop` by hand) knows no old PIDs, and without this it would take
         #: memory still being released for another tenant's and start into a CUDA OOM
         self.baseline_path = baseline_path
+        #: why the file's baseline was not taken (a number in it that is none), "" when it was or there is none
+        self.baseline_note = ""
         self.baseline_mib: dict[int, float] = self._load_baseline()
         self.sampler = GpuSampler(host, transport)
         #: the host's one stream, shared with the other deployments on it (tui/engine/fleet.py); None: its own
@@ -204,10 +209,20 @@ class GpuTracker:
     # ------------------------------------------------------------------ the baseline
 
     def _load_baseline(self) -> dict[int, float]:
+        """The file's baseline, its numbers taken as every number from outside is (tui/guard/numbers.py: a GPU's
+        index in digits, its MiB finite and from 0): a file with one that is none is no baseline (`baseline_note`
+        says why), as a file that is missing or not JSON."""
         try:
             raw = json.loads(self.baseline_path.read_text())
-            return {int(k): float(v) for k, v in raw.items()}
-        except (OSError, ValueError, TypeError, AttributeError):  # none yet, or not ours to trust
+        except (OSError, ValueError):  # none yet, or not ours to trust
+            return {}
+        try:
+            if not isinstance(raw, dict):
+                raise BadNumber(f"{self.baseline_path.name}: not an object of GPU: MiB")
+            return {whole(k, "a GPU's index", low=0, high=MAX_GPU_INDEX, text=True):
+                    real(v, f"GPU {k}'s memory (MiB)", low=0.0, high=MAX_COUNT) for k, v in raw.items()}
+        except BadNumber as e:
+            self.baseline_note = f"the GPU baseline ({self.baseline_path.name}) was not taken: {e}"[:200]
             return {}
 
     def save_baseline(self, snap: GpuSnapshot) -> None:

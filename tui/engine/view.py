@@ -15,12 +15,15 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 from tui.config import HostConfig
+from tui.guard.numbers import whole_or_none
+from tui.lifecycle.crash_loop import crash_loop
 from tui.lifecycle.lines import latest_progress
 from tui.lifecycle.presets import Preset
 from tui.lifecycle.presets.facts import ReleaseMatch, resolve
 from tui.lifecycle.reducer import LifecycleState, reduce
 from tui.model import (
     Attribution,
+    CrashLoop,
     Failure,
     GpuSnapshot,
     LockInfo,
@@ -53,8 +56,9 @@ def find_listening(lines: Sequence[LogLine]) -> tuple[str, int] | None:
     for line in lines:
         if "Uvicorn running on" in line.text:
             m = _LISTENING.search(line.text)
-            if m:
-                found = (line.invocation, int(m[1]))
+            port = whole_or_none(m[1], low=1, high=65535, text=True) if m else None
+            if port is not None:
+                found = (line.invocation, port)
     return found
 
 
@@ -189,4 +193,13 @@ def build_snapshot(s: LifecycleState, e: Readings, now: float | None = None) -> 
         latest_line=(latest := latest_progress(s.blocks.tail)), release_seen=s.release,
         eta=e.eta(s, latest, clock),
         release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None,
-        gpu_history=e.gpu_history, tps_history=e.tps_history, collector_errors=dict(e.collector_errors))
+        gpu_history=e.gpu_history, tps_history=e.tps_history, collector_errors=dict(e.collector_errors),
+        crash_loop=_named_loop(crash_loop(s), e.deployment))
+
+
+def _named_loop(loop: CrashLoop | None, deployment: str) -> CrashLoop | None:
+    """The loop's last failure with the deployment's name in its hint, as the failure shown is (`named`)."""
+    if loop is None:
+        return None
+    last = named(loop.last, deployment)
+    return replace(loop, last=last) if last is not None else loop

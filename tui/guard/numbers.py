@@ -32,6 +32,8 @@ EPOCH_MAX = 7_258_118_400.0
 MAX_SECONDS = 365 * 24 * 3600.0
 #: the largest count or size taken (2**53: a float still holds every integer to there)
 MAX_COUNT = float(1 << 53)
+#: the same, as a whole number's bound
+MAX_WHOLE = 1 << 53
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -128,6 +130,12 @@ def whole_or_none(value: object, *, low: int | None = None, high: int | None = N
 def epoch(value: object, what: str, *, text: bool = False) -> float:
     """A moment (seconds since 1970) from a file or a line: finite, between 1970 and 2200."""
     return real(value, what, low=EPOCH_MIN, high=EPOCH_MAX, text=text)
+
+
+def epoch_or_none(value: object) -> float | None:
+    """A moment as `epoch` takes it, from digits in text or a number, or None where it would refuse: for a reader
+    that drops a line or a field it cannot take."""
+    return real_or_none(value, low=EPOCH_MIN, high=EPOCH_MAX, text=True)
 
 
 def seconds(value: object, what: str, *, text: bool = False) -> float:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from statistics import median
 
+from tui.guard.numbers import real_or_none, whole_or_none
 from tui.lifecycle.history import RunRecord, startup_phases
 from tui.lifecycle.secrets import redact_flags
 from tui.model import EtaBasis, EtaMatch, NoEta, Phase, PhaseEta, Transition
@@ -33,11 +34,12 @@ def progress_fraction(line: str) -> float | None:
     """The server's own progress in its latest line (`Loading safetensors checkpoint shards:  68% Completed |
     44/64`, `Capturing batches (bs=8 ...):  40%|...| 8/20`): 0..1, None when the line gives none."""
     m = _PERCENT.search(line)
-    if m is not None and 0.0 <= (pct := float(m[1])) <= 100.0:
+    if m is not None and (pct := real_or_none(m[1], low=0.0, high=100.0, text=True)) is not None:
         return pct / 100.0
     c = _COUNT.search(line)
-    if c is not None and int(c[2]) > 0 and int(c[1]) <= int(c[2]):
-        return int(c[1]) / int(c[2])
+    done, total = (whole_or_none(c[1], low=0, text=True), whole_or_none(c[2], low=1, text=True)) if c else (None, None)
+    if done is not None and total is not None and done <= total:
+        return done / total
     return None
 
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tui.guard.numbers import epoch, whole, whole_or_none
+
 #: the longest MESSAGE kept, in characters: the bound the transports (tui/transport/lines.py) and the process
 #: supervisor (tui/managers/supervisor.py) put on a line of a server's output. (The domain imports no transport.)
 MAX_MESSAGE = 65_536
@@ -46,7 +48,7 @@ def journal_message(obj: dict[str, Any]) -> str:
     msg = obj.get("MESSAGE", "")
     if isinstance(msg, list):
         try:
-            return bytes(int(b) & 0xFF for b in msg).decode("utf-8", "replace")
+            return bytes(whole(b, "a byte of MESSAGE", low=0, high=255) for b in msg).decode("utf-8", "replace")
         except (TypeError, ValueError):
             return ""
     return msg if isinstance(msg, str) else "" if msg is None else str(msg)
@@ -61,7 +63,8 @@ def cut_message(text: str, limit: int = MAX_MESSAGE) -> tuple[str, bool]:
 
 def parse_entry(obj: dict[str, Any]) -> JournalEntry:
     try:
-        at: float | None = int(str(obj.get("__REALTIME_TIMESTAMP", ""))) / 1e6
+        at: float | None = epoch(whole(obj.get("__REALTIME_TIMESTAMP", ""), "__REALTIME_TIMESTAMP", low=0,
+                                       text=True) / 1e6, "__REALTIME_TIMESTAMP")
     except ValueError:
         at = None
     inv = str(obj.get("_SYSTEMD_INVOCATION_ID") or "")
@@ -99,7 +102,9 @@ def _message_prefix(s: str) -> str | list[int] | None:
     values: list[int] = []
     pos = m.end()
     while (b := _BYTES_PREFIX.match(s, pos)) is not None:
-        values.append(int(b[1]))
+        if (value := whole_or_none(b[1], low=0, high=255, text=True)) is None:
+            break
+        values.append(value)
         pos = b.end()
         if s[pos:pos + 1] != ",":
             break

@@ -14,6 +14,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
+from tui.guard.numbers import real_or_none, whole
 from tui.guard.text import LINE_END
 
 # What a server's text may not bring to a terminal (`terminal_safe`, the one rule; `sanitize` for a log line).
@@ -42,6 +43,11 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
                       "\U000e0001\U000e0020-\U000e007f]")
 #: format characters `terminal_safe` keeps
 KEPT_FORMAT = frozenset("\u200c\u200d")
+# - the line and paragraph separators (Unicode Zl and Zp: U+2028, U+2029) become a space: one line of a server's
+#   stays one line wherever it is shown (a terminal, the log panel, the run history, an incident's Markdown, where
+#   they end a line), and the words either side stay apart. (Held to the running Python's unicodedata by
+#   tests/console/test_terminal_controls.py.)
+_SEPARATORS = {0x2028: " ", 0x2029: " "}
 
 _JOURNAL_SHORT = re.compile(
     r"^(?P<mon>[^\W\d_]{3,4}\.?) +(?P<day>\d{1,2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)? "
@@ -215,13 +221,15 @@ def latest_progress(tail: Sequence[str]) -> str:
 def terminal_safe(text: str) -> str:
     """`text` (a server's, a host's: anything bringup did not write itself) with nothing left that a terminal acts
     on: escape sequences (7-bit and 8-bit), control characters but tab and newline, lone surrogates, and format
-    characters but ZWJ and ZWNJ, removed (the rule above `_ANSI`). Every place that shows or prints such text
-    passes it through here, `sanitize` (a log line) or `clean` (which sanitizes)."""
-    if text.isprintable():  # the common case, decided in C: no escape codes, no control or format characters
+    characters but ZWJ and ZWNJ, removed, and line and paragraph separators made a space (the rule above
+    `_ANSI`). Every place that shows or prints such text passes it through here, `sanitize` (a log line) or `clean`
+    (which sanitizes)."""
+    if text.isprintable():  # the common case, decided in C: no escape codes, control, format or separator characters
         return text
     if _ESCAPES.search(text):
         text = _ANSI.sub("", text)
-    return _CONTROL.sub("", text)
+    text = _CONTROL.sub("", text)
+    return text.translate(_SEPARATORS) if "\u2028" in text or "\u2029" in text else text
 
 
 def sanitize(raw: str) -> str:
@@ -265,7 +273,8 @@ def clean(raw: str, ref_year: int = 2026) -> CleanLine:
         month = _MONTHS.get(m["mon"][:3])
         if month is not None:
             try:
-                ts = _local_ts(f"{ref_year}-{month:02d}-{int(m['day']):02d} {m['time']}")
+                day = whole(m["day"], "day", low=1, high=31, text=True)
+                ts = _local_ts(f"{ref_year}-{month:02d}-{day:02d} {m['time']}")
             except ValueError:
                 ts = None
         text = text[m.end():]
@@ -332,7 +341,7 @@ def _sglang_ts(m: re.Match[str], ref_year: int) -> float | None:
     t = _local_ts(f"{date if len(date) > 5 else f'{ref_year}-{date}'} {m['time']}")
     if t is None:
         return None
-    return t + (float(m["ms"]) if m["ms"] else 0.0)
+    return t + ((real_or_none(m["ms"], low=0.0, high=1.0, text=True) or 0.0) if m["ms"] else 0.0)
 
 
 def _vllm_ts(s: str, ref_year: int) -> float | None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import chain, islice
 
+from tui.guard.numbers import epoch_or_none, whole_or_none
 from tui.lifecycle.journal import parse_entry, parse_record
 from tui.lifecycle.lines import CleanLine, clean, split_output
 from tui.lifecycle.presets import Preset, get_preset
@@ -46,7 +47,7 @@ def systemd_unit_state(text: str, at: float, invocation: str = "") -> UnitState 
     m = _SYSTEMD_EXIT.search(text)
     if m:
         status_s = m["status"]
-        status = int(status_s) if status_s.lstrip("-").isdigit() else None
+        status = whole_or_none(status_s, text=True)
         if m["code"] == "exited":
             clean_end = status == 0
         else:  # killed or dumped: status is the signal
@@ -141,8 +142,8 @@ def _first_stamp(lines: list[str], within: int = HEAD_LINES) -> float:
     """The first time a line of the log states (its prefix), or 0.0 when none of the first lines has one."""
     for raw in lines[:within]:
         stored = _STORED.match(raw)
-        if stored:
-            return float(stored[1])
+        if stored and (at := epoch_or_none(stored[1])) is not None:
+            return at
         for piece in split_output(raw):
             ts = clean(piece).ts
             if ts is not None:
@@ -170,9 +171,10 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
                     last = max(last, ev.at)
                     yield ev
                 continue
+        # bringup's own log of a `process` deployment: each line as the supervisor stamped it
         stored = _STORED.match(raw)
-        if stored:  # bringup's own log of a `process` deployment: each line as the supervisor stamped it
-            at = float(stored[1])
+        at = epoch_or_none(stored[1]) if stored else None
+        if stored and at is not None:
             last = at if at >= last else last
             for piece in split_output(stored[2]):
                 u = _systemd_event(clean(piece), last, runs) if "systemd" in piece or ".service" in piece else None
@@ -184,7 +186,7 @@ def events_from_lines(lines: Iterable[str]) -> Iterator[Event]:
             if ts is not None and ts >= last - 86400 * 180:
                 last = ts if last == 0.0 or ts >= last else last
             elif last == 0.0:
-                last = float(i)
+                last = i * 1.0  # the line's number
             u = _systemd_event(c, last, runs)
             yield u if u is not None else LogLine(at=last, text=piece)
 

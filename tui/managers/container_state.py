@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tui.guard.numbers import real_or_none, whole_or_none
 from tui.guard.text import split_lines
 from tui.lifecycle.failures import OOM_KILLED
 from tui.managers import ManagerError, PermanentManagerError
@@ -33,7 +34,7 @@ def parse_time(text: str) -> float | None:
         return None
     tz = m[3] or "Z"
     base = datetime.fromisoformat(m[1] + ("+00:00" if tz == "Z" else tz))
-    frac = float("0." + m[2]) if m[2] else 0.0
+    frac = (real_or_none("0." + m[2], text=True) or 0.0) if m[2] else 0.0
     return base.astimezone(UTC).timestamp() + frac
 
 
@@ -45,8 +46,9 @@ def stamp_key(text: str) -> int | None:
         return None
     # podman's log file keeps the offset of the host's time zone where conmon wrote it (docker's is always Z)
     tz = "+00:00" if m[3] in (None, "Z") else m[3]
-    whole = int(datetime.fromisoformat(m[1] + tz).timestamp())
-    return whole * 1_000_000_000 + int((m[2] or "0").ljust(9, "0")[:9])
+    seconds = int(datetime.fromisoformat(m[1] + tz).timestamp())
+    nanos = whole_or_none((m[2] or "0").ljust(9, "0")[:9], low=0, text=True)
+    return None if nanos is None else seconds * 1_000_000_000 + nanos
 
 
 def stamp_text(ns: int) -> str:
@@ -88,10 +90,11 @@ def unit_of(info: dict[str, Any], *, stop_asked: str = "") -> UnitState:
     inv = invocation_of(info)
     argv = tuple(command_of(info))
     started, finished = parse_time(str(st.get("StartedAt") or "")), parse_time(str(st.get("FinishedAt") or ""))
-    restarts = int(info.get("RestartCount") or 0)
+    # docker's numbers, taken as every number from outside is (tui/guard/numbers.py): a bool or text is none
+    restarts = whole_or_none(info.get("RestartCount"), low=0) or 0
     status = str(st.get("Status") or "")
     code = st.get("ExitCode")
-    code = int(code) if isinstance(code, int) else None
+    code = whole_or_none(code)
     if status == "restarting" or st.get("Restarting"):
         # the run has ended and the restart policy will start the next one: that one is a new invocation
         return UnitState(active="failed", sub="restarting", invocation=inv, exit_status=code, n_restarts=restarts,
@@ -99,7 +102,7 @@ def unit_of(info: dict[str, Any], *, stop_asked: str = "") -> UnitState:
     if status in ("running", "paused") or (st.get("Running") and status != "removing"):
         health = str((st.get("Health") or st.get("Healthcheck") or {}).get("Status") or "")
         sub = "paused" if status == "paused" else health or "running"
-        return UnitState(active="active", sub=sub, main_pid=int(st.get("Pid") or 0), invocation=inv,
+        return UnitState(active="active", sub=sub, main_pid=whole_or_none(st.get("Pid"), low=0) or 0, invocation=inv,
                          n_restarts=restarts, started_at=started, argv=argv)
     if not inv:
         return UnitState(active="inactive", sub=status or "created", argv=argv)

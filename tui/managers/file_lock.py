@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from tui.guard.files import UnsafeLocation, open_private
+from tui.guard.numbers import whole_or_none
 from tui.guard.text import split_lines
 from tui.managers import LockHeld, LockInfo, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
@@ -108,7 +109,7 @@ def lock_holders(st: os.stat_result) -> list[int]:
     key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     found: list[int] = []
     with contextlib.suppress(OSError):
-        for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        for pid in sorted(n for p in os.listdir("/proc") if (n := whole_or_none(p, low=1, text=True)) is not None):
             try:
                 fds = os.listdir(f"/proc/{pid}/fdinfo")
             except OSError:
@@ -128,8 +129,9 @@ def lock_holders(st: os.stat_result) -> list[int]:
     with contextlib.suppress(OSError), open("/proc/locks", encoding="ascii", errors="replace") as f:
         for ln in f:
             parts = ln.split()
-            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key and parts[4].isdigit() and parts[4] != "0":
-                return [int(parts[4])]
+            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key \
+                    and (holder := whole_or_none(parts[4], low=1, text=True)) is not None:
+                return [holder]
     return []
 
 

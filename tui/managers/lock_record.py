@@ -15,11 +15,16 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from tui.guard.numbers import EPOCH_MAX, EPOCH_MIN, real_or_none, whole_or_none
 from tui.lifecycle.secrets import redact_text
 from tui.model import LockInfo
 
 if TYPE_CHECKING:
     from tui.managers import AsyncLock
+
+
+#: the largest pid a record may name (Linux's PID_MAX_LIMIT, 2**22)
+_PID_MAX = 1 << 22
 
 
 def this_user_at_host() -> str:
@@ -36,12 +41,17 @@ def new_record(purpose: str, change: str = "") -> LockInfo:
 
 
 def lock_info_from(data: bytes | str | None) -> LockInfo | None:
-    """A holder's record as written by `LockInfo`; None for an empty, cleared or foreign one."""
+    """A holder's record as written by `LockInfo`; None for an empty, cleared or foreign one. Its numbers are
+    taken as every number from outside is (tui/guard/numbers.py: the file is another process's, on a host other
+    users share): a pid or a moment that is none (`true`, `"-inf"`, a year past 2200) is absent, as in a record
+    that names none (pid 0, since unknown: `LockInfo.describe` says `?`), and the holder is still named."""
     try:
         raw = json.loads(data or b"{}")
         if not isinstance(raw, dict) or not raw.get("who"):
             return None
-        return LockInfo(who=str(raw["who"]), pid=int(raw.get("pid") or 0), since=float(raw.get("since") or 0),
+        pid = whole_or_none(raw.get("pid"), low=0, high=_PID_MAX) or 0
+        since = real_or_none(raw.get("since"), low=EPOCH_MIN, high=EPOCH_MAX) or 0.0
+        return LockInfo(who=str(raw["who"]), pid=pid, since=since,
                         purpose=str(raw.get("purpose") or "?"), change=redact_text(str(raw.get("change") or "")),
                         token=str(raw.get("token") or ""), step=str(raw.get("step") or ""))
     except (ValueError, TypeError):

@@ -277,8 +277,8 @@ class ProcessManager:
         sizes: dict[str, int] = {}
         for raw in split_lines(res.text):
             size, _, name = raw.partition(" ")
-            if size.isdigit():
-                sizes[name] = int(size)
+            if (n := whole_or_none(size, low=0, text=True)) is not None:
+                sizes[name] = n
         return [LogFile(p, sizes[p]) for p in paths if p in sizes]
 
     async def _read_piece(self, piece: Piece) -> bytes:
@@ -321,7 +321,7 @@ class ProcessManager:
         res = await self.transport.run(["pgrep", "-g", str(unit.main_pid)], timeout=5)
         if res.rc not in (0, 1):
             return None
-        return {int(x) for x in res.text.split() if x.isdigit()} | {unit.main_pid}
+        return {n for x in res.text.split() if (n := whole_or_none(x, low=1, text=True)) is not None} | {unit.main_pid}
 
     async def read_argv(self) -> list[str]:
         saved = await self._read_json("argv.json")

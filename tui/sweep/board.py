@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from statistics import fmean
 
+from tui.guard.numbers import whole_or_none
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import DONE, RUNNING, CellRecord, ConfigRecord, StepRecord
 from tui.sweep.summary import verdict
@@ -49,7 +50,10 @@ class Shape:
 
 def parse_cell_id(cell: str) -> Shape | None:
     m = _CELL_ID.match(cell)
-    return Shape(*(int(g) for g in m.groups())) if m else None
+    if not m:
+        return None
+    nums = [n for g in m.groups() if (n := whole_or_none(g, low=0, text=True)) is not None]
+    return Shape(*nums) if len(nums) == len(m.groups()) else None
 
 
 @dataclass(frozen=True, slots=True)

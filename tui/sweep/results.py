@@ -24,10 +24,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui.guard.numbers import MAX_COUNT, MAX_WHOLE, epoch, real, real_or_none, whole
 from tui.guard.text import split_lines
 
 PLAN_FILE = "plan.toml"
@@ -89,7 +91,7 @@ def read_pointer(state_dir: Path, deployment: str) -> Pointer | None:
     """The running sweep of this deployment, or None (no pointer, unreadable, or its process is gone)."""
     try:
         raw = json.loads(pointer_path(state_dir, deployment).read_text())
-        ptr = Pointer(Path(raw["dir"]), int(raw["pid"]))
+        ptr = Pointer(Path(raw["dir"]), whole(raw["pid"], "the sweep's pid", low=1))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return ptr if pid_alive(ptr.pid) else None
@@ -150,12 +152,12 @@ class CellMetrics:
     def from_json(cls, raw: Any) -> CellMetrics:
         raw = raw if isinstance(raw, dict) else {}
         return cls(
-            completed=int(raw.get("completed") or 0), failed=int(raw.get("failed") or 0),
-            duration_s=float(raw.get("duration_s") or 0.0),
+            completed=_count(raw, "completed"), failed=_count(raw, "failed"),
+            duration_s=_amount(raw, "duration_s"),
             ttft_ms=Stat.from_json(raw.get("ttft_ms")), tpot_ms=Stat.from_json(raw.get("tpot_ms")),
             itl_ms=Stat.from_json(raw.get("itl_ms")), e2el_ms=Stat.from_json(raw.get("e2el_ms")),
-            tok_s_total=float(raw.get("tok_s_total") or 0.0), tok_s_user=_num(raw.get("tok_s_user")),
-            tok_s_gpu=_num(raw.get("tok_s_gpu")), req_s=float(raw.get("req_s") or 0.0),
+            tok_s_total=_amount(raw, "tok_s_total"), tok_s_user=_num(raw.get("tok_s_user")),
+            tok_s_gpu=_num(raw.get("tok_s_gpu")), req_s=_amount(raw, "req_s"),
             goodput_rps=_num(raw.get("goodput_rps")), slo=raw.get("slo"),
             accept_len=_num(raw.get("accept_len")), accept_rate=_num(raw.get("accept_rate")),
             accept_note=raw.get("accept_note") if isinstance(raw.get("accept_note"), str) else None,
@@ -277,11 +279,11 @@ class SweepMeta:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> SweepMeta:
         return cls(deployment=str(raw.get("deployment", "")), host=str(raw.get("host", "")),
-                   started_at=float(raw.get("started_at") or 0.0),
+                   started_at=_moment(raw, "started_at"),
                    original_argv=tuple(str(a) for a in raw.get("original_argv") or ()),
                    configs=tuple(str(c) for c in raw.get("configs") or ()),
                    cells=tuple(str(c) for c in raw.get("cells") or ()), status=str(raw.get("status", "")),
-                   pid=int(raw.get("pid") or 0), finished_at=_num(raw.get("finished_at")),
+                   pid=_count(raw, "pid"), finished_at=_num(raw.get("finished_at")),
                    keep=str(raw.get("keep") or ""))
 
 
@@ -296,6 +298,9 @@ class SweepResults:
     configs: tuple[ConfigRecord, ...]
     cells: tuple[CellRecord, ...]
     done: dict[str, Any] | None
+    #: what could not be read, one line each (a record with a number that is none, a sweep.json that is not one):
+    #: skipped, never a crash, and said by whoever shows the results
+    notes: tuple[str, ...] = ()
 
     def config_record(self, config: str) -> ConfigRecord | None:
         found = [c for c in self.configs if c.config == config]
@@ -322,16 +327,20 @@ def read_results(results_dir: Path | str) -> SweepResults:
     skipped; a missing sweep.json gives meta None."""
     d = Path(results_dir)
     meta: SweepMeta | None = None
+    notes: list[str] = []
     try:
         meta = SweepMeta.from_json(json.loads((d / SWEEP_FILE).read_text()))
-    except (OSError, ValueError, TypeError):
+    except OSError:
         meta = None
+    except (ValueError, TypeError, AttributeError) as e:
+        meta = None
+        notes.append(f"{SWEEP_FILE} skipped: {e}"[:200])
     steps: list[StepRecord] = []
     configs: list[ConfigRecord] = []
     cells: list[CellRecord] = []
     done: dict[str, Any] | None = None
-    for raw in iter_records(d / RECORDS_FILE):
-        rec = parse_record(raw)
+    for i, raw in enumerate(iter_records(d / RECORDS_FILE)):
+        rec = parse_record(raw, notes.append, i + 1)
         if isinstance(rec, StepRecord):
             steps.append(rec)
         elif isinstance(rec, ConfigRecord):
@@ -340,13 +349,15 @@ def read_results(results_dir: Path | str) -> SweepResults:
             cells.append(rec)
         elif rec is not None:
             done = rec
-    return SweepResults(d, meta, tuple(steps), tuple(configs), tuple(cells), done)
+    return SweepResults(d, meta, tuple(steps), tuple(configs), tuple(cells), done, tuple(notes))
 
 
-def parse_record(raw: dict[str, Any]) -> StepRecord | ConfigRecord | CellRecord | dict[str, Any] | None:
+def parse_record(raw: dict[str, Any], note: Callable[[str], object] | None = None,
+                 line: int = 0) -> StepRecord | ConfigRecord | CellRecord | dict[str, Any] | None:
     """One line of records.jsonl as its record (the closing `done` record as it was written); None for a type this
     reader does not know or a malformed line: the runner may be newer than the reader, and one bad line must not
-    hide the others."""
+    hide the others. A record of a known type that cannot be read (a number that is none: `inf`, `true`, text;
+    tui/guard/numbers.py) is told to `note`, one line."""
     kind = raw.get("type")
     try:
         if kind == "step":
@@ -355,7 +366,10 @@ def parse_record(raw: dict[str, Any]) -> StepRecord | ConfigRecord | CellRecord 
             return parse_config(raw)
         if kind == "cell":
             return parse_cell(raw)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if note is not None:
+            why = f"no {e}" if isinstance(e, KeyError) else str(e) or type(e).__name__
+            note(f"{RECORDS_FILE} line {line} ({kind}) skipped: {why}"[:200])
         return None
     return raw if kind == "done" else None
 
@@ -378,32 +392,53 @@ def iter_records(path: Path) -> list[dict[str, Any]]:
 
 def parse_step(raw: dict[str, Any]) -> StepRecord:
     return StepRecord(str(raw["config"]), str(raw["name"]), str(raw["status"]), str(raw.get("detail", "")),
-                      float(raw.get("at") or 0.0))
+                      _moment(raw, "at"))
 
 
 def parse_config(raw: dict[str, Any]) -> ConfigRecord:
     return ConfigRecord(
         config=str(raw["config"]), flags=dict(raw.get("flags") or {}),
         argv=tuple(str(a) for a in raw.get("argv") or ()), invocation=raw.get("invocation"),
-        status=str(raw["status"]), attempts=int(raw.get("attempts") or 0),
+        status=str(raw["status"]), attempts=_count(raw, "attempts"),
         failure=FailureInfo.from_json(raw.get("failure")),
-        gpu_mem_at_ready_mib={str(k): float(v) for k, v in (raw.get("gpu_mem_at_ready_mib") or {}).items()},
-        ready_s=_num(raw.get("ready_s")), at=float(raw.get("at") or 0.0))
+        gpu_mem_at_ready_mib={str(k): real(v, f"GPU {str(k)[:8]}'s memory", low=0.0, high=MAX_COUNT)
+                              for k, v in (raw.get("gpu_mem_at_ready_mib") or {}).items()},
+        ready_s=_num(raw.get("ready_s")), at=_moment(raw, "at"))
 
 
 def parse_cell(raw: dict[str, Any]) -> CellRecord:
     return CellRecord(
-        config=str(raw["config"]), cell=str(raw["cell"]), prompt_tokens=int(raw["prompt_tokens"]),
-        output_tokens=int(raw["output_tokens"]), concurrency=int(raw["concurrency"]), repeat=int(raw["repeat"]),
-        valid=bool(raw["valid"]), reason=str(raw.get("reason", "")), attempt=int(raw.get("attempt") or 1),
-        invocation=raw.get("invocation"), metrics=CellMetrics.from_json(raw.get("metrics")),
-        at=float(raw.get("at") or 0.0))
+        config=str(raw["config"]), cell=str(raw["cell"]), prompt_tokens=_count(raw, "prompt_tokens", None),
+        output_tokens=_count(raw, "output_tokens", None), concurrency=_count(raw, "concurrency", None),
+        repeat=_count(raw, "repeat", None), valid=bool(raw["valid"]), reason=str(raw.get("reason", "")),
+        attempt=_count(raw, "attempt", 1), invocation=raw.get("invocation"),
+        metrics=CellMetrics.from_json(raw.get("metrics")), at=_moment(raw, "at"))
+
+
+# The numbers of a record: this program wrote them, but the file is outside it by the time it is read (a hand edit,
+# a newer or broken writer, another user's planted file), so they are taken as every number from outside is
+# (tui/guard/numbers.py): finite, in range, never a bool or text. A required one that is none makes its record
+# skipped with a note (`read_results`); an optional one is absent.
+
+
+def _count(raw: dict[str, Any], key: str, default: int | None = 0) -> int:
+    """A count: a whole number from 0; `default` where the key is missing or null (None: the key is required)."""
+    v = raw.get(key) if default is not None else raw[key]
+    return default if v is None and default is not None else whole(v, key, low=0, high=MAX_WHOLE)
+
+
+def _amount(raw: dict[str, Any], key: str) -> float:
+    """A measured amount (seconds, tokens a second): finite, from 0; 0 where missing or null."""
+    v = raw.get(key)
+    return 0.0 if v is None else real(v, key, low=0.0, high=MAX_COUNT)
+
+
+def _moment(raw: dict[str, Any], key: str) -> float:
+    """A moment (`at`, `started_at`): an epoch between 1970 and 2200; 0 where missing or null."""
+    v = raw.get(key)
+    return 0.0 if v is None else epoch(v, key)
 
 
 def _num(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    """An optional measurement: None where it is absent or is no finite number."""
+    return real_or_none(v)

@@ -339,7 +339,7 @@ class SweepRunner:
         snap = self.engine.gpus
         if status == "ready" and snap is not None:
             ids = set(self.engine.deployment_gpus(snap))
-            mem = {str(g.index): float(g.mem_used_mib) for g in snap.gpus
+            mem = {str(g.index): g.mem_used_mib for g in snap.gpus
                    if g.index in ids and g.mem_used_mib is not None}
         self.rec.append(ConfigRecord(config.name, dict(config.flags), tuple(argv), invocation or None, status,
                                      attempts, failure, mem, ready_s, time.time()).to_json())
