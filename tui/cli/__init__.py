@@ -164,7 +164,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a stuck bringup is (the real
     # stream: the scrubbing writer has no descriptor to give)
     with contextlib.suppress(ValueError, AttributeError, OSError):
-        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__ or sys.stderr, all_threads=True)
     words = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(words)
     try:
