@@ -268,6 +268,37 @@ class Failure:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CrashLoop:
+    """Runs that failed one after another, each restarted (a service manager's `Restart=`, or anyone): the next
+    run's start would otherwise hide the failure just before it, and with it the cause. `failed` runs failed between
+    `since` (the first one's start) and `last.at`; `last` is the newest failure (the current run's, when it failed
+    too), `cause` its line that says most; `restarts` the service manager's own count of its restarts (systemd's
+    NRestarts), 0 where it keeps none."""
+
+    failed: int
+    since: float
+    last: Failure
+    cause: str = ""
+    restarts: int = 0
+
+    @property
+    def words(self) -> str:
+        """`3 runs failed in 4 min; the last: exit in loading: <cause>`."""
+        span = max(0.0, self.last.at - self.since)
+        dur = f"{span:.0f} s" if span < 90 else f"{span / 60:.0f} min" if span < 5400 else f"{span / 3600:.1f} h"
+        by = f" (restarted {self.restarts} times by the service manager)" if self.restarts > 1 else \
+            " (restarted once by the service manager)" if self.restarts == 1 else ""
+        cause = f": {self.cause}" if self.cause else ""
+        if self.failed == 1:
+            return f"the run before failed{by}: {self.last.kind} in {self.last.phase}{cause}"
+        return f"{self.failed} runs failed in {dur}{by}; the last: {self.last.kind} in {self.last.phase}{cause}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"failed": self.failed, "since": self.since, "restarts": self.restarts, "words": self.words,
+                "cause": self.cause, "last": {**self.last.as_dict(), "at": self.last.at}}
+
+
 # ---------------------------------------------------------------- GPUs
 
 
@@ -415,6 +446,9 @@ class Snapshot:
     tps_history: tuple[tuple[float, float], ...] = ()
     #: each collector's error while it cannot read its source (also among `notes`, in words): by collector name
     collector_errors: Mapping[str, str] = field(default_factory=dict)
+    #: the runs that failed one after another up to this one (a unit restarted by `Restart=` after each crash),
+    #: with the last failure's cause: None unless a run before this one failed and this one is not ready
+    crash_loop: CrashLoop | None = None
 
 
 # ---------------------------------------------------------------- how long a start-up has left

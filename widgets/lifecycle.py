@@ -211,9 +211,18 @@ class LifecyclePanel(Vertical):
 
     def _failure(self, snap: Snapshot) -> Text:
         f = snap.failure
-        if f is None:
-            return Text()
+        loop = snap.crash_loop
         t = Text()
+        if loop is not None:
+            # runs failing one after another (`Restart=`): the count, and the last failure while the next starts
+            t.append(loop.words, style="bold red")
+            if f is None:
+                t.append("\nhint: ", style="bold")
+                t.append(loop.last.hint)
+                return t
+            t.append("\n")
+        if f is None:
+            return t
         t.append(f"{f.kind} in {f.phase}", style="bold red")
         # the exception line says most; else the last line
         last = next((x for x in reversed(f.excerpt) if _EXC.match(x.strip())), "") or \

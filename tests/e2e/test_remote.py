@@ -373,3 +373,49 @@ def test_sweep_over_ssh_writes_each_configuration_as_a_dropin_and_puts_the_origi
     assert invocations["graphs"] != invocations["nographs"]  # each configuration its own run of the unit
     assert exec_argv() == original and "--disable-cuda-graph" not in original
     assert status(conf)["phase"] == "ready"
+
+
+async def test_a_crash_loop_under_restart_always_keeps_the_last_failure(conf: Path) -> None:
+    """A unit that fails and is restarted by systemd's `Restart=always`: each restart's `Starting` made the next run
+    the answer, and the failure just before it (its cause) was gone. The console's engine counts the runs failed one
+    after another and keeps the last one's cause while the next run starts."""
+    r = await asyncio.to_thread(bringup, conf, "restart", "remote", "--set", "scenario=dflash-graph-crash", "--yes")
+    assert r.returncode == 1, r.stdout + r.stderr  # the run fails in graph capture; now let systemd restart it
+    await asyncio.to_thread(texec, "sh", "-c", f"mkdir -p /etc/systemd/system/{UNIT}.d && printf "
+                            "'[Unit]\\nStartLimitIntervalSec=0\\n[Service]\\nRestart=always\\nRestartSec=1\\n' "
+                            f"> /etc/systemd/system/{UNIT}.d/zz-restart-always.conf && systemctl daemon-reload && "
+                            f"systemctl restart {UNIT}")
+    settings = load(str(conf))
+    w = Engine(settings, "remote", settings.deployments["remote"])
+    await w.start()
+    try:
+        t0, snap = time.monotonic(), w.snapshot()
+        while time.monotonic() - t0 < 90:
+            snap = w.snapshot()
+            if snap.crash_loop is not None and snap.crash_loop.failed >= 2 and snap.failure is None:
+                break  # two runs failed, and the third is starting: the moment the failure used to be lost
+            await asyncio.sleep(0.2)
+        restarts = int(texec("systemctl", "show", "-p", "NRestarts", "--value", UNIT).strip())
+        # a later look of its own (`status`), while the loop goes on: the runs before the one it sees are the
+        # run history's, which the watching engine wrote as each run failed
+        st: dict[str, object] = {}
+        text = ""
+        while time.monotonic() - t0 < 120 and not st.get("crash_loop"):
+            st = await asyncio.to_thread(status, conf)
+        while time.monotonic() - t0 < 120 and "CRASH LOOP" not in text:
+            text = (await asyncio.to_thread(bringup, conf, "status", "remote")).stdout
+    finally:
+        await w.close()
+    got = st.get("crash_loop")
+    assert isinstance(got, dict), f"status --json shows no crash loop: {st.get('phase')} {st.get('failure')}"
+    assert got["failed"] >= 2 and got["last"]["kind"] == "cuda-graph"
+    assert "torch.AcceleratorError" in got["cause"]
+    assert "CRASH LOOP: " in text, text
+    assert "; the last: cuda-graph in " in text and ": torch.AcceleratorError: " in text, text
+    assert "the last run failed in " in text or "\nfailed in " in text, "the last failure's excerpt and hint"
+    loop = snap.crash_loop
+    assert loop is not None, f"no crash loop seen ({restarts} restarts by systemd); phase {snap.phase}"
+    assert loop.failed >= 2 and snap.failure is None
+    assert loop.last.kind == "cuda-graph" and "disable-cuda-graph" in loop.last.hint
+    assert "torch.AcceleratorError" in loop.cause
+    assert loop.restarts >= 1

@@ -95,6 +95,8 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float,
         **head,
         "deployment": s.deployment, "host": s.host, "phase": str(s.phase), "invocation": s.invocation or None,
         "timeline": tl, "failure": s.failure.as_dict() if s.failure else None,
+        # the runs failed one after another up to this one, and the last one's cause (a unit under `Restart=`)
+        "crash_loop": s.crash_loop.as_dict() if s.crash_loop else None,
         "stalled_for": s.stalled_for,
         "unit": None if s.unit is None else {"active": s.unit.active, "sub": s.unit.sub, "main_pid": s.unit.main_pid,
                                               "exit_status": s.unit.exit_status},
@@ -153,6 +155,13 @@ def render_status(d: dict[str, Any]) -> str:
     if d["stalled_for"]:
         lines.append(f"  STALLED: no progress for {d['stalled_for']:.0f}s")
     f = d["failure"]
+    loop = d.get("crash_loop")
+    if loop:
+        lines.append(f"CRASH LOOP: {loop['words']}")
+        if not f:  # the current run is starting again: the last failure is the loop's
+            last = loop["last"]
+            lines.extend(failure_lines(f"the last run failed in {last['phase']}: {last['kind']}",
+                                       split_lines(last["excerpt"]), last["hint"], STATUS_EXCERPT_LINES))
     if f:
         lines.extend(failure_lines(f"failed in {f['phase']}: {f['kind']}", split_lines(f["excerpt"]), f["hint"],
                                    STATUS_EXCERPT_LINES))

@@ -210,10 +210,15 @@ def from_log_line(preset: Preset, raw: str, at: float, probes: ProbeTokens | Non
     exporter` read back from the log at its start. Without a probe about then, a line is left as it is."""
     if preset.log_throughput is None:
         return None
-    tp = preset.log_throughput(clean(raw).text, at)
+    return without_probes(preset.log_throughput(clean(raw).text, at), probes)
+
+
+def without_probes(tp: ThroughputSample | None, probes: ProbeTokens | None) -> ThroughputSample | None:
+    """A log sample as the server's own work: idle when all it ran can have been bringup's probes (`from_log_line`;
+    for a parallel server, applied to the sum of its groups' lines, since a probe runs in one group only)."""
     if tp is None or probes is None or not tp.tokens_per_s or tp.queued:
         return tp
-    ours = probes.in_flight(at - LINE_SLACK_S, at + LINE_SLACK_S)
+    ours = probes.in_flight(tp.at - LINE_SLACK_S, tp.at + LINE_SLACK_S)
     if ours and (tp.running or 0) <= ours:
         return replace(tp, tokens_per_s=0.0, running=0)
     return tp

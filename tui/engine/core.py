@@ -240,7 +240,7 @@ class Engine:
             gpus=self.gpus, gpu_history=self.gpu.mem_history(),
             attribution=self.gpu.attribution(running=unit is not None and unit.running),
             throughput=self.throughput, tps_history=self.tput.history_now(),
-            eta=lambda s, latest, now: self.history.eta(self.name, s, latest, now))
+            eta=lambda s, latest, now: self.history.eta(self.name, s, latest, now), earlier=self.history.earlier)
 
     def note_error(self, collector: str, error: str) -> None:
         self.collector_errors.failed(collector, error)
@@ -368,7 +368,7 @@ class Engine:
         self.listening = view.find_listening(lines) or self.listening
         kinds = self.feed_lines(lines)
         self.feed(ProbeRequired(self.state.now, probe))
-        tp = self.tput.from_log(lines, "throughput")
+        tp = self.tput.from_log_groups(lines)
         if tp is not None:
             self.tput.latest = tp
         if lines:

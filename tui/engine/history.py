@@ -40,6 +40,7 @@ from tui.lifecycle.history import (
     Observed,
     RunRecord,
     checked,
+    failed_before,
     options,
     previous_of,
     read_records,
@@ -48,7 +49,7 @@ from tui.lifecycle.history import (
     upsert,
 )
 from tui.lifecycle.reducer import LifecycleState
-from tui.lifecycle.state import STARTUP
+from tui.lifecycle.state import STARTUP, FailedRun
 from tui.model import Failure, GpuSnapshot, LockInfo, NoEta, Phase, PhaseEta
 
 from .gpus import GpuTracker
@@ -268,6 +269,13 @@ class RunRecorder:
         argv = s.unit.argv if s.unit is not None else ()
         return estimate(self.store.runs(), deployment=deployment, invocation=s.invocation, flags=options(argv),
                         phase=s.phase, timeline=s.timeline, now=now, latest_line=latest_line)
+
+    def earlier(self, s: LifecycleState) -> tuple[FailedRun, ...]:
+        """The runs on record that failed one after another before the current run, for a watch that saw none of
+        them (`status` during a crash loop): the history knows them if any bringup watched them fail."""
+        if s.earlier or not s.invocation or s.invocation_started is None or s.phase == Phase.READY:
+            return s.earlier
+        return failed_before(self.store.runs(), s.invocation, s.invocation_started)
 
     def on_entry(self, deployment: str, s: LifecycleState, phase: Phase, at: float) -> PhaseEta | NoEta | None:
         """The ETA as it stood when the run entered `phase` at `at` (a wait's phase line, read back or live)."""

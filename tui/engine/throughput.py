@@ -23,9 +23,11 @@ from enum import StrEnum
 import httpx
 
 from tui.collectors.bounded import METRICS_MAX, fetch
-from tui.collectors.metrics import MetricsRates, from_log_line
+from tui.collectors.metrics import MetricsRates, from_log_line, without_probes
 from tui.collectors.probes import ProbeTokens, probe_tokens_of
+from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import Preset
+from tui.lifecycle.presets.telemetry import LogGroups
 from tui.model import LogLine, ThroughputSample
 
 from .gpus import HISTORY
@@ -51,6 +53,8 @@ class ThroughputTracker:
         self._rates = MetricsRates(preset)
         #: the ledger of bringup's own generations (the prober's): their tokens are no throughput
         self.probes: ProbeTokens | None = None
+        #: each group's newest log line (made at the first line: the preset's reader says how long one stands)
+        self._groups: LogGroups | None = None
 
     def record(self, tp: ThroughputSample, merge: bool = False) -> ThroughputSample:
         """Keep a sample as the one shown. `merge`: a log line with only an acceptance figure updates that figure
@@ -94,11 +98,33 @@ class ThroughputTracker:
                     return tp
         return None
 
+    def from_log_groups(self, lines: Sequence[LogLine]) -> ThroughputSample | None:
+        """The server's throughput after a batch of lines: every throughput line read into its group's newest
+        (telemetry.py `LogGroups`: a DP group's, an engine's), the groups summed; None when the batch has none.
+        bringup's probes are taken out of the sum, not of one group's line."""
+        reader = self.preset.log_throughput
+        if reader is None:
+            return None
+        if self._groups is None:
+            self._groups = LogGroups(reader.stale_s)
+        seen = False
+        for line in lines:
+            if "throughput" not in line.text:
+                continue
+            c = clean(line.text)
+            tp = reader(c.text, line.at)
+            if tp is None or tp.tokens_per_s is None:
+                continue
+            self._groups.add(reader.group(c.text, c.ranks), tp)
+            seen = True
+        return without_probes(self._groups.total(), self.probes) if seen else None
+
     def log_samples(self, lines: Sequence[LogLine]) -> list[ThroughputSample]:
-        """The log's own samples in a batch of lines (the newest of each kind), when /metrics says nothing."""
+        """The log's own samples in a batch of lines (the groups' sum; the newest acceptance line), when /metrics
+        says nothing."""
         if self.metrics == MetricsState.ON:
             return []
-        found = (self.from_log(lines, word) for word in ("throughput", "acceptance"))
+        found = (self.from_log_groups(lines), self.from_log(lines, "acceptance"))
         return [tp for tp in found if tp is not None]
 
 

@@ -21,6 +21,7 @@ from tui.lifecycle.lines import latest_progress
 from tui.lifecycle.presets import Preset
 from tui.lifecycle.presets.facts import ReleaseMatch, resolve
 from tui.lifecycle.reducer import LifecycleState, reduce
+from tui.lifecycle.state import FailedRun
 from tui.model import (
     Attribution,
     CrashLoop,
@@ -139,6 +140,9 @@ class Readings:
     tps_history: tuple[tuple[float, float], ...]
     #: the start-up's ETA from the deployment's run history, for a state and its latest progress line, at a time
     eta: Callable[[LifecycleState, str, float], PhaseEta | NoEta | None]
+    #: the runs that failed one after another before the current one, where the state knows none (the run
+    #: history's, engine/history.py `RunRecorder.earlier`)
+    earlier: Callable[[LifecycleState], tuple[FailedRun, ...]] = lambda s: s.earlier
 
 
 def notes(e: Readings, s: LifecycleState) -> tuple[Note, ...]:
@@ -194,7 +198,7 @@ def build_snapshot(s: LifecycleState, e: Readings, now: float | None = None) -> 
         eta=e.eta(s, latest, clock),
         release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None,
         gpu_history=e.gpu_history, tps_history=e.tps_history, collector_errors=dict(e.collector_errors),
-        crash_loop=_named_loop(crash_loop(s), e.deployment))
+        crash_loop=_named_loop(crash_loop(replace(s, earlier=e.earlier(s))), e.deployment))
 
 
 def _named_loop(loop: CrashLoop | None, deployment: str) -> CrashLoop | None:

@@ -25,7 +25,8 @@ from typing import Any
 
 from tui.guard.numbers import MAX_COUNT, epoch, real_or_none, seconds
 from tui.lifecycle.secrets import redact_argv, redact_flags, redact_text
-from tui.model import PROGRESS_ORDER, Failure, Phase, Transition
+from tui.lifecycle.state import LOOP_GAP_S, MAX_EARLIER, FailedRun
+from tui.model import PROGRESS_ORDER, Failure, FailureKind, Phase, Transition
 
 #: runs kept per deployment: enough for an ETA and for the runs a write-up compares with, small enough to rewrite
 #: the whole file at every change (a record with a whole traceback is some 30 KB)
@@ -315,6 +316,28 @@ def previous_of(runs: Sequence[RunRecord], invocation: str, started_at: float) -
     """The run before this one (by start), not itself."""
     before = [r for r in runs if r.invocation != invocation and r.started_at < started_at]
     return before[-1] if before else None
+
+
+def failed_before(runs: Sequence[RunRecord], invocation: str, started_at: float) -> tuple[FailedRun, ...]:
+    """The runs on record that failed one after another right before this one (oldest first): what a look at a
+    crash loop that no watch of its own followed (`status`) knows of the runs before the current one. The walk back
+    stops at a run that did not fail, or one that failed more than LOOP_GAP_S before the next began."""
+    out: list[FailedRun] = []
+    nxt = started_at
+    for r in reversed([r for r in runs if r.invocation != invocation and r.started_at < started_at]):
+        if r.outcome != RunEnd.FAILED or r.failure is None:
+            break
+        f = r.failure
+        at = next((sp.at for sp in r.timeline if sp.phase == Phase.FAILED), r.recorded_at or r.started_at)
+        if nxt - at > LOOP_GAP_S:
+            break
+        try:
+            kind = FailureKind(f.kind)
+        except ValueError:
+            kind = FailureKind.UNKNOWN
+        out.append(FailedRun(r.invocation, r.started_at, Failure(f.phase, kind, f.excerpt, f.hint, at)))
+        nxt = r.started_at
+    return tuple(reversed(out[-MAX_EARLIER:]))
 
 
 def last_ready_before(runs: Sequence[RunRecord], run: RunRecord) -> RunRecord | None:

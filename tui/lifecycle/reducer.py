@@ -255,6 +255,11 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
     s = replace(s, unit=u)
     if u.argv and (prev is None or prev.argv != u.argv):
         s = _with_flags(s, u.argv, preset)
+    if _restarted_unasked(s, u, prev):
+        # the service manager restarts the run that died (`Restart=`): its death is a failure like any other exit,
+        # kept (with its cause) among the runs failed before the next one (state.py `earlier`). Seen in the gap
+        # (systemd's `auto-restart`), or only once the next run is up (the gap is 100 ms by default)
+        s = exited(s, preset, u if u.sub == AUTO_RESTART else replace(u, exit_status=None), _ended_at(s, u, ev.at))
     if u.running:
         return _unit_running(s, u, ev.at)
     if u.active == "deactivating":
@@ -266,6 +271,21 @@ def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleSt
             return enter(s, Phase.STOPPING, ev.at, FIRST_SEEN_LEAVING)
         return s if s.phase == Phase.FAILED else enter(s, Phase.STOPPING, ev.at)
     return _unit_ended(s, u, prev, ev.at, preset)
+
+
+#: systemd's sub-state between a run's death and the restart `Restart=` makes (the unit still `activating`)
+AUTO_RESTART = "auto-restart"
+
+
+def _restarted_unasked(s: LifecycleState, u: UnitState, prev: UnitState | None) -> bool:
+    """The live run has ended and the service manager restarts it: the unit is between the two (systemd's
+    `auto-restart`, still the old run's invocation), or a new run is up and the manager counted one more restart."""
+    if s.stop_requested or s.phase not in (*STARTUP, Phase.READY) or not s.invocation:
+        return False
+    if u.sub == AUTO_RESTART:
+        return not u.invocation or u.invocation == s.invocation
+    return (prev is not None and u.n_restarts > prev.n_restarts and bool(u.invocation)
+            and u.invocation != s.invocation)
 
 
 def _unit_running(s: LifecycleState, u: UnitState, at: float) -> LifecycleState:

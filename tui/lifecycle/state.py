@@ -59,6 +59,22 @@ class Session:
     flags: tuple[tuple[str, str | None], ...] = ()
 
 
+#: runs kept in `LifecycleState.earlier`
+MAX_EARLIER = 20
+#: a run that starts this long after the failure before it is no longer that failure's restart: the count begins anew
+LOOP_GAP_S = 15 * 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class FailedRun:
+    """A run that failed just before the current one: a new run's start forgets everything of the last, and in a
+    crash loop (systemd's `Restart=`) that was the failure and its cause."""
+
+    invocation: str
+    started_at: float | None
+    failure: Failure
+
+
 @dataclass(frozen=True, slots=True)
 class LifecycleState:
     phase: Phase = Phase.STOPPED
@@ -79,6 +95,8 @@ class LifecycleState:
     session: Session = field(default_factory=Session)
     #: the current run's release, once the server has said it (a start-up line, or its HTTP answer)
     release: ReleaseSeen | None = None
+    #: the runs that failed one after another just before this one, oldest first (tui/lifecycle/crash_loop.py)
+    earlier: tuple[FailedRun, ...] = ()
 
     @property
     def stalled_for(self) -> float | None:
@@ -142,8 +160,19 @@ def enter(s: LifecycleState, phase: Phase, at: float, line: str = "") -> Lifecyc
 
 
 def new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "") -> LifecycleState:
-    """A new run begins: everything about the last one is forgotten but the session."""
+    """A new run begins: everything about the last one is forgotten but the session, and, when it failed, its
+    failure among the runs that failed one after another (`earlier`)."""
     s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, excerpt=Excerpt.CLOSED,
                 readiness=Readiness(), stop_requested=False, blocks=s.blocks.new_run(), last_progress=at,
-                phase=Phase.STOPPED, release=None)
+                phase=Phase.STOPPED, release=None, earlier=_earlier(s, invocation, at))
     return enter(s, Phase.STARTING, at, line)
+
+
+def _earlier(s: LifecycleState, invocation: str, at: float) -> tuple[FailedRun, ...]:
+    """The failed runs before a run that starts at `at`: the last run's failure added to those before it, or none
+    when the last run did not fail (it served, or was stopped) or failed long before."""
+    if invocation == s.invocation and s.phase != Phase.FAILED:
+        return s.earlier  # the same run begun again (seen starting after a stop): no run ended
+    if s.phase != Phase.FAILED or s.failure is None or at - s.failure.at > LOOP_GAP_S:
+        return ()
+    return (*s.earlier, FailedRun(s.invocation, s.invocation_started, s.failure))[-MAX_EARLIER:]

@@ -52,12 +52,31 @@ DETECTION = re.compile(r"server_args=|fired up and ready|Load weight (?:begin|en
 _KV = re.compile(r"(#?[\w .()/-]+?):\s*([-\d.]+|True|False)")
 
 
+#: the data-parallel rank of a line's prefix (`[2026-05-31 18:31:21 DP6 TP6] `)
+_DP = re.compile(r"\bDP(\d+)\b")
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeBatchLine:
     """The scheduler's `Decode batch, #running-req: 32, ..., gen throughput (token/s): 1635.11, #queue-req: 0` line
-    (`line` captures what follows the words in `rest`); `accept len` and `accept rate` under speculative decoding."""
+    (`line` captures what follows the words in `rest`); `accept len` and `accept rate` under speculative decoding.
+
+    Which schedulers write it (0.5.23 `managers/scheduler_components/metrics_reporter.py` `report_decode_stats`,
+    whether or not /metrics is on): those with `is_stats_logging_rank`, `attn_tp_rank == 0 and attn_cp_rank == 0`
+    (`observability/metrics_collector.py`): one per attention group. With data parallelism (`--dp`, with or without
+    `--enable-dp-attention`) each group runs its own batch and its line carries its own figures, and the logger's
+    prefix names its DP rank (`scheduler.py` `configure_scheduler_process`: `[time DP{dp} PP{pp} ... TP{tp}] `, the
+    DP rank global across nodes): the group is that rank. Every pipeline stage of one group may log the same batch:
+    the group is the DP rank alone, so they count once."""
 
     line: re.Pattern[str]
+    #: a decode line is written every `--decode-log-interval` (40) decode steps: a busy group writes several a
+    #: second; one whose newest line is this much older than another's has no batch any more
+    stale_s: float = 10.0
+
+    def group(self, text: str, ranks: str) -> str:
+        m = _DP.search(ranks)
+        return m[1] if m else ""
 
     def __call__(self, text: str, at: float) -> ThroughputSample | None:
         m = self.line.search(text)

@@ -9,20 +9,96 @@ fetched and turns counters into rates across scrapes; the GPU panel is handed th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tui.model import ThroughputSample
 
 __all__ = [
-    "LogThroughput", "MemoryBudget", "MetricReading", "MetricsHint", "MetricsSpec", "RankRule", "Samples", "Series",
-    "finite", "to_float", "to_int",
+    "LogGroups", "LogThroughput", "MemoryBudget", "MetricReading", "MetricsHint", "MetricsSpec", "RankRule", "Samples",
+    "Series", "finite", "to_float", "to_int",
 ]
 
 #: a parsed /metrics page: samples by sample name, each (labels, value)
 Samples = Mapping[str, Sequence[tuple[Mapping[str, str], float]]]
-#: the reader of a server's periodic log lines: a line (cleaned of its wrappers) and its time -> a sample, or None
-LogThroughput = Callable[[str, float], ThroughputSample | None]
+
+
+class LogThroughput(Protocol):
+    """The reader of a server's periodic throughput log lines.
+
+    A parallel server logs one line per group of its ranks that runs its own batch (SGLang: each data-parallel
+    attention group's rank 0; vLLM: each engine), each line that group's figures only: the server's are the sum of
+    each group's newest line, so a reader also says which group wrote a line, and how long a group's line stands
+    for it (a group that has gone idle logs nothing more)."""
+
+    #: a group whose newest line is this much older than the newest line of any group is idle (or gone)
+    stale_s: float
+
+    def __call__(self, text: str, at: float) -> ThroughputSample | None:
+        """A line (cleaned of its wrappers) and its time -> the group's sample, or None (not a throughput line)."""
+        ...
+
+    def group(self, text: str, ranks: str) -> str:
+        """The group that wrote the line (`ranks`: the rank tags of the line's prefix, tui/lifecycle/lines.py
+        `CleanLine.ranks`); "" for the whole server."""
+        ...
+
+
+#: the most groups kept (a server with more data-parallel groups than this is counted by its newest ones)
+MAX_GROUPS = 1024
+
+
+class LogGroups:
+    """The server's throughput from its groups' log lines: each group's newest sample, summed (tokens/s, running
+    and queued requests) or averaged (acceptance) over the groups still logging. A group is aged out once its newest
+    line is `stale_s` older than the newest of any group: a DP group with no request logs nothing, and its last busy
+    line would otherwise be counted for ever. No clock: times are the lines' own."""
+
+    def __init__(self, stale_s: float, limit: int = MAX_GROUPS) -> None:
+        self.stale_s = stale_s
+        self.limit = limit
+        self._newest: dict[str, ThroughputSample] = {}
+
+    def add(self, group: str, tp: ThroughputSample) -> None:
+        old = self._newest.get(group)
+        if old is not None and old.at > tp.at:
+            return  # a line older than the group's newest (a log read back after its followed lines)
+        self._newest.pop(group, None)
+        self._newest[group] = tp  # newest last: the oldest goes first when the bound is reached
+        if len(self._newest) > self.limit:
+            del self._newest[next(iter(self._newest))]
+
+    def total(self) -> ThroughputSample | None:
+        """The server's sample: the groups' figures at the newest line's time (None before any line)."""
+        if not self._newest:
+            return None
+        newest = max(tp.at for tp in self._newest.values())
+        for g in [g for g, tp in self._newest.items() if tp.at < newest - self.stale_s]:
+            del self._newest[g]
+        live = list(self._newest.values())
+        return ThroughputSample(
+            at=newest, source=live[0].source, tokens_per_s=_sum(tp.tokens_per_s for tp in live),
+            running=_isum(tp.running for tp in live), queued=_isum(tp.queued for tp in live),
+            accept_len=_mean(tp.accept_len for tp in live), accept_rate=_mean(tp.accept_rate for tp in live))
+
+    def __len__(self) -> int:
+        return len(self._newest)
+
+
+def _sum(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return finite(sum(vals)) if vals else None
+
+
+def _isum(xs: Iterable[int | None]) -> int | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) if vals else None
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return finite(sum(vals) / len(vals)) if vals else None
 
 
 def finite(x: float | None) -> float | None:

@@ -40,6 +40,7 @@ DETECTION = re.compile(r"vLLM|EngineCore|\[(?:gpu_model_runner|core|api_server|l
                        r"\[?[\w./-]+\.py:\d+\]", re.I)
 
 _SPEC = re.compile(r"Mean acceptance length: (?P<len>[\d.]+)")
+_ENGINE = re.compile(r"\bEngine (\d+): ")
 _RUN = re.compile(r"Running: (?P<r>\d+) reqs, Waiting: (?P<w>\d+) reqs")
 
 
@@ -50,6 +51,16 @@ class StatsLines:
     `SpecDecoding metrics: Mean acceptance length: 2.63, ...`, a sample with only its acceptance length."""
 
     line: re.Pattern[str]
+    #: the stat logger writes every `VLLM_LOG_STATS_INTERVAL` (10 s) for each engine, and once more with zeros when
+    #: an engine goes idle: an engine silent for three intervals is gone
+    stale_s: float = 30.0
+
+    def group(self, text: str, ranks: str) -> str:
+        """Each engine's line (data parallelism) says which: `Engine 001: ...` (0.34 `v1/metrics/loggers.py`
+        `LoggingStatLogger`); `4 Engines Aggregated: ...` (`--aggregate-engine-logging`) and V0's line are the
+        whole server's."""
+        m = _ENGINE.search(text)
+        return m[1] if m else ""
 
     def __call__(self, text: str, at: float) -> ThroughputSample | None:
         m = self.line.search(text)
