@@ -32,8 +32,10 @@ class LogThroughput(Protocol):
     each group's newest line, so a reader also says which group wrote a line, and how long a group's line stands
     for it (a group that has gone idle logs nothing more)."""
 
-    #: a group whose newest line is this much older than the newest line of any group is idle (or gone)
-    stale_s: float
+    @property
+    def stale_s(self) -> float:
+        """A group whose newest line is this much older than the newest line of any group is idle (or gone)."""
+        ...
 
     def __call__(self, text: str, at: float) -> ThroughputSample | None:
         """A line (cleaned of its wrappers) and its time -> the group's sample, or None (not a throughput line)."""
