@@ -66,16 +66,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tui/lifecycle/presets/telemetry.py", "to_int"): _PENDING + "`to_float`'s value, cut to a count",
     ("tui/lifecycle/presets/telemetry.py", "_rank"): _PENDING + "a rank's digits, isdigit-checked",
     ("tui/lifecycle/presets/telemetry.py", "MemoryBudget.share"): _PENDING + "a flag's value, 0 < v <= 1 after",
-    ("tui/managers/docker.py", "DockerManager.pids"): _PENDING + "`docker top`'s pids, isdigit-checked",
-    ("tui/managers/remote_lock.py", "RemoteLock._busy"): _PENDING + "the lock script's pids, isdigit-checked",
-    ("tui/managers/remote_lock.py", "RemoteLock.still_held"): _PENDING + "the remote lock record's pid",
-    ("tui/managers/remote_lock.py", "RemoteLock.retake"): _PENDING + "the remote lock record's pid",
-    ("tui/managers/remote_lock.py", "RemoteLock.holder"): _PENDING + "the remote lock record's pid",
-    ("tui/managers/systemd.py", "_ts"): _PENDING + "systemctl show's microseconds",
-    ("tui/managers/systemd.py", "SystemdManager.state"): _PENDING + "systemctl show's MainPID, NRestarts, status",
-    ("tui/managers/systemd.py", "SystemdManager.pids"): _PENDING + "the cgroup's pids, isdigit-checked",
-    ("tui/transport/ssh_known_hosts.py", "_check_jump_hosts"): _PENDING + "a jump host's port, isdigit-checked",
-    ("tui/transport/ssh_known_hosts.py", "refused_host_key"): _PENDING + "ssh's configured port",
 }
 
 

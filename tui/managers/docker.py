@@ -46,6 +46,7 @@ from tui.managers.container_state import (
 )
 from tui.managers.file_lock import FileLock
 from tui.managers.log_window import HEAD_BYTES, TAIL_BYTES, Window, join
+from tui.managers.pids import pids_in
 from tui.managers.remote_lock import RemoteLock
 from tui.model import LogLine, UnitState
 from tui.transport import Transport, TransportError
@@ -202,7 +203,8 @@ class DockerManager:
             text = await self._cli(args, timeout=10)
         except ManagerError:
             return None
-        pids = {int(w) for line in split_lines(text)[1:] for w in line.split()[:1] if w.isdigit()}
+        # the first word of each row, taken as a pid only if it is one (managers/pids.py: not `²`, not 30 digits)
+        pids = pids_in(w for line in split_lines(text)[1:] for w in line.split()[:1])
         return pids | ({unit.main_pid} if unit.main_pid > 0 else set())
 
     # ------------------------------------------------------------------ start / stop

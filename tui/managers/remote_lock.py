@@ -32,6 +32,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from tui.errors import PermanentError as Permanent
 from tui.managers import LockHeld, LockInfo, ManagerError, PermanentManagerError, refusal
 from tui.managers.lock_record import lock_info_from, new_record
+from tui.managers.pids import pid_or_none
 from tui.transport import Transport, TransportError, process_alive
 from tui.transport.remote_dir import GUARD_DIR
 
@@ -164,7 +165,8 @@ class RemoteLock:
         """The refusal for a busy lock: the bringup whose record names the process holding the flock, or that
         process itself, by pid, user and command, when it is no bringup."""
         parts = line.split(" ", 3)
-        pids = [int(x) for x in parts[1].split(",") if x.isdigit()] if len(parts) > 1 else []
+        # in the script's order; a word that is no pid (`²`, which isdigit() passes and int() refuses) is left out
+        pids = [p for x in parts[1].split(",") if (p := pid_or_none(x)) is not None] if len(parts) > 1 else []
         if not pids:  # neither /proc/PID/fdinfo nor /proc/locks names it (another pid namespace): the record says
             holder = await self.holder()
             if holder is not None:
@@ -220,26 +222,29 @@ class RemoteLock:
         if self.info is None or self._lost:
             return False
         _, rec = await self._record()
-        try:
-            return (rec.get("token") == self.info.token
-                    and await process_alive(self.transport, int(str(rec.get("lock_pid") or 0))))
-        except (ValueError, TypeError):
-            return False
+        pid = self._holding_pid(rec)
+        return rec.get("token") == self.info.token and pid is not None and await process_alive(self.transport, pid)
+
+    @staticmethod
+    def _holding_pid(rec: dict[str, object]) -> int | None:
+        """The pid of the command holding the flock, as the script wrote it in the record: a JSON number (`$$`).
+        Anything else (`"123"` in quotes, `true`, `-1`, 30 digits) names no process: not ours to trust, to wait on,
+        or to kill."""
+        return pid_or_none(rec.get("lock_pid"), text=False)
 
     async def retake(self) -> LockInfo:
         await self._release_stream()
         # after a partition the host may not have noticed our old connection is gone: its holder, ours, still
         # holds the flock; it is ours to end (the record's token proves it)
         _, rec = await self._record()
-        with contextlib.suppress(ValueError, TypeError):
-            pid = int(str(rec.get("lock_pid") or 0))
-            if self.info is not None and rec.get("token") == self.info.token and pid > 0:
-                kill = ["kill", "-TERM", str(pid)]
-                await self.transport.run(["sudo", "-n", *kill] if self.sudo else kill, timeout=5)
-                for _ in range(50):
-                    if not await process_alive(self.transport, pid):
-                        break
-                    await asyncio.sleep(0.1)
+        pid = self._holding_pid(rec)
+        if self.info is not None and rec.get("token") == self.info.token and pid is not None:
+            kill = ["kill", "-TERM", str(pid)]
+            await self.transport.run(["sudo", "-n", *kill] if self.sudo else kill, timeout=5)
+            for _ in range(50):
+                if not await process_alive(self.transport, pid):
+                    break
+                await asyncio.sleep(0.1)
         return await self._take()
 
     async def holder(self) -> LockInfo | None:
@@ -247,11 +252,8 @@ class RemoteLock:
         info = lock_info_from(raw)
         if info is None:
             return None
-        try:
-            pid = int(str(rec.get("lock_pid") or 0))
-        except (ValueError, TypeError):
-            pid = 0
-        return info if pid and await process_alive(self.transport, pid) else None
+        pid = self._holding_pid(rec)
+        return info if pid is not None and await process_alive(self.transport, pid) else None
 
     async def note(self, step: str) -> None:
         """Rewrites our record with the step (atomically: a reader sees the old record or the new one), only while

@@ -34,11 +34,13 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
+from tui.guard.numbers import MAX_WHOLE, epoch_or_none, whole_or_none
 from tui.guard.text import split_lines
 from tui.lifecycle.journal import parse_entry, parse_record
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.exec_line import ExecLineError, parse, rewrite, unit_exec, values
 from tui.managers.log_window import HEAD_BYTES, TAIL_BYTES, Window, join
+from tui.managers.pids import pid_or_none, pids_in
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd_show import batch_for
 from tui.model import LogLine, UnitState
@@ -84,13 +86,13 @@ def parse_show(text: str) -> dict[str, str]:
 
 
 def _ts(v: str) -> float | None:
-    """`--timestamp=unix` gives `@1732870000`; anything else is not worth guessing."""
-    if v.startswith("@"):
-        try:
-            return float(v[1:])
-        except ValueError:
-            return None
-    return None
+    """`--timestamp=unix` gives `@1732870000`; anything else is not worth guessing. A moment that is none (`@inf`,
+    `@-1`, a year past 2200) is absent: `follow` turns the start into `--since`, where `int(inf)` raised."""
+    return epoch_or_none(v[1:]) if v.startswith("@") else None
+
+
+#: an exit status: a process's exit code or the number of the signal that ended it (Linux keeps 8 bits of either)
+_STATUS_MAX = 255
 
 
 def exec_start_from_cat(text: str) -> list[str]:
@@ -149,14 +151,16 @@ class SystemdManager:
         if p.get("LoadState") == "not-found":
             raise PermanentManagerError(f"unit {self.unit} not found on {self.transport.name} (`systemctl list-units "
                                       f"'*sglang*'` lists what is there)")
-        status = p.get("ExecMainStatus", "")
-        exit_status = int(status) if status.lstrip("-").isdigit() else None
+        # the numbers of `systemctl show` through the one parser (tui/guard/numbers.py): a value that is none (`²`,
+        # which isdigit() passes and int() refuses, `-1`, 5,000 digits) is absent, never a failed reading
+        exit_status = whole_or_none(p.get("ExecMainStatus", ""), low=0, high=_STATUS_MAX, text=True)
+        n_restarts = whole_or_none(p.get("NRestarts", ""), low=0, high=MAX_WHOLE, text=True) or 0
         code = p.get("ExecMainCode", "")
         if code == "2" and exit_status is not None:  # killed by a signal: report it like a shell, -N
             exit_status = -exit_status
         return UnitState(active=p.get("ActiveState", "unknown"), sub=p.get("SubState", ""),
-                         main_pid=int(p.get("MainPID") or 0), invocation=p.get("InvocationID", ""),
-                         exit_status=exit_status, n_restarts=int(p.get("NRestarts") or 0),
+                         main_pid=pid_or_none(p.get("MainPID", "")) or 0, invocation=p.get("InvocationID", ""),
+                         exit_status=exit_status, n_restarts=n_restarts,
                          started_at=_ts(p.get("ExecMainStartTimestamp", "")) or _ts(p.get("ActiveEnterTimestamp", "")),
                          exited_at=_ts(p.get("InactiveEnterTimestamp", "")),
                          argv=tuple(await self._argv_for(p.get("InvocationID", ""))))
@@ -240,7 +244,7 @@ class SystemdManager:
         for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
             data = await self.transport.read_file(f"{root}{cg}/cgroup.procs")
             if data:
-                return {int(x) for x in data.split() if x.isdigit()}
+                return pids_in(data.decode("ascii", "replace").split())
         return None
 
     async def read_argv(self) -> list[str]:

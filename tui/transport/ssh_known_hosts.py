@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncssh
 
+from tui.guard.numbers import whole_or_none
 from tui.transport import PermanentTransportError, TransportError
 from tui.transport.ssh_errors import classify, config_desc
 from tui.transport.ssh_keys import OPENSSH_HOST_KEY_ORDER, known_host_entries, offered_key
@@ -29,6 +30,8 @@ DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 #: a `%x` token or a `${VAR}` in a known_hosts path (ssh_config(5), TOKENS and ENVIRONMENT VARIABLES)
 _PATH_TOKEN = re.compile(r"%(.)|\$\{([^}]*)\}")
+#: a TCP port
+PORT_MAX = 65535
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,9 @@ def known_hosts_checked(destination: str, config: Sequence[str]) -> KnownHosts:
 def _check_jump_hosts(destination: str, config: Sequence[str], opts: asyncssh.SSHClientConnectionOptions) -> None:
     """A ProxyJump host is connected by asyncssh itself, with its own reading of the ssh_config: refuse the one
     reading that turns checking off there (`UserKnownHostsFile none`, which asyncssh takes as "accept any key").
-    Every other way of writing it fails closed in asyncssh too (no file, /dev/null: every key unknown)."""
+    Every other way of writing it fails closed in asyncssh too (no file, /dev/null: every key unknown). A hop's
+    port that is no port (`²`, which isdigit() passes and int() refuses, `0`, `99999`) is refused in one line
+    naming it: asyncssh would fail on it with a bare `invalid literal for int()`."""
     jumps = opts.tunnel
     if not isinstance(jumps, str):
         return
@@ -166,7 +171,12 @@ def _check_jump_hosts(destination: str, config: Sequence[str], opts: asyncssh.SS
         port: int | tuple[()] = ()
         if ":" in host:
             host, _, port_s = host.rpartition(":")
-            port = int(port_s) if port_s.isdigit() else ()
+            taken = whole_or_none(port_s, low=1, high=PORT_MAX, text=True)
+            if taken is None:
+                raise PermanentTransportError(
+                    f"{destination}: the ProxyJump host {host!r} in ssh_config {config_desc(config)} has the port "
+                    f"{port_s[:20]!r}, which is not a port (1..{PORT_MAX}); refusing to connect", kind="config")
+            port = taken
         opts = client_options(host, config, port=port, username=user or ())
         if opts.known_hosts is None:
             raise PermanentTransportError(
@@ -185,7 +195,8 @@ async def refused_host_key(destination: str, config: Sequence[str], e: asyncssh.
     except Exception:  # the connection got far enough to read them, so this is not expected
         return classify(destination, e, config)
     host = str(opts.host_key_alias or opts.host)
-    port = int(opts.port) if opts.port and int(opts.port) != 22 else None
+    port = whole_or_none(opts.port, low=1, high=PORT_MAX, text=True)  # a port that is none: as if not named
+    port = port if port != 22 else None
     cfg = config_desc(config)
     who = destination
     if host != destination:
