@@ -81,6 +81,6 @@ async def offered_key(destination: str, config: Sequence[str], algorithms: Seque
     try:
         async with asyncio.timeout(5):
             key = await asyncssh.get_server_host_key(destination, **kwargs)
-    except (OSError, asyncssh.Error, TimeoutError, ValueError):
+    except (OSError, asyncssh.Error, TimeoutError, ValueError, OverflowError):  # Overflow: a port out of range
         return ""
     return f"{key.get_algorithm()} key {key.get_fingerprint()}" if key is not None else ""
