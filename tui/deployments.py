@@ -207,6 +207,14 @@ class DeploymentConfig(Strict):
         """What the deployment runs, in a word, for a list of deployments (the unit, the program)."""
         return describe_command([])
 
+    @property
+    def configured_command(self) -> list[str] | None:
+        """The server's command line as this config gives it, for a manager that keeps flags written since apart
+        from it (`process`, `docker`): an edit of the config is then told from the saved flags and replayed under
+        them (tui/ops/config_drift.py). None where the command line lives with the manager (a unit, a Compose
+        file), which bringup edits in place."""
+        return None
+
     def node(self, i: int) -> Self:
         """Node i of a deployment over several nodes as a deployment of one node: its host, its GPUs, and what
         the variant takes from the node (its unit, its command)."""
@@ -338,6 +346,11 @@ class ProcessDeployment(DeploymentConfig):
     def what_runs(self) -> str:
         return describe_command(self.command)
 
+    @property
+    def configured_command(self) -> list[str] | None:
+        # over several nodes the flags are the head's (multinode.py): its command is the one they were written on
+        return list(self.nodes[0].command) if self.nodes else list(self.command)
+
     def _node_fields(self, node: NodeConfig) -> dict[str, Any]:
         return {"command": list(node.command), "env": {**self.env, **node.env}}
 
@@ -377,6 +390,10 @@ class DockerDeployment(ContainerDeployment):
     @property
     def what_runs(self) -> str:
         return describe_command(self.command)
+
+    @property
+    def configured_command(self) -> list[str] | None:
+        return list(self.command) if self.command else None
 
     def _one_node_needs(self) -> None:
         if not self.container:

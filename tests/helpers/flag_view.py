@@ -28,6 +28,12 @@ class Flags:
     release: str = "SGLang 0.5.23"
     manager: SavedArgv = field(default_factory=SavedArgv)
     reads: int = 0
+    #: the config's command line (None: the manager keeps none apart from the flags)
+    configured: list[str] | None = None
+
+    @property
+    def configured_command(self) -> list[str] | None:
+        return self.configured
 
     @property
     def flag_specs(self) -> Sequence[FlagSpec]:

@@ -121,6 +121,8 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
             out({"ok": True, "phase": str(w.state.phase), "message": msg, "invocation": unit.invocation,
                  "code": int(ExitCode.OK)}, args.json, msg)
             return ExitCode.OK
+        for line in plan.drift:  # said before acting: the config's edit is what runs, not the saved flags
+            print(f"bringup: note: {line}", file=sys.stderr)
         if restart and not _confirmed(f"Restart {name} on {w.host_name} ({w.manager.target}) with "
                                       f"{plan.describe()}?", args.yes):
             return error("cancelled; nothing changed", ExitCode.USAGE, args.json)

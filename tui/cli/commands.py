@@ -32,7 +32,8 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     try:
         await settle(w)
         flags = await w.flag_values()
-        d = snapshot_dict(w.snapshot(time.time()), flags, time.time())
+        # led by the config file it read, as `status --all` is: an edit of another file explains nothing
+        d = snapshot_dict(w.snapshot(time.time()), flags, time.time(), settings)
     finally:
         await w.close()
     out(d, args.json, render_status(d))

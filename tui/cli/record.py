@@ -19,10 +19,10 @@ from .report import error
 
 
 async def cmd_record(settings: Settings, args: argparse.Namespace) -> int:
-    name, _ = settings.deployment(args.deployment)
+    name, dep = settings.deployment(args.deployment)
     try:
         path, d, text = write_record(settings.state_path(), name, args.run or "", args.out or "",
-                                     note=lambda n: print(f"bringup: {n}", file=sys.stderr, flush=True))
+                                     note=lambda n: print(f"bringup: {n}", file=sys.stderr, flush=True), dep=dep)
     except NoSuchRun as e:
         return error(str(e), ExitCode.USAGE, args.json)
     except UnsafeLocation as e:  # already one line naming the place

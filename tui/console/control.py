@@ -122,7 +122,7 @@ class ControlConsoleApp(ConsoleApp):
                "WITHOUT GPU evidence: stop, start once the old run's processes are gone (its GPU memory release NOT "
                "verified: a CUDA OOM is possible), verify a real generation")
         lines = [*self._target_lines(w), "", "flags:", *("  " + c for c in plan.changes or ["no flag change"]), "",
-                 how]
+                 *(f"  {d}" for d in plan.drift), *([""] if plan.drift else []), how]
 
         def answered(yes: bool | None) -> None:
             # a No drops the change: a later `r` restarts with the flags as they are

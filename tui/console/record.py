@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tui.config import DeploymentConfig
 from tui.engine.incident_file import write_record
 from tui.lifecycle.incident import NoSuchRun, record_command
 from tui.model import Phase, Snapshot
@@ -32,11 +33,13 @@ def record_offer(before: Snapshot, snap: Snapshot, *, live: bool, key: str) -> N
     return Notice(f"{snap.deployment} failed: {key} writes its incident record ({command})")
 
 
-def write_incident_record(state_dir: Path, deployment: str, snap: Snapshot) -> Notice:
-    """The failed run's record (else the latest run's), written where `bringup record` writes it."""
+def write_incident_record(state_dir: Path, deployment: str, snap: Snapshot,
+                          dep: DeploymentConfig | None = None) -> Notice:
+    """The failed run's record (else the latest run's), written where `bringup record` writes it (its way back
+    read with `dep`'s flags, as `bringup record` reads it)."""
     run = snap.invocation if snap.phase == Phase.FAILED else ""
     try:
-        path, _, _ = write_record(state_dir, deployment, run)
+        path, _, _ = write_record(state_dir, deployment, run, dep=dep)
     except NoSuchRun as e:
         return Notice(str(e), "warning")
     except OSError as e:

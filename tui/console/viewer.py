@@ -468,8 +468,9 @@ class ConsoleApp(App[int]):
         if self.engine is not None:  # the run's newest record is written off the loop: wait for it (bounded)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.engine.history.flush(), 5)
+        dep = self.engine.dep if self.engine is not None else None
         notice = await asyncio.to_thread(write_incident_record, self.settings.state_path(), self.deployment,
-                                         self.shown.snap)
+                                         self.shown.snap, dep)
         self.notify(notice.text, severity=notice.severity, timeout=12 if notice.severity == "information" else 8,
                     markup=False)
 

@@ -223,7 +223,8 @@ class Engine:
     def _phase_maybe_changed(self, before: LifecycleState) -> None:
         if (self.state.phase != before.phase or self.state.timeline != before.timeline
                 or self.state.failure != before.failure or self.state.invocation != before.invocation
-                or self.state.release != before.release):
+                or self.state.release != before.release
+                or (self.state.stalled_for is None) != (before.stalled_for is None)):  # a hang is recorded as one
             self.history.changed(self)
             self.emit(PhaseChanged(self.snapshot()))
 
@@ -455,6 +456,11 @@ class Engine:
         argv = await self.manager.read_argv()
         BOOK.learn_argv(argv)  # its secrets hidden in whatever shows them after (tui/guard/redact.py)
         return argv
+
+    @property
+    def configured_command(self) -> list[str] | None:
+        """The config's command line, where the manager keeps flags apart from it (tui/ops/config_drift.py)."""
+        return self.dep.configured_command
 
     async def flag_values(self) -> dict[str, str | None]:
         return current_values(await self.argv(), self.flag_specs)

@@ -48,6 +48,7 @@ from tui.lifecycle.history import (
     to_dict,
     upsert,
 )
+from tui.lifecycle.lines import latest_progress
 from tui.lifecycle.reducer import LifecycleState
 from tui.lifecycle.state import STARTUP, FailedRun
 from tui.model import Failure, GpuSnapshot, LockInfo, NoEta, Phase, PhaseEta
@@ -207,8 +208,10 @@ class RunRecorder:
             self._steps = [st for st, _ in self._lead_in if st.at >= s.invocation_started - 600]
             self._actions = [a for _, a in self._lead_in if a is not None and a.at >= s.invocation_started - 600]
             self._lead_in = []
-        if not self._steps or self._steps[-1].step != str(s.phase):
-            step = self._gpu_step(e, str(s.phase))
+        # a hang's memory is what it holds when it stalls, not what it held when its phase began
+        mark = "stalled" if s.stalled_for is not None else str(s.phase)
+        if not self._steps or self._steps[-1].step != mark:
+            step = self._gpu_step(e, mark)
             if step.used_mib is not None:  # a phase read back before any GPU sample has no memory to tell
                 self._steps.append(step)
         if e.other_holder is not None:
@@ -223,7 +226,9 @@ class RunRecorder:
             failure=e.named(s.failure), release=s.release.version if s.release is not None else "",
             host=e.host_name, unit=e.dep.what_runs,
             gpu_used_mib=self._steps[-1].used_mib if self._steps else None,
-            gpu_steps=tuple(self._steps), actions=tuple(self._actions))
+            gpu_steps=tuple(self._steps), actions=tuple(self._actions),
+            stalled_since=s.last_progress if s.stalled_for is not None else None,
+            last_line=latest_progress(s.blocks.tail))
         self._pending = observed
         try:
             loop = asyncio.get_running_loop()
@@ -264,6 +269,10 @@ class RunRecorder:
         """The ETA of the run `s` is of at `now` (None when no run is starting)."""
         if s.phase not in STARTUP:
             return None
+        if s.stalled_for is not None and s.last_progress is not None:
+            # a countdown through a hang grows a second every second: once stalled, no ready-time is promised
+            since = time.strftime("%H:%M:%S", time.localtime(s.last_progress))
+            return NoEta(f"no ETA: stalled since {since} (no progress in {s.phase} for {s.stalled_for:.0f} s)")
         if self.error:
             return NoEta(f"no ETA: {self.error}")
         argv = s.unit.argv if s.unit is not None else ()

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tui.config import DeploymentConfig
 from tui.guard.files import out_path, private_dir, write_private
 from tui.lifecycle.incident import incident, markdown, pick
+from tui.lifecycle.presets import get_preset
 
 from .history import HistoryStore, history_path
 
@@ -18,7 +20,8 @@ def record_path(state_dir: Path, deployment: str, invocation: str) -> Path:
 
 
 def write_record(state_dir: Path, deployment: str, run: str = "", out: str = "",
-                 note: Callable[[str], None] | None = None) -> tuple[Path | None, dict[str, Any], str]:
+                 note: Callable[[str], None] | None = None, dep: DeploymentConfig | None = None) \
+        -> tuple[Path | None, dict[str, Any], str]:
     """The record of `run` (default: the latest that did not reach ready, else the latest) as (where it was
     written, the object, the Markdown). `out`: a file, `-` for nowhere (the caller prints it), "" for the default
     place (0600 in a 0700 directory: a record quotes the server's log). An `out` whose directory another user can
@@ -30,7 +33,9 @@ def write_record(state_dir: Path, deployment: str, run: str = "", out: str = "",
         if note is not None:
             note(skipped)
     chosen = pick(runs, deployment, run)
-    d = incident(chosen, runs)
+    # the deployment's preset and extra flags: the way back offered only as `restart` would take it
+    preset = get_preset(dep.preset) if dep is not None else None
+    d = incident(chosen, runs, preset, [f.spec() for f in dep.extra_flags] if dep is not None else ())
     text = markdown(d)
     if out == "-":
         return None, d, text

@@ -46,6 +46,8 @@ class RunEnd(StrEnum):
     """How a run ended, as far as anyone watching it saw."""
 
     UNDER_WAY = "under-way"
+    #: under way, but no log line or GPU memory change for the stall threshold: a hang, said as one
+    STALLED = "stalled"
     READY = "ready"
     FAILED = "failed"
     STOPPED = "stopped"
@@ -115,6 +117,9 @@ class RunRecord:
     actions: tuple[ActionRecord, ...] = ()
     #: when this record was last written (the writer's clock)
     recorded_at: float = 0.0
+    #: a stalled run's last progress (its last log line or GPU memory change), and the last line it printed
+    stalled_since: float | None = None
+    last_line: str = ""
 
     def flag_dict(self) -> dict[str, str | None]:
         return dict(self.flags)
@@ -157,7 +162,7 @@ class RunRecord:
 
 #: how far a view of a run saw it get: a watcher that came late may never see a ready run ready (a restart stops
 #: it before its first probe), and its view must not unmake the ready another watcher saw
-_REACHED = {RunEnd.UNDER_WAY: 0, RunEnd.STOPPED: 1, RunEnd.READY: 2, RunEnd.FAILED: 3}
+_REACHED = {RunEnd.UNDER_WAY: 0, RunEnd.STALLED: 0, RunEnd.STOPPED: 1, RunEnd.READY: 2, RunEnd.FAILED: 3}
 
 
 def _fullness(r: RunRecord) -> tuple[int, int, float]:
@@ -265,6 +270,9 @@ class Observed:
     gpu_used_mib: float | None = None
     gpu_steps: tuple[GpuStep, ...] = ()
     actions: tuple[ActionRecord, ...] = ()
+    #: the run's last progress, when it is stalled now (None: not stalled), and its last line
+    stalled_since: float | None = None
+    last_line: str = ""
 
 
 def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
@@ -272,6 +280,8 @@ def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
     flags = options(o.argv)
     red = redact_flags(flags)
     outcome = outcome_of(o.phase, o.failure, o.timeline)
+    if outcome is RunEnd.UNDER_WAY and o.stalled_since is not None:
+        outcome = RunEnd.STALLED
     # a resting phase's clock stops where it began: ready "for 3 h" says nothing of how long the start-up took
     tl = spans(o.timeline, o.now)
     if tl and tl[-1].phase in (Phase.READY, Phase.FAILED, Phase.STOPPED):
@@ -288,7 +298,8 @@ def record_of(o: Observed, previous: RunRecord | None) -> RunRecord:
         timeline=tl, outcome=outcome, failure=failure,
         gpu_mib_at_ready=o.gpu_used_mib if o.phase == Phase.READY else None, release=o.release, host=o.host,
         unit=o.unit, gpu_steps=o.gpu_steps[-MAX_STEPS:], actions=_with_change(o.actions, diff)[-MAX_STEPS:],
-        recorded_at=o.now))
+        recorded_at=o.now, stalled_since=o.stalled_since if outcome is RunEnd.STALLED else None,
+        last_line=redact_text(o.last_line)))
 
 
 def _with_change(actions: Sequence[ActionRecord], diff: Sequence[str]) -> tuple[ActionRecord, ...]:
@@ -366,6 +377,7 @@ def to_dict(r: RunRecord) -> dict[str, Any]:
                        "previous_run_mib": s.previous_run_mib, "other_mib": s.other_mib} for s in r.gpu_steps],
         "actions": [{"at": a.at, "who": a.who, "action": a.action, "change": a.change} for a in r.actions],
         "recorded_at": r.recorded_at,
+        "stalled_since": r.stalled_since, "last_line": r.last_line,
     }
 
 
@@ -410,6 +422,7 @@ def from_dict(d: Mapping[str, Any]) -> RunRecord:
                                    str(a.get("change", "")))
                       for a in _list(d.get("actions", []), "actions")),
         recorded_at=epoch(d.get("recorded_at", 0.0), "recorded_at"),
+        stalled_since=real_or_none(d.get("stalled_since"), low=0.0, high=4e9), last_line=str(d.get("last_line") or ""),
     ))
 
 

@@ -25,6 +25,8 @@ from tui.guard.text import split_lines
 from tui.lifecycle.eta import duration
 from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before, startup_phases
 from tui.lifecycle.lines import terminal_safe
+from tui.lifecycle.presets import FlagSpec, Preset
+from tui.lifecycle.way_back import way_back
 
 #: past ready runs a timeline is compared with
 COMPARED_RUNS = 5
@@ -54,8 +56,11 @@ def when(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def incident(run: RunRecord, runs: Sequence[RunRecord]) -> dict[str, Any]:
-    """The record as one object (`bringup record --json`); `markdown` renders exactly this."""
+def incident(run: RunRecord, runs: Sequence[RunRecord], preset: Preset | None = None,
+             extra: Sequence[FlagSpec] = ()) -> dict[str, Any]:
+    """The record as one object (`bringup record --json`); `markdown` renders exactly this. With the deployment's
+    `preset` (and its `extra_flags`), the way back is read as `restart` reads flags (way_back.py): only a command
+    it accepts is offered."""
     ready = last_ready_before(runs, run)
     earlier = [r for r in runs if r.reached_ready and r.started_at < run.started_at and r.invocation != run.invocation]
     alike = [r for r in earlier if r.flags == run.flags][-COMPARED_RUNS:]
@@ -67,14 +72,20 @@ def incident(run: RunRecord, runs: Sequence[RunRecord]) -> dict[str, Any]:
         timeline.append({"phase": str(s.phase), "at": s.at, "seconds": s.seconds,
                          "usual_s": round(median(past), 1) if past else None,
                          "range_s": [round(min(past), 1), round(max(past), 1)] if past else None})
-    back = going_back(run.deployment, run.flag_dict(), ready.flag_dict()) if ready is not None else ""
-    commands = [back] if back else []
-    if ready is not None and not back:
+    if preset is not None and ready is not None:
+        offered = [*preset.for_version(run.release or None).flags, *extra]
+        commands = way_back(run.deployment, run.argv, ready.argv, [*preset.flags, *extra], offered)
+        back = next((c for c in commands if not c.startswith("#")), "")
+    else:
+        back = going_back(run.deployment, run.flag_dict(), ready.flag_dict()) if ready is not None else ""
+        commands = [back] if back else []
+    if ready is not None and not commands:
         commands.append(f"bringup restart {run.deployment}  # the flags are the last ready run's already")
     f = run.failure
     return {
         "deployment": run.deployment, "host": run.host, "unit": run.unit or None, "release": run.release or None,
         "invocation": run.invocation, "started_at": run.started_at, "outcome": str(run.outcome),
+        "stalled_since": run.stalled_since, "last_line": run.last_line or None,
         "argv": list(run.argv), "flags": run.flag_dict(),
         "flags_diff_previous": list(run.flags_diff),
         "last_ready": None if ready is None else {"invocation": ready.invocation, "started_at": ready.started_at},
@@ -145,6 +156,9 @@ def markdown(d: dict[str, Any]) -> str:
               f"- **release**: {q(d['release']) if d['release'] else 'not said by the server'}",
               f"- **run**: {q(d['invocation'])}, started {when(d['started_at'])}",
               f"- **outcome**: {d['outcome']}", ""]
+    if d.get("stalled_since") is not None:  # a hang said as one: since when, and the last thing it printed
+        lines += ["## Stalled", "", f"No log line or GPU memory change since {when(d['stalled_since'])}; its last "
+                  "line:", "", block(d.get("last_line") or "(none seen)"), ""]
     f = d["failure"]
     if f is not None:
         lines += ["## Failure", "", f"**{q(f['kind'])}** in **{q(f['phase'])}**", "", f"hint: {q(f['hint'])}", "",

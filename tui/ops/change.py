@@ -28,6 +28,7 @@ from tui.lifecycle.flags import (
 )
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 from tui.lifecycle.secrets import is_secret_flag, redact_text
+from tui.ops.config_drift import config_drift
 from tui.ops.evidence import EvidenceView, accepted_by, no_evidence, refusal
 
 __all__ = ["ChangePlan", "ChangeRefused", "FlagView", "LastReady", "Refusal", "last_ready", "moved_since",
@@ -57,6 +58,11 @@ class FlagView(Protocol):
     def release_words(self) -> str: ...
 
     async def argv(self) -> list[str]: ...
+
+    @property
+    def configured_command(self) -> list[str] | None:
+        """The config's command line, where the manager keeps flags apart from it (config_drift.py)."""
+        ...
 
     @property
     def manager(self) -> SavedFlags:
@@ -101,6 +107,9 @@ class ChangePlan:
     changes: tuple[str, ...]
     #: the requests that change nothing, each with why (`--unset X` when X is not set), said as notes
     noops: tuple[str, ...] = ()
+    #: the config's command edited since the flags were saved (config_drift.py): what runs instead, in lines
+    #: said before acting
+    drift: tuple[str, ...] = ()
 
     @property
     def change(self) -> str:
@@ -214,7 +223,13 @@ async def plan_change(view: FlagView, sets: Sequence[str] = (), unsets: Sequence
     refused = _contradiction(asked)
     if refused is not None:
         return refused
-    plan = _plan(await view.argv(), asked, view.flag_specs, force=force)
+    old = await view.argv()
+    drift = await config_drift(view.configured_command, old, view.manager, view.flag_specs)
+    plan = _plan(list(drift.run) if drift else old, asked, view.flag_specs, force=force)
+    if isinstance(plan, ChangePlan) and drift is not None:
+        # the plan goes from the flags as saved (the protocol checks them under the lock) to the reconciled ones
+        plan = ChangePlan(tuple(old), plan.new, shown_diff(old, plan.new, view.flag_specs), plan.noops,
+                          drift.lines)
     if isinstance(plan, ChangePlan) and gpus is not None and not accepted_by(gpus.dep, without_gpu_evidence):
         blind = await no_evidence(gpus)
         if blind is not None:

@@ -21,7 +21,7 @@ from tui.errors import PermanentError
 from tui.lifecycle.flags import diff
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, Report
 from tui.model import Failure, Outcome, Phase, Result, Step, StepStatus, UnitState
-from tui.ops import evidence
+from tui.ops import config_drift, evidence
 from tui.ops.change import ChangePlan
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
@@ -309,6 +309,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
         step(Step("flags", StepStatus.DONE, "flags written: " + progress.flags))
     else:
         step(Step("flags", StepStatus.SKIPPED, "flags unchanged"))
+    await _record_base(engine)
     guard.argv = argv
     old_inv = unit.invocation
     if (unit.running or unit.lingering) and stop_first:
@@ -389,6 +390,14 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
     msg = f"failed in {failure.phase}: {failure.kind}" if failure else "failed"
     step(Step("follow", StepStatus.FAILED, msg))
     return Outcome(Result.FAILED, phase, msg, failure=failure, invocation=ours.invocation)
+
+
+async def _record_base(engine: EngineView) -> None:
+    """The config's command the flags now written go with (config_drift.py): a later edit of the config is told
+    from them by it. Written only when it changed."""
+    config = engine.dep.configured_command
+    if config is not None and await engine.manager.read_saved_argv(config_drift.BASE) != config:
+        await engine.manager.save_argv(config_drift.BASE, config)
 
 
 async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
