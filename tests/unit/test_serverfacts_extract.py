@@ -316,8 +316,35 @@ def test_sglang_dataclass_fields(sglang_facts: dict) -> None:
     assert dp["source"].startswith("sglang/srt/server_args.py:")
     # a field without A[...] metadata gets no option
     assert not [o for o in sglang_facts["options"] if o["dest"] == "internal"]
-    assert sglang_facts["argparse"] == {"allow_abbrev": True, "underscore_spellings": False,
-                                        "source": "sglang/srt/server_args.py"}
+    argp = {k: v for k, v in sglang_facts["argparse"].items() if k not in ("prog", "top_prog", "error_override",
+                                                                           "refusals")}
+    assert argp == {"allow_abbrev": True, "underscore_spellings": False, "source": "sglang/srt/server_args.py"}
+
+
+def test_refusal_program_and_wordings_from_the_parsers_construction(sglang_facts: dict, vllm_facts: dict) -> None:
+    """argparse's `PROG: error:` lines as each release's parser prints them: SGLang's parser built without `prog`
+    (argparse's default: argv[0]'s name, a field here), or `prog="sglang serve"` (0.5.17+); vLLM's `serve`
+    subparser under the `vllm` script (a bad value: `vllm serve:`, an unknown flag: the top parser's `vllm:`), and
+    its parser class's own `error()` recorded where it has one."""
+    argp = sglang_facts["argparse"]
+    assert (argp["prog"], argp["top_prog"], argp["error_override"]) == (None, None, "")
+    assert "{}: error: unrecognized arguments: {}" in argp["refusals"]
+    named = SGLANG["sglang/srt/server_args.py"].replace("argparse.ArgumentParser()",
+                                                         'argparse.ArgumentParser(prog="sglang serve")')
+    facts, _ = facts_from_wheel(wheel({**SGLANG, "sglang/srt/server_args.py": named}),
+                                "sglang-9.9.9-py3-none-any.whl", "sglang")
+    assert (facts["argparse"]["prog"], facts["argparse"]["top_prog"]) == ("sglang serve", "sglang serve")
+    assert "sglang serve: error: ambiguous option: {} could match {}" in facts["argparse"]["refusals"]
+    v = vllm_facts["argparse"]
+    assert (v["prog"], v["top_prog"], v["error_override"]) == ("vllm serve", "vllm", "")
+    assert "vllm: error: unrecognized arguments: {}" in v["refusals"]
+    assert "vllm serve: error: argument {}: invalid {} value: {}" in v["refusals"]
+    own_error = VLLM["vllm/utils/argparse_utils.py"] + """
+            def error(self, message):
+                super().error(message + " (hint)")
+    """
+    facts = vllm_with({"vllm/utils/argparse_utils.py": own_error})
+    assert facts["argparse"]["error_override"].startswith("vllm/utils/argparse_utils.py:")
 
 
 def test_vllm_options_from_config_dataclass(vllm_facts: dict) -> None:

@@ -1,6 +1,10 @@
 """`python -m tui.serverfacts [sglang==0.5.23 vllm==0.34.0 ...] [--wheels DIR] [--out DIR]`: refresh the committed
 facts of releases from their wheels. Run by hand when a release comes out (never by CI: it downloads wheels of
-hundreds of MB); the diff of the JSON files is the review of what changed."""
+hundreds of MB); the diff of the JSON files is the review of what changed.
+
+`python -m tui.serverfacts --new`: the releases on the package index (pip's own, `pip index versions`) that have no
+facts yet, one `SERVER==VERSION` a line, ready to pass back: run by hand before work on the presets, never by the
+tests (it asks the index)."""
 
 from __future__ import annotations
 
@@ -12,16 +16,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tui.lifecycle.presets.facts import known_versions
 from tui.serverfacts.extract import SERVERS, SIZE_BUDGET, dumps, facts_from_wheel
+from tui.serverfacts.new_releases import IndexError_, index_versions, missing_releases
 from tui.serverfacts.wheel import WheelError
 
-DEFAULT_RELEASES = (
-    "sglang==0.4.10", "sglang==0.5.5", "sglang==0.5.10", "sglang==0.5.15", "sglang==0.5.18", "sglang==0.5.20",
-    "sglang==0.5.23",
-    "vllm==0.5.5", "vllm==0.6.6", "vllm==0.8.5", "vllm==0.9.2", "vllm==0.10.2", "vllm==0.11.0", "vllm==0.15.0",
-    "vllm==0.20.0", "vllm==0.25.0",
-    "vllm==0.30.0", "vllm==0.33.0", "vllm==0.34.0",
-)
+
+def default_releases() -> tuple[str, ...]:
+    """Every release with committed facts (the files' names decide: a release is added by naming it once)."""
+    return tuple(f"{server}=={version}" for server in SERVERS for version in known_versions(server))
+
+
 OUT_DIR = Path(__file__).resolve().parents[1] / "lifecycle" / "presets" / "facts"
 
 
@@ -83,20 +88,24 @@ def refresh(spec: str, wheels: Path | None, out: Path, tmp: Path, budget: int = 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tui.serverfacts", description=__doc__)
     ap.add_argument("releases", nargs="*", metavar="SERVER==VERSION",
-                    help="releases to refresh (default: every release bringup keeps facts for)")
+                    help="releases to refresh (default: every release with facts); with --new: servers to ask about")
     ap.add_argument("--wheels", type=Path, help="a folder that may already hold the wheels (else pip downloads)")
     ap.add_argument("--out", type=Path, default=OUT_DIR, help="where the facts go (default: %(default)s)")
     ap.add_argument("--budget-kb", type=int, default=SIZE_BUDGET // 1000,
                     help="size a release's file should stay under: a file over it is reported, nothing is cut "
                     "(the drop policy is the same for every release; default: %(default)s)")
+    ap.add_argument("--new", action="store_true",
+                    help="list the releases on the package index with no facts yet (asks the index; nothing written)")
     args = ap.parse_args(argv)
+    if args.new:
+        return list_new(args.releases)
     if args.wheels is not None and not args.wheels.is_dir():
         print(f"--wheels {args.wheels}: not a folder", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     failed = 0
     with tempfile.TemporaryDirectory(prefix="serverfacts-") as tmp:
-        for spec in args.releases or DEFAULT_RELEASES:
+        for spec in args.releases or default_releases():
             start = time.monotonic()
             try:
                 line = refresh(spec, args.wheels, args.out, Path(tmp), args.budget_kb * 1000)
@@ -105,6 +114,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed += 1
                 continue
             print(f"{line} [{time.monotonic() - start:.0f} s]", flush=True)
+    return 1 if failed else 0
+
+
+def list_new(servers: Sequence[str]) -> int:
+    """Print each release of each server (all: none named) that the index has and the facts lack, oldest first,
+    with why it is listed; exit 1 when the index could not be asked."""
+    wanted = [s.strip().lower() for s in servers] or list(SERVERS)
+    unknown = [s for s in wanted if s not in SERVERS]
+    if unknown:
+        print(f"--new: {', '.join(unknown)}: not a server ({', '.join(SERVERS)})", file=sys.stderr)
+        return 2
+    failed = 0
+    for server in wanted:
+        try:
+            available = index_versions(server)
+        except IndexError_ as e:
+            print(f"error: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        for version, why in missing_releases(available, known_versions(server)):
+            print(f"{server}=={version}\t{why}")
     return 1 if failed else 0
 
 

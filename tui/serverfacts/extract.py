@@ -82,7 +82,7 @@ def facts_from_package(pkg: Package, budget: int = SIZE_BUDGET) -> tuple[dict[st
         "version": pkg.version,
         "wheel": {"file": pkg.wheel_file, "sha256": pkg.sha256},
         "argparse": {"allow_abbrev": opts.allow_abbrev, "underscore_spellings": opts.underscore_spellings,
-                     "source": opts.source},
+                     "source": opts.source, **opts.refusal.as_facts()},
         "options": opts.options,
         "positionals": opts.positionals,
         "log_formats": [],

@@ -39,6 +39,8 @@ class ParserObj:
     parser_cls: Any
     kwargs: dict[str, Any] = field(default_factory=dict)
     parent: ParserObj | None = None
+    #: a subparser's command name (`add_parser("serve", ...)`): its program is the parent's program and this name
+    name: Any = None
 
     @property
     def root(self) -> ParserObj:
@@ -377,7 +379,7 @@ class Interpreter:
         if name == "add_subparsers":
             return ParserObj("subparsers", p.parser_cls, kwargs, p)
         if name == "add_parser" and p.kind == "subparsers":
-            child = ParserObj("parser", p.parser_cls, kwargs, None)
+            child = ParserObj("parser", p.parser_cls, kwargs, None, args[0] if args else None)
             self.parsers.append(child)
             return child
         return UNRESOLVED

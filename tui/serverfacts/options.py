@@ -15,6 +15,7 @@ from typing import Any
 from tui.serverfacts.fields import sglang_dataclass_hook, vllm_get_kwargs_hook
 from tui.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker, TypeWrapper
 from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Instance, Scope, choice_strings, dotted
+from tui.serverfacts.refusals import VLLM_SCRIPT, Refusal, explicit_prog, refusal, subparser_prog, top_prog_of
 from tui.serverfacts.symbols import Resolver
 from tui.serverfacts.types import type_atoms
 
@@ -30,6 +31,7 @@ class OptionsResult:
     underscore_spellings: bool = False
     source: str = ""
     unresolved_flags: int = 0
+    refusal: Refusal = field(default_factory=Refusal)
 
 
 def extract_options(res: Resolver, server: str) -> OptionsResult:
@@ -64,6 +66,7 @@ def extract_options(res: Resolver, server: str) -> OptionsResult:
     abbrev = root.kwargs.get("allow_abbrev", True)
     out.allow_abbrev = abbrev if isinstance(abbrev, bool) else True
     parse_args = _parser_method(res, parser_cls, "parse_args")
+    out.refusal = _refusal(res, server, root, parser_cls)
     out.underscore_spellings = parse_args is not None and bool(
         re.search(r"""replace\(\s*["']_["']\s*,\s*["']-["']\s*\)""", ast.unparse(parse_args.node)))
     inverse = _inverse_prefixes(res, parser_cls)
@@ -85,6 +88,18 @@ def extract_options(res: Resolver, server: str) -> OptionsResult:
     out.options.sort(key=lambda o: (o["flags"][0], o["dest"], o["source"]))
     out.positionals.sort(key=lambda p: p["dest"])
     return out
+
+
+def _refusal(res: Resolver, server: str, root: ParserObj, parser_cls: Any) -> Refusal:
+    """The serve parser's program and the words it refuses a command line with (`refusals.py`)."""
+    error = _parser_method(res, parser_cls, "error")
+    override = f"{res.pkg.modules.get(error.module, error.module)}:{error.node.lineno}" if error is not None else ""
+    if server == "sglang":
+        prog = explicit_prog(root.kwargs)
+        return refusal(prog, prog, override)
+    top = top_prog_of(res.pkg.tree("vllm.entrypoints.cli.main"), VLLM_SCRIPT)
+    name = root.name if isinstance(root.name, str) else "serve"
+    return refusal(subparser_prog(top, name, root.kwargs), top, override)
 
 
 def _vllm_serve_root(res: Resolver, module: str) -> tuple[FuncRef, Any]:

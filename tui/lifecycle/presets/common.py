@@ -47,8 +47,8 @@ CUDA_GRAPH = rx(
 
 #: argparse's last word on a command line it refuses, on stderr with no logger prefix: `%(prog)s: error: %(message)s`
 #: (Lib/argparse.py `error()`). PROG is the parser's program, one word or several: `launch_server.py` (SGLang up to
-#: 0.5.15, `python -m sglang.launch_server`: argparse's default, argv[0]'s name), `sglang serve` (SGLang 0.5.17+:
-#: srt/server_args.py prepare_server_args `ArgumentParser(prog="sglang serve")`, also under `python -m
+#: 0.5.9, `python -m sglang.launch_server`: argparse's default, argv[0]'s name), `sglang serve` (SGLang 0.5.10+, the
+#: facts' `prog`: srt/server_args.py prepare_server_args `ArgumentParser(prog="sglang serve")`, also under `python -m
 #: sglang.launch_server`), `vllm` (the top parser: unrecognized arguments) and `vllm serve` (its `serve` subparser,
 #: prog "vllm" + " serve": a bad value), `api_server.py`. Any PROG is taken, and none: SGLang's diffusion path raises
 #: `SystemExit(f"error: unrecognized arguments: ...")`. The messages are argparse's own (3.9-3.14): an unknown flag,

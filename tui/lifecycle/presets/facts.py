@@ -133,6 +133,14 @@ class ReleaseFacts:
     version_line: str | None
     #: the arguments line's own template (`server_args={}`, `non-default args: {}`, `args: {}`)
     args_line_text: str = ""
+    #: the serve parser's program as argparse prints it before `: error:` (`sglang serve`, `vllm serve`); None:
+    #: argparse's default (argv[0]'s file name) or facts extracted before the program was recorded
+    prog: str | None = None
+    #: the program that reports unknown flags (vLLM: the `vllm` parser above `serve`)
+    top_prog: str | None = None
+    #: argparse's refusal lines with this release's programs, as templates (`sglang serve: error: unrecognized
+    #: arguments: {}`); empty for facts extracted before they were recorded
+    refusals: tuple[LogFormat, ...] = ()
     #: every spelling of every option, built once at load
     spellings: Mapping[str, OptionFact] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -230,6 +238,10 @@ def _load(raw: dict[str, object]) -> ReleaseFacts:
         routes=tuple(str(r.get("path", "")) for r in lst("routes")),
         version_line=(str(version_line.get("text")) if isinstance(version_line, dict)
                       else str(version_line) if isinstance(version_line, str) else None),
+        prog=str(argp["prog"]) if isinstance(argp.get("prog"), str) else None,
+        top_prog=str(argp["top_prog"]) if isinstance(argp.get("top_prog"), str) else None,
+        refusals=tuple(LogFormat(str(t), "argparse error()", str(argp.get("source", "")))
+                       for t in argp.get("refusals") or () if isinstance(t, str)),
     )
 
 

@@ -2,7 +2,7 @@
 hints that name only those flags.
 
 A preset lists every flag bringup can edit across the releases it covers; a release removes some (SGLang 0.5.20
-dropped `--cuda-graph-max-bs`), deprecates others (0.5.15 and later: `--disable-cuda-graph`, now
+dropped `--cuda-graph-max-bs`), deprecates others (0.5.14 and later: `--disable-cuda-graph`, now
 `--cuda-graph-backend-{decode,prefill}=disabled`) and adds choices (`--speculative-algorithm`). Offering a flag the
 release refuses makes the server refuse its whole command line at the next restart, the opposite of what a hint
 is for. So the flags dialog, `--set` and the hints go through `Preset.for_release(facts)`, cached per release.

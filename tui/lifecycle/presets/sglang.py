@@ -47,7 +47,9 @@ MARKERS = (
         r"^Compiling num tokens",
     )),
     Marker(Phase.WARMUP, rx(
-        r"Prefill batch[.,]",
+        # `Prefill batch. #new-seq` (0.4.10 ... 0.5.3), `Prefill batch [DP], #new-seq` (0.5.4: the rank always),
+        # `Prefill batch{iter}, ...` (0.5.5+: `Prefill batch [N], ...` or `Prefill batch, ...`)
+        r"Prefill batch(?: \[\d+\])?[.,]",
         r"Started server process",
         r"Waiting for application startup",
         r"Application startup complete",
@@ -58,23 +60,23 @@ MARKERS = (
 READY = rx(r"The server is fired up and ready to roll")
 
 #: the releases that log each marker wording that not every covered release logs: each bound is the first release
-#: with, or without, the wording, in the facts (0.4.10 ... 0.5.23) or, where said, in the wheels 0.5.17 ... 0.5.22
+#: with, or without, the wording in the facts of every release 0.4.10, 0.5.1 ... 0.5.23
 #: (tests/unit/test_conformance.py holds every covered release to it)
 WORDING_RELEASES = {
     r"^Init torch distributed begin": Releases(gone="0.5.21"),  # wheels: 0.5.20 has it, 0.5.21 not
     r"^Init parallel begin": Releases(first="0.5.21"),  # wheels: 0.5.21 srt/distributed/bootstrap.py
     r"KV Cache is allocated": Releases(gone="0.5.17"),  # wheels: 0.5.17 says it in a comment only
-    r"^Capture (?:\w+ )*cuda graph begin": Releases(gone="0.5.15"),
-    r"^Capture (?:\w+ )*CUDA graph begin": Releases(first="0.5.10"),
-    r"^Capture cuda graph bs": Releases(first="0.5.5", gone="0.5.15"),
+    r"^Capture (?:\w+ )*cuda graph begin": Releases(gone="0.5.14"),
+    r"^Capture (?:\w+ )*CUDA graph begin": Releases(first="0.5.6"),
+    r"^Capture cuda graph bs": Releases(first="0.5.2", gone="0.5.14"),
     r"^Capturing prefill shape": Releases(first="0.5.21"),  # wheels: not in 0.5.20, in 0.5.21
-    r"^Capturing num tokens": Releases(first="0.5.5", gone="0.5.21"),  # wheels: in 0.5.20, not in 0.5.21
-    r"^Compiling num tokens": Releases(first="0.5.10"),
+    r"^Capturing num tokens": Releases(first="0.5.4", gone="0.5.21"),  # wheels: in 0.5.20, not in 0.5.21
+    r"^Compiling num tokens": Releases(first="0.5.7"),
     r"Uvicorn running on": Releases(first="0.5.23"),  # wheels: not in 0.5.22 (srt/entrypoints/http_server.py)
 }
 
 #: the scheduler's watchdog: a forward step ran longer than --watchdog-timeout, on any rank; SGLang then
-#: SIGQUITs the tree. 0.4-0.5.x: `Watchdog timeout (self.watchdog_timeout=300)`; 0.5.23: `Scheduler watchdog
+#: SIGQUITs the tree. 0.4.10-0.5.6: `Watchdog timeout (self.watchdog_timeout=300)`; 0.5.7+: `Scheduler watchdog
 #: timeout (self.watchdog_timeout=300, self.soft=False)` (a soft watchdog only dumps and carries on)
 WATCHDOG = r"[Ww]atchdog timeout \(self\.watchdog_timeout=[^,)]*(?:\)|, self\.soft=False)"
 
@@ -120,8 +122,8 @@ CLASSIFIERS = (
 
 FLAGS = (
     FlagSpec("disable-cuda-graph", "bool", "turn CUDA graphs off (slower decode, no capture phase)", key="g"),
-    # graphs per phase (0.5.15's facts have them); where --disable-cuda-graph is deprecated (0.5.15 on: the facts,
-    # the 0.5.14 wheel too) or gone the g key writes both as disabled
+    # graphs per phase (0.5.14+ by the facts of every release; the help's "0.5.18+" is older knowledge); where
+    # --disable-cuda-graph is deprecated (0.5.14 on) or gone the g key writes both as disabled
     FlagSpec("cuda-graph-backend-decode", "choice", "decode CUDA graph backend (0.5.18+)",
              choices=("full", "breakable", "disabled"), takes_key_from="disable-cuda-graph", toggle_value="disabled",
              companions=("cuda-graph-backend-prefill",)),
@@ -139,7 +141,8 @@ FLAGS = (
     FlagSpec("ep-size", "int", "expert parallel size", aliases=("ep",), minimum=1, maximum=64),
     # sglang 0.5.23 srt/speculative/spec_info.py SpeculativeAlgorithm, plus NEXTN (an alias of EAGLE: spec_registry.py
     # _RESERVED_ALIASES); argparse choices until 0.5.10 (EAGLE EAGLE3 NEXTN, + STANDALONE NGRAM by 0.5.5), from 0.5.15
-    # a free string read by from_string: DFLASH and FROZEN_KV_MTP 0.5.15, DSPARK 0.5.18, UNO 0.5.20
+    # a free string read by from_string. The facts of every release list DFLASH from 0.5.11, FROZEN_KV_MTP 0.5.12,
+    # DSPARK 0.5.16, UNO 0.5.20, and no NEXTN in 0.5.12 (the flags offered are each release's own)
     FlagSpec("speculative-algorithm", "choice", "speculative decoding algorithm",
              choices=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP")),
     FlagSpec("speculative-draft-model-path", "str", "draft model", aliases=("speculative-draft-model",)),

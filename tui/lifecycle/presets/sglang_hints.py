@@ -1,9 +1,9 @@
 """SGLang's hints, worded for one release: each names only flags that release's parser takes.
 
 The CUDA-graph and OOM hints used to say `--cuda-graph-max-bs` and `--set disable-cuda-graph`; SGLang 0.5.20
-removed the first (the wheels: 0.5.19 has it, 0.5.20 not; it is `--cuda-graph-max-bs-decode` / `-prefill` from 0.5.15
-on, and the old spelling is then refused as an ambiguous abbreviation) and the second is deprecated from 0.5.15 on
-(its facts; the 0.5.14 wheel already says so) for `--cuda-graph-backend-{decode,prefill}=
+removed the first (the facts: 0.5.19 has it, 0.5.20 not; it is `--cuda-graph-max-bs-decode` / `-prefill` from 0.5.14
+on, and the old spelling is then refused as an ambiguous abbreviation) and the second is deprecated from 0.5.14 on
+(the facts of every release) for `--cuda-graph-backend-{decode,prefill}=
 disabled`). Following a hint must never make the server refuse its command line, so the words come from the
 release's facts (tests/unit/test_conformance.py checks every hint of every covered release).
 """

@@ -26,13 +26,13 @@ from tui.model import ThroughputSample
 _TOTAL = (("priority", ""),)
 
 METRICS = MetricsSpec(
-    # decode tokens counted at every decode step (0.5.10+, report_decode_stats); before, the gauge is the only one
+    # decode tokens counted at every decode step (0.5.7+ by the facts, report_decode_stats); before, the gauge only
     decode_tokens=Series("sglang:realtime_tokens_total", (("mode", "decode"),)),
     tokens_per_s=Series("sglang:gen_throughput"),
     running=Series("sglang:num_running_reqs", _TOTAL),
     queued=Series("sglang:num_queue_reqs", _TOTAL),
     accept_len=Series("sglang:spec_accept_length"),
-    accept_rate=Series("sglang:spec_accept_rate"),  # 0.5.5+
+    accept_rate=Series("sglang:spec_accept_rate"),  # 0.5.4+
     ttft_histogram="sglang:time_to_first_token_seconds",  # the tokenizer manager's: one series per label set
     ranks=RankRule(rank_labels=("tp_rank", "pp_rank", "moe_ep_rank")),
     # the sweep reads the accept length of a cell from these (tui/sweep/counters.py)

@@ -68,9 +68,9 @@ MARKERS = (
 
 READY = rx(r"Application startup complete")
 
-#: the releases that log each marker wording that not every covered release logs (the facts of 0.5.5 ... 0.34.0:
-#: each bound is the first covered release with, or without, the wording; tests/unit/test_conformance.py holds every
-#: release to it)
+#: the releases that log each marker wording that not every covered release logs, in the facts of 0.5.5, 0.6.6, one
+#: release of each minor 0.8 ... 0.12 and every release 0.13.0 ... 0.34.0: each bound is the first release with, or
+#: without, the wording (tests/unit/test_conformance.py holds every release to it)
 WORDING_RELEASES = {
     r"\u2580\u2584\u2580 \u2588\s+version \S": Releases(first="0.15.0"),
     r"^non-default args:": Releases(first="0.9.2"),
@@ -87,11 +87,11 @@ WORDING_RELEASES = {
     r"# GPU blocks:": Releases(gone="0.8.5"),
     r"Dynamo bytecode transform time": Releases(first="0.6.6"),
     r"Compiling a graph for": Releases(first="0.6.6"),
-    r"torch\.compile takes": Releases(first="0.6.6", gone="0.20.0"),
+    r"torch\.compile takes": Releases(first="0.6.6", gone="0.18.0"),
     r"Capturing CUDA graph": Releases(first="0.6.6", gone="0.34.0"),
     r"Capturing the model for CUDA graphs": Releases(gone="0.6.6"),
     r"Capturing cudagraphs": Releases(first="0.6.6", gone="0.11.0"),
-    r"CUDA graph pool memory": Releases(first="0.20.0"),
+    r"CUDA graph pool memory": Releases(first="0.18.0"),
     r"init engine \(profile, create kv cache, warmup model\) took": Releases(first="0.6.6"),
     r"Starting vLLM (?:API )?server": Releases(first="0.8.5"),
     r"Supported tasks:": Releases(first="0.6.6"),
