@@ -147,7 +147,9 @@ class Settings(BaseSettings):
             real = [n for n in self.deployments if n != DEMO]
             name = real[0] if len(real) == 1 else DEMO if not real else ""
             if not name:
-                raise ConfigError("several deployments are configured; name one: " + ", ".join(real))
+                # every name the command takes, the built-in demo's too (it is one: `bringup status demo`)
+                demo = [f"{DEMO} (the built-in demo)"] if DEMO in self.deployments else []
+                raise ConfigError("several deployments are configured; name one: " + ", ".join([*real, *demo]))
         try:
             return name, self.deployments[name]
         except KeyError:

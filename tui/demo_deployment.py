@@ -62,7 +62,9 @@ def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0
     host = HostConfig(gpu_source="nvidia-smi",
                       nvidia_smi=[sys.executable, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", sim_state])
     dep = ProcessDeployment(host="demo-host", command=cmd, preset="sglang",
-                            hide_flags=["--sim-", "--time-scale", "--scenario"],  # the simulator's own
+                            # the simulator's own, and the port the endpoint already names (which moves with
+                            # $BRINGUP_DEMO_PORT: the ETA must not call a demo on another port another run)
+                            hide_flags=["--sim-", "--time-scale", "--scenario", "--port"],
                             endpoint=f"http://127.0.0.1:{port}", gpus=list(range(8)),
                             release_timeout_s=120.0, release_tolerance_mib=512.0, stop_timeout_s=30.0,
                             # the simulated minute runs at the time scale, and so does the time it takes to stall

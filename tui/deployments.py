@@ -176,7 +176,8 @@ class DeploymentConfig(Strict):
     ready_timeout_s: Seconds = 1800.0
     #: roll back to the last flags that reached ready when a restart fails
     auto_rollback: bool = False
-    #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows
+    #: options (by prefix, e.g. "--sim-") the lifecycle panel leaves out of the command line it shows, and the ETA
+    #: leaves out of "the same flags" (it never names a flag the command line hides)
     hide_flags: list[str] = Field(default_factory=list)
     #: flags whose value is a secret although their name does not say so (`--api-key`, `--hf-token` and the like
     #: are known by name): their values are `***` in everything bringup prints, exports and records

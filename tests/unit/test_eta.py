@@ -73,7 +73,7 @@ def test_the_servers_own_progress_is_weighed_in() -> None:
     e = eta_in(history(), Phase.LOADING, 20.0, line=bar)
     assert isinstance(e, PhaseEta) and e.progress == 0.5
     assert e.phase_left_s == 35.0
-    assert eta_words(e).startswith("loading 50 %, ~35s left")
+    assert eta_words(e).startswith("loading 50%, ~35s left")
 
 
 def test_no_run_with_the_same_flags_falls_back_to_one_flag_apart_and_says_so() -> None:
@@ -99,9 +99,9 @@ def test_slower_than_every_past_run_is_said_before_a_stall() -> None:
     assert isinstance(e := eta_in(history(), Phase.LOADING, 95.0), PhaseEta) and e.slower == ""  # 80 * 1.25 = 100
     e = eta_in(history(), Phase.LOADING, 119.0)
     assert isinstance(e, PhaseEta)
-    assert e.slower == "loading 70 % slower than the last 3 runs"  # 119 s against the usual 70 s
+    assert e.slower == "loading 70% slower than the last 3 runs"  # 119 s against the usual 70 s
     assert e.phase_left_s == 0.0 and e.ready_left_s == 30.0  # overdue: the later phases still to come
-    assert eta_words(e).endswith("; loading 70 % slower than the last 3 runs")
+    assert eta_words(e).endswith("; loading 70% slower than the last 3 runs")
 
 
 def test_a_run_of_the_history_is_not_its_own_past() -> None:

@@ -31,6 +31,7 @@ from tui.ops.outcome import exit_code, stop_exit_code
 from tui.transport import TransportError
 
 from .args import UsageError
+from .follow_eta import FollowEta
 from .report import error, out, print_failure
 
 #: a step's status as a short mark in its text line
@@ -47,14 +48,17 @@ def _confirmed(question: str, yes: bool) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def print_step(as_json: bool) -> Callable[[Step], None]:
-    """An `on_step` for the protocol: each step a line (text or JSON) as it happens."""
+def print_step(as_json: bool, eta: FollowEta | None = None) -> Callable[[Step], None]:
+    """An `on_step` for the protocol: each step a line (text or JSON) as it happens; a follow step's phase with
+    its ETA (`eta`: follow_eta.py), as `wait` gives it."""
     def show(step: Step) -> None:
+        known = eta.of(step) if eta is not None else None
         if as_json:
-            print(json.dumps({"step": step.name, "status": step.status, "detail": step.detail, "at": step.at}),
-                  flush=True)
+            print(json.dumps({"step": step.name, "status": step.status, "detail": step.detail, "at": step.at,
+                              **(eta.fields(known) if eta is not None else {})}), flush=True)
         else:
-            print(f"  [{_MARKS[step.status]}] {step.name:<8} {step.detail}", flush=True)
+            after = eta.words(known) if eta is not None else ""
+            print(f"  [{_MARKS[step.status]}] {step.name:<8} {step.detail}{after}", flush=True)
     return show
 
 
@@ -129,7 +133,8 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         print(f"{'restarting' if restart else 'starting'} {name} on {w.host_name}" +
               (f": {plan.change}" if plan.change else ""), file=sys.stderr if args.json else sys.stdout)
         steps: list[Step] = []
-        show = print_step(args.json)
+        show = print_step(args.json, FollowEta(lambda phase, at: w.history.on_entry(name, w.state, phase, at),
+                                               lambda: w.state))
 
         def step(s: Step) -> None:
             steps.append(s)

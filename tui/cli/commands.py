@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from tui.config import Settings
+from tui.config import ConfigError, Settings
 from tui.exit_codes import ExitCode
 from tui.guard.numbers import whole
 from tui.model import Phase
@@ -27,7 +27,12 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         from .fleet import cmd_status_all
 
         return await cmd_status_all(settings, args)
-    name, dep = settings.deployment(args.deployment)
+    try:
+        name, dep = settings.deployment(args.deployment)
+    except ConfigError as e:
+        if args.deployment is None:  # several to choose from: the one command that shows them all, named
+            raise ConfigError(f"{e}; or `bringup status --all` for every one") from None
+        raise
     w = Engine(settings, name, dep)
     try:
         await settle(w)
@@ -42,10 +47,12 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
+    from tui.settle import learn_release
 
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
     try:
+        await learn_release(w)  # as `status` learns it: one server, one release, the same flags and keys
         values = await w.flag_values()
     finally:
         await w.close()

@@ -14,6 +14,7 @@ from tui.config import Settings
 from tui.guard.text import split_lines
 from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
 from tui.lifecycle.secrets import redact_argv, redact_flags
+from tui.lifecycle.usage_fold import fold_usage
 from tui.model import Failure, GpuSnapshot, Snapshot
 
 from .eta_report import eta_fields
@@ -129,8 +130,9 @@ def release_dict(s: Snapshot) -> dict[str, Any] | None:
 
 
 def failure_lines(headline: str, excerpt: Iterable[str], hint: str, last: int = EXCERPT_LINES) -> list[str]:
-    """A failure as every command shows it: a headline, the last `last` lines of the excerpt, the hint."""
-    return [headline, *("  | " + x for x in list(excerpt)[-last:]), f"hint: {hint}"]
+    """A failure as every command shows it: a headline, the last `last` lines of the excerpt (argparse's usage
+    folded to one line: the error line after it is what matters), the hint."""
+    return [headline, *("  | " + x for x in fold_usage(excerpt)[-last:]), f"hint: {hint}"]
 
 
 def print_failure(f: Failure, file: TextIO | None = None, *, headline: str = "") -> None:

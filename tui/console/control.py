@@ -97,7 +97,7 @@ class ControlConsoleApp(ConsoleApp):
         if w is None:
             self.notify("not connected yet", severity="warning")
             return
-        if self._busy():
+        if self._busy() or await self._held_by_another(w, key):
             return
         try:
             # the confirmation that shows the change is this console's force: a change to no effect is shown as
@@ -131,6 +131,20 @@ class ControlConsoleApp(ConsoleApp):
 
         self.push_screen(ConfirmScreen(f"Restart {self._where(w)}?", lines), answered)
 
+    async def _held_by_another(self, w: Engine, key: str) -> bool:
+        """Another bringup holds the deployment's lock (its restart, start or stop): said, naming it, instead of a
+        dialog whose yes the lock would refuse (issue 51). A lock that cannot be read is left to the protocol."""
+        try:
+            holder = await w.holder_now()
+        except Exception:  # the protocol takes the lock itself, and says so if it cannot
+            return False
+        if holder is None:
+            return False
+        self.notify(f"another bringup holds the lock of {w.name}: {holder.describe()}\nnothing was done; press "
+                    f"{key} again once it is done", title=f"{w.name}: busy", severity="warning", timeout=15,
+                    markup=False)
+        return True
+
     def action_restart(self) -> None:
         self.confirm_restart([])
 
@@ -143,7 +157,7 @@ class ControlConsoleApp(ConsoleApp):
     @work(exclusive=True, group="dialog", exit_on_error=False)
     async def open_flags(self) -> None:
         w = self.engine
-        if w is None:
+        if w is None or await self._held_by_another(w, "f"):
             return
         try:
             values = await w.flag_values()

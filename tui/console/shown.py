@@ -73,6 +73,10 @@ class Shown:
         before = self.snap
         if snap.invocation != before.invocation and not acting:
             self.steps = []  # a run this console did not start: the steps of its own last action are history
+        if snap.invocation != before.invocation and before.invocation:
+            # a new run: the engine has dropped the old run's throughput, and so does the panel
+            self.tp, self.tp_history = snap.throughput, list(snap.tps_history)[-CHART_SAMPLES:]
+            self.due.add(Panel.THROUGHPUT)
         if snap.phase != before.phase:
             self.due.add(Panel.THROUGHPUT)  # its figures are labelled by whether the server serves: no sample says so
         self.snap = snap

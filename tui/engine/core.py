@@ -23,12 +23,14 @@ from typing import Any
 
 from tui.config import DeploymentConfig, Settings
 from tui.guard.redact import BOOK
+from tui.lifecycle.eta import key_groups
 from tui.lifecycle.flags import current_values
 from tui.lifecycle.lines import LineKind
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
 from tui.lifecycle.presets.facts import resolve
 from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_classified
 from tui.managers import LockInfo, Manager
+from tui.managers.lock_record import other_holder
 from tui.model import (
     ActionTaken,
     Event,
@@ -108,6 +110,8 @@ class Engine:
         self.release_query = ReleaseQuery()
         #: the deployment's run history (the operator's own file): each run's record, and the ETA read from it
         self.history = RunRecorder(HistoryStore(history_path(settings.state_path(), name)))
+        self.history.together = key_groups(self.preset.flags)  # one `g` press, one change (issue 51)
+        self.history.hidden = tuple(dep.hide_flags)  # the ETA names no flag the command line hides
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=self.manager.sees_run,
                                              stall_after=dep.stall_after_s or settings.probe.stall_after_s)
@@ -225,6 +229,8 @@ class Engine:
                 or self.state.failure != before.failure or self.state.invocation != before.invocation
                 or self.state.release != before.release
                 or (self.state.stalled_for is None) != (before.stalled_for is None)):  # a hang is recorded as one
+            if before.invocation and self.state.invocation != before.invocation:
+                self.tput.new_run()  # before the picture goes out: no old figure shown as the new run's
             self.history.changed(self)
             self.emit(PhaseChanged(self.snapshot()))
 
@@ -433,6 +439,12 @@ class Engine:
     @property
     def other_holder(self) -> LockInfo | None:
         return self.unit_follower.other_holder
+
+    async def holder_now(self) -> LockInfo | None:
+        """Another bringup's restart, start or stop on this deployment, read at once (not at the follower's pace):
+        a console asks before it opens a restart dialog, which the lock would refuse only after the operator said
+        yes."""
+        return await other_holder(self.manager.lock("watch"))
 
     @property
     def permanent_error(self) -> Exception | None:

@@ -162,6 +162,10 @@ class RunRecorder:
         self.store = store
         self.clock = clock
         self.error = ""
+        #: what "the same flags" means for the ETA: the flags one key of the preset sets at once (one change), and
+        #: the deployment's `hide_flags` (not compared, as the command line does not show them); set by the engine
+        self.together: tuple[frozenset[str], ...] = ()
+        self.hidden: tuple[str, ...] = ()
         #: the newest view of the run not yet written, and the task writing (off the loop, in a thread)
         self._pending: Observed | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -277,7 +281,8 @@ class RunRecorder:
             return NoEta(f"no ETA: {self.error}")
         argv = s.unit.argv if s.unit is not None else ()
         return estimate(self.store.runs(), deployment=deployment, invocation=s.invocation, flags=options(argv),
-                        phase=s.phase, timeline=s.timeline, now=now, latest_line=latest_line)
+                        phase=s.phase, timeline=s.timeline, now=now, latest_line=latest_line,
+                        together=self.together, hidden=self.hidden)
 
     def earlier(self, s: LifecycleState) -> tuple[FailedRun, ...]:
         """The runs on record that failed one after another before the current run, for a watch that saw none of
@@ -297,4 +302,4 @@ class RunRecorder:
             return NoEta(f"no ETA: {self.error}")
         argv = s.unit.argv if s.unit is not None else ()
         return estimate(self.store.runs(), deployment=deployment, invocation=s.invocation, flags=options(argv),
-                        phase=phase, timeline=timeline, now=at)
+                        phase=phase, timeline=timeline, now=at, together=self.together, hidden=self.hidden)

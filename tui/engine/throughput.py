@@ -56,6 +56,16 @@ class ThroughputTracker:
         #: each group's newest log line (made at the first line: the preset's reader says how long one stands)
         self._groups: LogGroups | None = None
 
+    def new_run(self) -> None:
+        """A new run of the server (a restart): the old run's figures, its tokens/s history, its log groups and its
+        counters are no figures of this one (issue 51: the panel showed them as the new run's). Whether the
+        server serves /metrics is found again by the next scrape."""
+        self.latest = None
+        self.history.clear()
+        self._history_now = None
+        self._groups = None
+        self._rates = MetricsRates(self.preset)
+
     def record(self, tp: ThroughputSample, merge: bool = False) -> ThroughputSample:
         """Keep a sample as the one shown. `merge`: a log line with only an acceptance figure updates that figure
         of the sample shown, not the whole sample."""

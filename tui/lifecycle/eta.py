@@ -10,11 +10,12 @@ A run already slower in its phase than every past run by a margin says so, befor
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from statistics import median
 
 from tui.guard.numbers import real_or_none, whole_or_none
 from tui.lifecycle.history import RunRecord, startup_phases
+from tui.lifecycle.presets import FlagSpec
 from tui.lifecycle.secrets import redact_flags
 from tui.model import EtaBasis, EtaMatch, NoEta, Phase, PhaseEta, Transition
 
@@ -43,23 +44,43 @@ def progress_fraction(line: str) -> float | None:
     return None
 
 
-def _one_apart(a: Mapping[str, str | None], b: Mapping[str, str | None]) -> str:
-    """The one flag two flag sets differ by (`--disable-cuda-graph`), "" when they differ by none or by more."""
-    names = [n for n in set(a) | set(b) if n not in a or n not in b or a[n] != b[n]]
-    return f"--{names[0]}" if len(names) == 1 else ""
+def _one_apart(a: Mapping[str, str | None], b: Mapping[str, str | None],
+               together: Sequence[frozenset[str]] = ()) -> str:
+    """The one flag two flag sets differ by (`--disable-cuda-graph`), "" when they differ by none or by more.
+    `together`: flags one key of the preset sets at once (SGLang 0.5.23's `g`: `--cuda-graph-backend-decode` and
+    `--cuda-graph-backend-prefill`), one change as the operator made it: named
+    `--cuda-graph-backend-decode/--cuda-graph-backend-prefill`."""
+    names = sorted(n for n in set(a) | set(b) if n not in a or n not in b or a[n] != b[n])
+    if len(names) == 1 or (names and any(set(names) <= g for g in together)):
+        return "/".join(f"--{n}" for n in names)
+    return ""
 
 
-def comparable(runs: Sequence[RunRecord], flags: Mapping[str, str | None], invocation: str
+def key_groups(flags: Iterable[FlagSpec]) -> tuple[frozenset[str], ...]:
+    """The flags each key of a preset sets together (a flag and its `companions`): one change each, for the ETA."""
+    return tuple(frozenset({f.name, *f.companions}) for f in flags if f.companions)
+
+
+def _shown(flags: Mapping[str, str | None], hidden: Sequence[str]) -> dict[str, str | None]:
+    """The flags less the deployment's `hide_flags` (prefixes, `--sim-`): those the command line shows."""
+    prefixes = tuple(hidden)
+    return {n: v for n, v in flags.items() if not (prefixes and f"--{n}".startswith(prefixes))}
+
+
+def comparable(runs: Sequence[RunRecord], flags: Mapping[str, str | None], invocation: str,
+               together: Sequence[frozenset[str]] = (), hidden: Sequence[str] = ()
                ) -> tuple[list[RunRecord], EtaMatch, str]:
-    """The past ready runs to go by, newest last: same flags, else the largest group one flag apart."""
-    mine = redact_flags(flags)  # the history keeps flags redacted: compare like with like
+    """The past ready runs to go by, newest last: same flags, else the largest group one flag (or one key's
+    flags, `together`) apart. Flags the deployment hides from its command line (`hidden`, the demo simulator's
+    `--scenario`) are not compared: an ETA never names a flag the operator cannot see."""
+    mine = _shown(redact_flags(flags), hidden)  # the history keeps flags redacted: compare like with like
     ready = [r for r in runs if r.reached_ready and r.invocation != invocation]
-    same = [r for r in ready if r.flag_dict() == mine]
+    same = [r for r in ready if _shown(r.flag_dict(), hidden) == mine]
     if same:
         return same[-LAST_RUNS:], EtaMatch.SAME_FLAGS, ""
     groups: dict[str, list[RunRecord]] = {}
     for r in ready:
-        flag = _one_apart(mine, r.flag_dict())
+        flag = _one_apart(mine, _shown(r.flag_dict(), hidden), together)
         if flag:
             groups.setdefault(flag, []).append(r)
     if not groups:
@@ -69,12 +90,13 @@ def comparable(runs: Sequence[RunRecord], flags: Mapping[str, str | None], invoc
 
 
 def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, flags: Mapping[str, str | None],
-             phase: Phase, timeline: Sequence[Transition], now: float, latest_line: str = ""
-             ) -> PhaseEta | NoEta | None:
-    """The ETA of the run starting now (None when no run is starting: ready, failed, stopped)."""
+             phase: Phase, timeline: Sequence[Transition], now: float, latest_line: str = "",
+             together: Sequence[frozenset[str]] = (), hidden: Sequence[str] = ()) -> PhaseEta | NoEta | None:
+    """The ETA of the run starting now (None when no run is starting: ready, failed, stopped). `together`: the
+    flags a key sets at once (`key_groups`), one change; `hidden`: the deployment's `hide_flags`, not compared."""
     if phase not in startup_phases() or not timeline:
         return None
-    past, match, differs = comparable(runs, flags, invocation)
+    past, match, differs = comparable(runs, flags, invocation, together, hidden)
     if not past:
         if not any(r.reached_ready for r in runs if r.invocation != invocation):
             return NoEta(f"no ETA: no past run of {deployment} has reached ready yet (this one will be the first "
@@ -99,13 +121,13 @@ def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, fla
 
 
 def slower_note(past: Sequence[RunRecord], phase: Phase, elapsed: float, usual: float) -> str:
-    """"loading 40 % slower than the last 3 runs" once the phase has outlasted every past run's by the margin."""
+    """"loading 40% slower than the last 3 runs" once the phase has outlasted every past run's by the margin."""
     slowest = max(r.seconds_in(phase) for r in past)
     if slowest <= 0 or elapsed < slowest * SLOWER_FACTOR or elapsed - slowest < SLOWER_MIN_S:
         return ""
     pct = round((elapsed / usual - 1.0) * 100) if usual > 0 else 0
     runs = "the last run" if len(past) == 1 else f"the last {len(past)} runs"
-    return f"{phase} {pct} % slower than {runs}"
+    return f"{phase} {pct}% slower than {runs}"  # `492%` one word: a wrap never leaves the sign alone
 
 
 def duration(s: float) -> str:
@@ -118,20 +140,21 @@ def duration(s: float) -> str:
 
 
 def based_on_words(b: EtaBasis) -> str:
-    """`last 3 runs 6m40s-7m05s`, `last 2 runs with the same flags but --disable-cuda-graph 21s-22s`."""
+    """`last 3 runs 6m40s-7m05s`, `last 2 runs with the same flags but --disable-cuda-graph 21s-22s`; one figure
+    where the two read the same."""
     runs = "last run" if b.runs == 1 else f"last {b.runs} runs"
     like = f" with the same flags but {b.differs}" if b.match == EtaMatch.ONE_FLAG_APART else ""
-    spread = duration(b.fastest_s) if b.runs == 1 or b.fastest_s == b.slowest_s \
-        else f"{duration(b.fastest_s)}-{duration(b.slowest_s)}"
+    fastest, slowest = duration(b.fastest_s), duration(b.slowest_s)
+    spread = fastest if fastest == slowest else f"{fastest}-{slowest}"  # "28s", never "28s-28s"
     return f"{runs}{like} {spread}"
 
 
 def eta_words(e: PhaseEta | NoEta) -> str:
-    """One line, as the console, `status` and `wait` say it: `loading 68 %, ~2m10s left, ready in ~5m00s; last 3
+    """One line, as the console, `status` and `wait` say it: `loading 68%, ~2m10s left, ready in ~5m00s; last 3
     runs 6m40s-7m05s`, or why there is no ETA."""
     if isinstance(e, NoEta):
         return e.reason
-    pct = f" {round(e.progress * 100)} %" if e.progress is not None else ""
+    pct = f" {round(e.progress * 100)}%" if e.progress is not None else ""  # one word: never broken at a wrap
     text = f"{e.phase}{pct}, ~{duration(e.phase_left_s)} left"
     if e.ready_left_s > e.phase_left_s:
         text += f", ready in ~{duration(e.ready_left_s)}"

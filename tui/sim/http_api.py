@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -88,6 +89,17 @@ def _text(start: int, end: int) -> str:
 
 def _err(msg: str, code: int = 400) -> dict[str, Any]:
     return {"object": "error", "message": msg, "type": "BadRequestError", "param": None, "code": code}
+
+
+class HTTPServer(ThreadingHTTPServer):
+    """http.server's threading server, silent about a client that went away: socketserver prints a traceback for
+    every BrokenPipe or ConnectionReset (a probe that timed out and closed), which uvicorn, the server SGLang runs,
+    does not. Those lines were the only "errors" of a healthy demo (issue 51); any other exception still prints."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, ConnectionReset, ConnectionAborted
+            return
+        super().handle_error(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):

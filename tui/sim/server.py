@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 if __package__ in (None, ""):
@@ -30,13 +29,13 @@ if __package__ in (None, ""):
 try:
     from . import gpus, nodes
     from .args import build_parser, parse_args
-    from .http_api import CONTEXT_LEN, Handler, Served
+    from .http_api import CONTEXT_LEN, Handler, HTTPServer, Served
     from .releases import Release
 except ImportError:
     import gpus  # type: ignore[no-redef]
     import nodes  # type: ignore[no-redef]
     from args import build_parser, parse_args  # type: ignore[no-redef]
-    from http_api import CONTEXT_LEN, Handler, Served  # type: ignore[no-redef]
+    from http_api import CONTEXT_LEN, Handler, HTTPServer, Served  # type: ignore[no-redef]
     from releases import Release  # type: ignore[no-redef]
 
 __all__ = ["CONTEXT_LEN", "Handler", "Sim", "build_parser", "main", "parse_args", "traceback_text"]
@@ -188,7 +187,7 @@ class Sim:
         self.state = "starting"  # starting -> warmup -> ready -> stopping | stale
         self.used_gib = self.others_gib = 0.0
         self.dying = self.stop_requested = False
-        self.httpd: ThreadingHTTPServer | None = None
+        self.httpd: HTTPServer | None = None
         self.is_kimi = "kimi" in a.model_path.lower()
         self.weights_gib = 72.24 if self.is_kimi else 15.11
         self.draft_gib = {None: 0.0, "NGRAM": 0.0, "DFLASH": 0.81}.get(self.algo, 1.32)
@@ -397,7 +396,7 @@ class Sim:
         a, L = self.a, self.log
         try:
             served: Served = self  # mypy checks here that the Sim is what the HTTP surface needs
-            httpd = ThreadingHTTPServer((a.host, a.port), type("BoundHandler", (Handler,), {"sim": served}))
+            httpd = HTTPServer((a.host, a.port), type("BoundHandler", (Handler,), {"sim": served}))
         except OSError as e:
             L.line(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address "
                    f"('{a.host}', {a.port}): {(e.strerror or '').lower()}")
