@@ -1,5 +1,5 @@
 """The command line's contract with a script: numbers that must be positive, errors as one JSON object with
-`--json`, `flags --json` as the README says, restarts that would change nothing, one confirmation rule for
+`--json`, `flags --json` as docs/cli.md says, restarts that would change nothing, one confirmation rule for
 `restart` and `stop`, a failed restart that names what to go back to, and `replay` reading the flags from the log.
 
 Every `bringup` here is a real subprocess (`python -m tui`) in the test's own tmp dir (tests/helpers/e2e.py); the
@@ -150,7 +150,7 @@ def test_every_error_with_json_is_one_object_on_stdout(bu: Bringup, args: list[s
     nothing_started(bu)
 
 
-def test_flags_json_is_the_one_object_the_readme_describes(bu: Bringup) -> None:
+def test_flags_json_is_the_one_object_the_docs_describe(bu: Bringup) -> None:
     r = bu.run("flags", bu.name, "--json")
     assert r.rc == 0, r.describe()
     d = json.loads(one_line(r.out))
@@ -159,11 +159,11 @@ def test_flags_json_is_the_one_object_the_readme_describes(bu: Bringup) -> None:
     rows = {row["name"]: row for row in d["flags"]}
     assert rows["tp-size"]["value"] == "8" and rows["disable-cuda-graph"]["value"] is False
     assert rows["disable-cuda-graph"]["key"] == "g" and rows["speculative-algorithm"]["choices"]
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "`status`, `stop` and `flags` one object" in readme
-    assert '`{"deployment": ..., "preset": ..., "flags": [{"name", "kind", "value", "choices", "key", "help"}' in readme
+    doc = " ".join((ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split())  # the CLI's JSON, in detail
+    assert "`status`, `stop` and `flags` one object" in doc
+    assert '`{"deployment": ..., "preset": ..., "flags": [{"name", "kind", "value", "choices", "key", "help"}' in doc
     assert set(next(iter(rows.values()))) == {"name", "kind", "value", "choices", "key", "help"}
-    assert '`{"error": "...", "code": N}`' in readme
+    assert '`{"error": "...", "code": N}`' in doc
 
 
 # ---------------------------------------------------------------------------- restarts that would change nothing

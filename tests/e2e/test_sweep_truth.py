@@ -253,11 +253,14 @@ def test_summary_links_the_metric_definitions_and_explains_itl_against_tpot(tmp_
     s.config("dflash")
     s.cell("dflash", cell_id(128, 64, 8, 1), 400.0, per_chunk=3)  # three tokens a streamed chunk
     md = summary_of(tmp_path)
-    link = re.search(r"\[The metrics\]\(README\.md#([a-z0-9-]+)\)", md)
+    link = re.search(r"\[The metrics\]\(([\w./-]+\.md)#([a-z0-9-]+)\)", md)
     assert link is not None, md
-    slugs = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
-             for h in re.findall(r"^#+ (.+)$", (ROOT / "README.md").read_text(), re.M)}
-    assert link.group(1) in slugs  # the anchor is a heading of the README, the one that defines the columns
+    doc = (ROOT / link.group(1)).read_text(encoding="utf-8")  # a page of this repository: README.md or docs/...
+    sections = {re.sub(r"[^a-z0-9 -]", "", m.group(1).strip().lower()).replace(" ", "-"): doc[m.end():]
+                for m in re.finditer(r"^#+ (.+)$", doc, re.M)}
+    assert link.group(2) in sections, f"{link.group(1)} has no heading #{link.group(2)}"
+    defined = re.split(r"^#+ ", sections[link.group(2)], maxsplit=1, flags=re.M)[0]
+    assert "| `ttft_ms` |" in defined and "| `tpot_ms` |" in defined  # the heading is the one that defines the columns
     assert "ITL is the gap between streamed chunks, TPOT the time per output token" in md
     assert "- **dflash** at p128-o64-c8-r1: ITL mean 100.9 ms, TPOT mean 33.6 ms: about 3.0 tokens a chunk" in md
     assert "**plain**" not in md.split("## ITL vs TPOT", 1)[1]  # one token a chunk: nothing to explain

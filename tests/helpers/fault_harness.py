@@ -1,6 +1,6 @@
 """Fault injection on real components: the systemd test host (systemd, journald, OpenSSH in a container booted by
 .ci/testhost.sh) and bringup's own commands and engine. Used by tests/e2e/test_faults.py (one trial of each fault, in
-CI) and benchmarks/faults.py (many trials, figures for the README).
+CI) and benchmarks/faults.py (many trials, figures for docs/results.md).
 
 A trial: a `bringup restart` of the remote deployment toggles a flag; at a random moment of it (lock, flags, stop,
 release, start or follow) one fault is injected; when everything has ended, invariants that must never break are

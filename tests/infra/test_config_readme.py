@@ -1,6 +1,7 @@
-"""The README's "simulated server as your own deployment" example, done as a newcomer does it: its shell block run in
-the checkout with a home of its own, then bringup run from a directory outside the checkout (and from the checkout,
-whose own config.toml must not hide the user's): the deployment starts, is ready and stops."""
+"""The configuration reference's "simulated server as your own deployment" example (docs/configuration.md), done
+as a newcomer does it: its shell block run in the checkout with a home of its own, then bringup run from a directory
+outside the checkout (and from the checkout, whose own config.toml must not hide the user's): the deployment starts,
+is ready and stops."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ VENV_PY = ROOT / ".venv" / "bin" / "python"
 
 
 def _snippet() -> str:
-    """The README's shell block that writes the simulated deployment into the user's config file."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```bash\n(.*?)^```", readme, re.S | re.M)
+    """The configuration reference's shell block that writes the simulated deployment into the user's config file."""
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```bash\n(.*?)^```", doc, re.S | re.M)
     found = [b for b in blocks if "[deployments.sim-a]" in b]
-    assert len(found) == 1, "the README's sim-a example is one ```bash block"
+    assert len(found) == 1, "docs/configuration.md's sim-a example is one ```bash block"
     return found[0]
 
 
@@ -35,7 +36,7 @@ def test_the_snippet_uses_no_relative_path() -> None:
 
 
 @pytest.mark.skipif(not VENV_PY.exists(), reason="the README's example runs the checkout's .venv")
-def test_the_readme_simulated_deployment_works_outside_the_checkout(tmp_path: Path) -> None:
+def test_the_documented_simulated_deployment_works_outside_the_checkout(tmp_path: Path) -> None:
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()

@@ -1,7 +1,7 @@
 """The figures of one cell, from client-side request timings and /metrics counter deltas. Pure functions.
 
 The tools disagree on names (vLLM's TPOT is AIPerf's ITL; GuideLLM's TPOT includes the first token), so each
-column is defined here once, and the README repeats these words:
+column is defined here once, and docs/sweeps.md repeats these words:
 
 - ttft_ms: first non-empty streamed chunk - request sent, per successful request;
 - e2el_ms: last chunk (end of stream) - request sent;

@@ -39,8 +39,8 @@ def flag_words(flags: dict[str, str | bool | None]) -> str:
     return " ".join(f"--{k}" if v is True else f"(no --{k})" if v is None else f"--{k} {v}" for k, v in flags.items())
 
 
-#: where the columns are defined: the README's section (its GitHub anchor), linked from summary.md
-METRICS_DOC = "README.md#the-metrics-client-side-per-cell"
+#: where the columns are defined: the docs' section (its GitHub anchor), linked from summary.md
+METRICS_DOC = "docs/sweeps.md#the-metrics-client-side-per-cell"
 #: ITL and TPOT means further apart than this (as a ratio) are explained in summary.md
 ITL_TPOT_APART = 1.1
 
@@ -186,7 +186,7 @@ def summary_md(res: SweepResults) -> str:
     title = f"# Sweep of {meta.deployment} ({meta.status})" if meta else "# Sweep"
     lines = [title, "", "Output tok/s (total) per configuration and cell; `-` not measured, `invalid` measured on a "
              "run that changed or failed during the cell, `failed` configuration did not reach ready. "
-             f"Every column is defined in bringup's README, [The metrics]({METRICS_DOC}).", ""]
+             f"Every column is defined in bringup's docs, [The metrics]({METRICS_DOC}).", ""]
     lines.append("| config | " + " | ".join(cells) + " |")
     lines.append("|---" * (len(cells) + 1) + "|")
     for name in configs:
