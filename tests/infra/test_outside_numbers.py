@@ -5,7 +5,7 @@ bringup: a server's `inf` stamp put Infinity in the run history; a sweep's recor
 crashed `sweep report` (OverflowError); a lock record's `since: "-inf"` and a shared-generations line `x inf inf 5`
 were taken as moments.
 
-So this walks `tui/` (the instruments `tui/sim/` and `tui/serverfacts/` aside, and the guard itself) and fails on:
+So this walks `tui/` (the instrument `tui/sim/` aside, and the guard itself) and fails on:
 - `int(...)`/`float(...)` of anything but what cannot be text: a literal, arithmetic, `len()`, `round()`, `abs()`,
   `min()`/`max()`/`sum()`, the clock (`time.*`), `math.*`, a datetime's `.timestamp()`, a class's constant
   (`ExitCode.OK`); a name, a subscript (`parts[1]`, `m[1]`, `raw["pid"]`), an attribute or a call
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SKIP = ("tui/sim/", "tui/serverfacts/", "tui/guard/numbers.py")
+SKIP = ("tui/sim/", "tui/guard/numbers.py")
 CONVERTERS = {"int", "float"}
 #: calls whose result is a number whatever their arguments
 SAFE_CALLS = {"len", "round", "abs", "min", "max", "sum"}

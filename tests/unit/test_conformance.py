@@ -1,6 +1,6 @@
 """The presets against the releases' own code: every wording, flag, hint and metric bringup relies on is checked
 against the facts extracted from the released wheels (tui/lifecycle/presets/facts/, written by
-`python -m tui.serverfacts`). No download here: the facts are committed, each with its wheel's sha256.
+`python -m tools.serverfacts`). No download here: the facts are committed, each with its wheel's sha256.
 
 A failure here means the tool disagrees with a release people run: fix the preset (or refresh the facts for a new
 release), never the test.
@@ -17,7 +17,8 @@ from tui.lifecycle.presets.facts import ReleaseFacts, known_versions, log_format
 from tui.lifecycle.presets.registry import PRESETS
 from tui.model import FailureKind, Phase
 
-#: every release with committed facts is covered (the README lists these: tests/infra/test_release_coverage_readme.py)
+#: every release with committed facts is covered (docs/servers-and-releases.md lists these:
+#: tests/infra/test_release_coverage_readme.py)
 #: (older facts are kept for history: vLLM 0.5.5 and 0.6.6, below the supported range)
 SUPPORTED_FROM = {"sglang": "0.4.10", "vllm": "0.8.5"}
 LISTED = {name: tuple(v for v in known_versions(name) if version_key(v) >= version_key(SUPPORTED_FROM[name]))
@@ -63,7 +64,7 @@ def matches_in(alt: str, flags: int, texts: list[str]) -> bool:
 def test_the_listed_releases_have_facts_with_their_provenance(server: str) -> None:
     have = {f.version: f for f in releases(server)}
     missing = [v for v in REQUIRED[server] if v not in have]
-    assert not missing, f"no facts committed for {server} {missing}: run `python -m tui.serverfacts`"
+    assert not missing, f"no facts committed for {server} {missing}: run `python -m tools.serverfacts`"
     for f in have.values():
         assert re.fullmatch(r"[0-9a-f]{64}", f.wheel_sha256), f"{server} {f.version}: no wheel sha256"
         assert f.wheel_file.startswith(server + "-" + f.version), f.wheel_file

@@ -13,9 +13,9 @@ import zipfile
 
 import pytest
 
-from tui.serverfacts.extract import dumps, facts_from_wheel
-from tui.serverfacts.logformats import percent_to_format
-from tui.serverfacts.wheel import WheelError
+from tools.serverfacts.extract import dumps, facts_from_wheel
+from tools.serverfacts.logformats import percent_to_format
+from tools.serverfacts.wheel import WheelError
 
 
 def wheel(files: dict[str, str]) -> bytes:

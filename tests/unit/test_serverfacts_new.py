@@ -1,12 +1,12 @@
-"""`python -m tui.serverfacts --new`: which releases the index has and the facts lack. The index is never asked
+"""`python -m tools.serverfacts --new`: which releases the index has and the facts lack. The index is never asked
 here (tests reach no network): its answer is `pip index versions`' text, parsed."""
 
 from __future__ import annotations
 
 import pytest
 
-from tui.serverfacts.__main__ import main
-from tui.serverfacts.new_releases import missing_releases, parse_index_versions
+from tools.serverfacts.__main__ import main
+from tools.serverfacts.new_releases import missing_releases, parse_index_versions
 
 PIP_ANSWER = """WARNING: Location 'file:///x/simple/sglang/' is ignored: it is neither a file nor a directory.
 sglang (0.5.24)

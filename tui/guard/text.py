@@ -9,7 +9,7 @@ the run history, and every later `wait`, `record` and console start failed with 
 choosing. Cutting at the three real line ends keeps a server's line one line, whatever it holds.
 
 `tests/infra/test_one_line_splitter.py` fails on any `.splitlines(` in `tui/` or `widgets/` outside this module
-(the instruments `tui/sim/` and `tui/serverfacts/` aside). The supervisor (`tui/managers/supervisor.py`), which is
+(the instrument `tui/sim/` aside). The supervisor (`tui/managers/supervisor.py`), which is
 sent to the server's host as source and imports nothing of bringup's, cuts with the same three ends itself.
 """
 

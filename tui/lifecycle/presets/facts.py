@@ -2,7 +2,7 @@
 
 The presets' wordings, flags and metric names were once written by hand and checked against a simulator written
 the same way; several were wrong on the releases people run. The facts here are the releases' own: the JSON files
-next to this module are written by `python -m tui.serverfacts` (statically, from the released wheels, with each
+next to this module are written by `python -m tools.serverfacts` (statically, from the released wheels, with each
 wheel's sha256), and the conformance tests hold every preset, hint and the simulator to them. At run time they
 answer "does this release take this flag" once the server's release is known.
 

@@ -7,9 +7,9 @@ import ast
 import re
 from typing import Any
 
-from tui.serverfacts.refs import Scope, ValueRef, dotted
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.wheel import module_name
+from tools.serverfacts.refs import Scope, ValueRef, dotted
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.wheel import module_name
 
 _VERBS = {"get", "post", "put", "delete", "patch", "head", "options"}
 _RECEIVER = re.compile(r"(^|\.|_)(app|router)$")

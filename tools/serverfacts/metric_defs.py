@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.serverfacts.interp import Interpreter
-from tui.serverfacts.metric_labels import ConstructorArgs, functions
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, FuncRef, Instance, Scope, dotted, iter_defs
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.wheel import module_name
+from tools.serverfacts.interp import Interpreter
+from tools.serverfacts.metric_labels import ConstructorArgs, functions
+from tools.serverfacts.refs import UNRESOLVED, ClassRef, FuncRef, Instance, Scope, dotted, iter_defs
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.wheel import module_name
 
 CTORS = {"Counter": "counter", "Gauge": "gauge", "Histogram": "histogram", "Summary": "summary",
          "_counter_cls": "counter", "_gauge_cls": "gauge", "_histogram_cls": "histogram", "_summary_cls": "summary"}

@@ -1,7 +1,7 @@
 """Which released versions of a server have no facts yet: asked of pip's configured package index (`pip index
 versions`, the index's ordinary client, so whatever index and certificates pip is set up with are the ones used; no
 other host), compared with the facts committed. A run by hand before work on the presets (`python -m
-tui.serverfacts --new`), never a test: the tests never reach the network."""
+tools.serverfacts --new`), never a test: the tests never reach the network."""
 
 from __future__ import annotations
 

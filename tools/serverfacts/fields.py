@@ -11,10 +11,10 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from tui.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Scope, dotted, iter_defs
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.types import TypeAtom, type_atoms, unwrap_annotated
+from tools.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker
+from tools.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Scope, dotted, iter_defs
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.types import TypeAtom, type_atoms, unwrap_annotated
 
 
 @dataclass

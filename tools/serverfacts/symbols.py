@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from tui.serverfacts.evaluate import Evaluator
-from tui.serverfacts.refs import (
+from tools.serverfacts.evaluate import Evaluator
+from tools.serverfacts.refs import (
     BUILTIN_NAMES,
     ENUM_BASES,
     UNRESOLVED,
@@ -23,8 +23,8 @@ from tui.serverfacts.refs import (
     dotted,
     iter_defs,
 )
-from tui.serverfacts.types import literal_values
-from tui.serverfacts.wheel import Package
+from tools.serverfacts.types import literal_values
+from tools.serverfacts.wheel import Package
 
 
 class Resolver(Evaluator):

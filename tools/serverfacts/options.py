@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.serverfacts.fields import sglang_dataclass_hook, vllm_get_kwargs_hook
-from tui.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker, TypeWrapper
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Instance, Scope, choice_strings, dotted
-from tui.serverfacts.refusals import VLLM_SCRIPT, Refusal, explicit_prog, refusal, subparser_prog, top_prog_of
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.types import type_atoms
+from tools.serverfacts.fields import sglang_dataclass_hook, vllm_get_kwargs_hook
+from tools.serverfacts.interp import Interpreter, ParserObj, RawOption, TypeMarker, TypeWrapper
+from tools.serverfacts.refs import UNRESOLVED, ClassRef, External, FuncRef, Instance, Scope, choice_strings, dotted
+from tools.serverfacts.refusals import VLLM_SCRIPT, Refusal, explicit_prog, refusal, subparser_prog, top_prog_of
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.types import type_atoms
 
 NOTE_MAX = 200
 _NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "append_const", "count", "help", "version"}

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from tui.serverfacts.refs import (
+from tools.serverfacts.refs import (
     NOT_EVALUATED,
     STR_METHODS,
     UNRESOLVED,

@@ -8,9 +8,9 @@ import ast
 from collections.abc import Iterator
 from typing import Any
 
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, FuncRef, Instance, Scope, ValueRef, bound_names, iter_defs
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.wheel import module_name
+from tools.serverfacts.refs import UNRESOLVED, ClassRef, FuncRef, Instance, Scope, ValueRef, bound_names, iter_defs
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.wheel import module_name
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Site = tuple[ast.Call, Function, ClassRef | None, str]

@@ -8,11 +8,11 @@ import ast
 import re
 from typing import Any
 
-from tui.serverfacts.metric_defs import MetricObj
-from tui.serverfacts.metric_labels import Function, functions
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, Scope, ValueRef, iter_defs
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.wheel import module_name
+from tools.serverfacts.metric_defs import MetricObj
+from tools.serverfacts.metric_labels import Function, functions
+from tools.serverfacts.refs import UNRESOLVED, ClassRef, Scope, ValueRef, iter_defs
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.wheel import module_name
 
 UPDATES = {"inc", "dec", "set", "observe", "set_to_current_time", "set_function"}
 _VIA = ("metric", "collector", "stat", "prom")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tui.serverfacts.refs import UNRESOLVED, ClassRef, EnumMember, External, Scope, ValueRef, dotted
+from tools.serverfacts.refs import UNRESOLVED, ClassRef, EnumMember, External, Scope, ValueRef, dotted
 
 
 class Lookups(Protocol):

@@ -1,8 +1,8 @@
-"""`python -m tui.serverfacts [sglang==0.5.23 vllm==0.34.0 ...] [--wheels DIR] [--out DIR]`: refresh the committed
+"""`python -m tools.serverfacts [sglang==0.5.23 vllm==0.34.0 ...] [--wheels DIR] [--out DIR]`: refresh the committed
 facts of releases from their wheels. Run by hand when a release comes out (never by CI: it downloads wheels of
 hundreds of MB); the diff of the JSON files is the review of what changed.
 
-`python -m tui.serverfacts --new`: the releases on the package index (pip's own, `pip index versions`) that have no
+`python -m tools.serverfacts --new`: the releases on the package index (pip's own, `pip index versions`) that have no
 facts yet, one `SERVER==VERSION` a line, ready to pass back: run by hand before work on the presets, never by the
 tests (it asks the index)."""
 
@@ -16,10 +16,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import tui.lifecycle.presets.facts as committed
+from tools.serverfacts.extract import SERVERS, SIZE_BUDGET, dumps, facts_from_wheel
+from tools.serverfacts.new_releases import IndexError_, index_versions, missing_releases
+from tools.serverfacts.wheel import WheelError
 from tui.lifecycle.presets.facts import known_versions
-from tui.serverfacts.extract import SERVERS, SIZE_BUDGET, dumps, facts_from_wheel
-from tui.serverfacts.new_releases import IndexError_, index_versions, missing_releases
-from tui.serverfacts.wheel import WheelError
 
 
 def default_releases() -> tuple[str, ...]:
@@ -27,7 +28,8 @@ def default_releases() -> tuple[str, ...]:
     return tuple(f"{server}=={version}" for server in SERVERS for version in known_versions(server))
 
 
-OUT_DIR = Path(__file__).resolve().parents[1] / "lifecycle" / "presets" / "facts"
+#: where the product reads the facts (package data beside `tui/lifecycle/presets/facts.py`), not this tool's tree
+OUT_DIR = Path(committed.__file__).resolve().parent / "facts"
 
 
 class RefreshError(Exception):
@@ -86,7 +88,7 @@ def refresh(spec: str, wheels: Path | None, out: Path, tmp: Path, budget: int = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tui.serverfacts", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tools.serverfacts", description=__doc__)
     ap.add_argument("releases", nargs="*", metavar="SERVER==VERSION",
                     help="releases to refresh (default: every release with facts); with --new: servers to ask about")
     ap.add_argument("--wheels", type=Path, help="a folder that may already hold the wheels (else pip downloads)")

@@ -14,9 +14,9 @@ import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tui.serverfacts.refs import Scope, dotted
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.wheel import module_name
+from tools.serverfacts.refs import Scope, dotted
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.wheel import module_name
 
 MIN_LITERAL = 6
 _LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal"}

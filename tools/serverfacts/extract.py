@@ -13,14 +13,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tui.serverfacts.logformats import LogFormat, extract_log_formats, messages_of_module
-from tui.serverfacts.metrics import extract_metrics
-from tui.serverfacts.options import extract_options
-from tui.serverfacts.refs import FuncRef, Scope, dotted
-from tui.serverfacts.routes import extract_routes
-from tui.serverfacts.symbols import Resolver
-from tui.serverfacts.types import type_atoms
-from tui.serverfacts.wheel import Package, WheelError, read_wheel
+from tools.serverfacts.logformats import LogFormat, extract_log_formats, messages_of_module
+from tools.serverfacts.metrics import extract_metrics
+from tools.serverfacts.options import extract_options
+from tools.serverfacts.refs import FuncRef, Scope, dotted
+from tools.serverfacts.routes import extract_routes
+from tools.serverfacts.symbols import Resolver
+from tools.serverfacts.types import type_atoms
+from tools.serverfacts.wheel import Package, WheelError, read_wheel
 
 SCHEMA = 1
 SERVERS = ("sglang", "vllm")
@@ -204,7 +204,7 @@ def _returns_dict(res: Resolver, path: str, call: ast.Call) -> str:
     name = dotted(call.func).rsplit(".", 1)[-1]
     if "dict" in name.lower():
         return "dict"
-    from tui.serverfacts.wheel import module_name
+    from tools.serverfacts.wheel import module_name
 
     fn = res.ref(call.func, Scope(module_name(path)))
     if isinstance(fn, FuncRef) and fn.node.returns is not None:

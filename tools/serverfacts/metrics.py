@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui.serverfacts.metric_defs import MetricDefinitions
-from tui.serverfacts.metric_updates import UpdateFinder
-from tui.serverfacts.symbols import Resolver
+from tools.serverfacts.metric_defs import MetricDefinitions
+from tools.serverfacts.metric_updates import UpdateFinder
+from tools.serverfacts.symbols import Resolver
 
 
 def extract_metrics(res: Resolver) -> list[dict[str, Any]]:

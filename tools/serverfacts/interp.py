@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.serverfacts.refs import (
+from tools.serverfacts.refs import (
     NOT_EVALUATED,
     UNRESOLVED,
     BoundMethod,
@@ -28,7 +28,7 @@ from tui.serverfacts.refs import (
     bind,
     bound_names,
 )
-from tui.serverfacts.symbols import Resolver
+from tools.serverfacts.symbols import Resolver
 
 
 @dataclass(eq=False)
