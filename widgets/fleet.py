@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui.model import NoteSource, Phase, Snapshot
+from tui.words import duration
 from widgets.lifecycle import RESTING
 
 SortKey = Literal["name", "host", "phase"]
@@ -125,13 +126,7 @@ def order(rows: Iterable[FleetRow], key: SortKey, reverse: bool = False, text: s
 def fmt_duration(s: float, phase: Phase) -> str:
     """Time in a phase, whole seconds while it moves (loading, or hung?), whole minutes once it rests and a minute
     has passed: a ready row redraws once a minute, not every second."""
-    s = max(0.0, s)
-    if s < 60:
-        return f"{s:.0f}s"
-    m, sec = divmod(int(s), 60)
-    if m >= 60:
-        return f"{m // 60}h{m % 60:02d}m"
-    return f"{m}m" if phase in RESTING else f"{m}m{sec:02d}s"
+    return duration(s, tenths_below=0, resting=phase in RESTING)
 
 
 def _gib(mib: float) -> str:

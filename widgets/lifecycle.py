@@ -17,6 +17,7 @@ from tui.lifecycle.eta import eta_words
 from tui.lifecycle.presets.facts import ReleaseMatch, known_versions, version_key
 from tui.lifecycle.secrets import redact_argv
 from tui.model import Phase, PhaseEta, Snapshot, Step
+from tui.words import duration
 from widgets.cells import TextLines
 from widgets.written import set_text
 
@@ -30,10 +31,7 @@ RESTING = (Phase.READY, Phase.FAILED, Phase.STOPPED)
 
 def fmt_secs(s: float) -> str:
     """A duration in one notation everywhere: `42.3s`, `2m30s`, `2h05m`."""
-    if s < 60:
-        return f"{s:.1f}s"
-    m, sec = divmod(int(s), 60)
-    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+    return duration(s)
 
 
 def fmt_age(s: float, phase: Phase) -> str:
@@ -41,10 +39,7 @@ def fmt_age(s: float, phase: Phase) -> str:
     hung?); a resting one (ready, failed, stopped) counts whole minutes after its first minute, whether it is the
     current phase or a past one, so its figure never changes notation from one frame to the next, and a console
     left on a ready server redraws its lifecycle panel once a minute, not every second."""
-    if phase not in RESTING or s < 60:
-        return fmt_secs(s)
-    m = int(s // 60)
-    return f"{m}m" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+    return duration(s, resting=phase in RESTING)
 
 
 #: a release as shown: the reducer takes none longer than 64 characters, the header shows no more than this

@@ -23,6 +23,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from tui.model import ThroughputSample
+from tui.words import duration
 from widgets.cells import TextLines
 from widgets.gpus import spark
 
@@ -168,7 +169,7 @@ def clock_time(at: float) -> str:
 
 
 def _age(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return duration(seconds, spoken=True)
 
 
 class ThroughputPanel(Vertical):

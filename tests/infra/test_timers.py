@@ -34,3 +34,20 @@ def test_no_widget_starts_a_timer() -> None:
     found = {str(p.relative_to(ROOT)): t for p in sorted((ROOT / "widgets").rglob("*.py"))
              if (t := timers_started(p.read_text(encoding="utf-8")))}
     assert found == {}, f"widgets with timers of their own (the screen's tick should drive them): {found}"
+
+
+#: the screens' timers that stay, each with why: nothing else in `screens/` may start one
+SCREEN_TIMERS = {
+    # a sweep's results are written by another process (`bringup sweep`): the view polls their directory, and
+    # pauses the poll while it is closed (`on_screen_suspend`)
+    "tui/screens/sweep.py": ["set_interval"],
+}
+
+
+def test_no_screen_starts_a_timer_of_its_own() -> None:
+    """The overview follows the console's one tick (`ConsoleApp._tick`): its own timer woke the process every
+    second, hidden or not."""
+    found = {str(p.relative_to(ROOT)): [t.split(":")[0] for t in timers]
+             for p in sorted((ROOT / "tui" / "screens").rglob("*.py"))
+             if (timers := timers_started(p.read_text(encoding="utf-8")))}
+    assert found == SCREEN_TIMERS, f"screens with timers of their own (the console's tick should drive them): {found}"

@@ -1,7 +1,9 @@
 """The console's screen: its four panels (lifecycle, GPUs, log, throughput), its keys and its key bar.
 
-The screen owns what is drawn and which keys exist; the app (tui/console/viewer.py) owns the deployment: its engine,
-what the engine reported, the actions that need it. So the keys that act on the deployment are bound here to the
+The screen owns what is drawn and which keys exist: it draws its own panels from what the app gives it (a `Shown`,
+tui/console/shown.py, and the moment), holding its panels from `compose`, so no query of the app's can miss them on
+another screen. The app (tui/console/viewer.py) owns the deployment: its engine, what the engine reported, the
+actions that need it; it subscribes and routes. So the keys that act on the deployment are bound here to the
 app's actions (`app.pause`, `app.restart`), and the log panel's own keys (filter, errors/all, wrap, follow) are done
 here. The read-only console's screen binds the acting keys to a refusal that says so; the full console's screen
 (`ControlConsoleScreen`) binds them to the app's actions, so in read-only mode those actions are never reached.
@@ -10,7 +12,9 @@ here. The read-only console's screen binds the acting keys to a refusal that say
 from __future__ import annotations
 
 import contextlib
-from typing import ClassVar
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import ClassVar, ParamSpec
 
 from rich.text import Text
 from textual import events
@@ -24,12 +28,32 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, Static
 
 from tui.console.gate import REFUSAL
+from tui.console.shown import Shown
+from tui.lifecycle.lines import LineKind
+from tui.lifecycle.release import NamedHolder
+from tui.model import LogLine, Phase, Snapshot, Step
 from tui.screens.help import HelpScreen
+from widgets import keybar
 from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
+from widgets.keybar import BarKey
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
 from widgets.written import RESTORE_HINT, set_border
+
+P = ParamSpec("P")
+
+
+def _panels_there(draw: Callable[P, None]) -> Callable[P, None]:
+    """A drawing of the screen's panels that does nothing once their parts are gone: the app closing removes them,
+    and an update of the engine may still arrive then (the panels are the screen's own: only then can one be
+    missing)."""
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> None:
+        with contextlib.suppress(NoMatches):
+            draw(*args, **kwargs)
+
+    return drawn
 
 
 class ConsoleScreen(Screen[None]):
@@ -69,17 +93,25 @@ class ConsoleScreen(Screen[None]):
     #: read-only mode: the help says so
     READ_ONLY: ClassVar[bool] = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: the panels, made here and composed once: the screen draws them itself, found or not by a query
+        self.lifecycle = LifecyclePanel(id="lifecycle")
+        self.errors = ErrorLog(id="errors")
+        self.gpus = GpuPanel(id="gpus")
+        self.throughput = ThroughputPanel(id="throughput")
+
     def compose(self) -> ComposeResult:
         yield Header()
         # two columns, each giving room by priority (app.tcss): the lifecycle panel takes what its phase, failure
         # and hint need and the log the rest; the GPUs what their rows need and the throughput the rest
         with Horizontal(id="panels"):
             with Vertical(id="left"):
-                yield LifecyclePanel(id="lifecycle")
-                yield ErrorLog(id="errors")
+                yield self.lifecycle
+                yield self.errors
             with Vertical(id="right"):
-                yield GpuPanel(id="gpus")
-                yield ThroughputPanel(id="throughput")
+                yield self.gpus
+                yield self.throughput
         yield Static(id="keys")
 
     def on_mount(self) -> None:
@@ -90,22 +122,71 @@ class ConsoleScreen(Screen[None]):
 
     @property
     def log_panel(self) -> ErrorLog:
-        return self.query_one(ErrorLog)
+        return self.errors
+
+    # ------------------------------------------------------------------ the panels, drawn from what the app gives
+
+    @_panels_there
+    def draw_lifecycle(self, snap: Snapshot, now: float, steps: Sequence[Step], note: str,
+                       hide_flags: Sequence[str] = ()) -> None:
+        self.lifecycle.show(snap, now, steps, note, hide_flags=hide_flags)
+
+    @_panels_there
+    def draw_gpus(self, shown: Shown, gpus: Sequence[int], budget: float | None,
+                  holders: Sequence[NamedHolder]) -> None:
+        """`gpus`: the deployment's; `budget`: the share of memory its server is told to take (a GPU at it is
+        normal, not warned); `holders`: the memory other deployments of the host hold, named."""
+        unit = shown.snap.unit
+        self.gpus.show(shown.gpu_snap, shown.gpu_history, gpus, unit.main_pid if unit else 0, shown.releasing,
+                       shown.snap.attribution, budget, holders)
+
+    @_panels_there
+    def draw_throughput(self, shown: Shown, *, plot: bool, now: float, clock: Callable[[], float],
+                        live: Callable[[], bool]) -> None:
+        """`clock` and `live`: when samples stop the panel redraws itself (its chart's "now" keeps moving), on
+        the console's clock, unpaused."""
+        self.throughput.clock, self.throughput.live = clock, live
+        self.throughput.show(shown.tp, shown.tp_history, shown.throughput_note(), plot=plot, now=now,
+                             serving=shown.snap.phase == Phase.READY)
+
+    @_panels_there
+    def age_throughput(self) -> None:
+        self.throughput.age()
+
+    @_panels_there
+    def take_logs(self, lines: Iterable[LogLine], kinds: Iterable[LineKind]) -> None:
+        """A batch of the server's lines, kept; drawn by `flush_logs`."""
+        self.errors.ingest(lines, kinds)
+
+    @_panels_there
+    def flush_logs(self) -> None:
+        if self.errors.has_due:
+            self.errors.flush()
+
+    @_panels_there
+    def check_follow(self) -> None:
+        self.errors.check_follow()
+
+    @_panels_there
+    def clear_log(self) -> None:
+        """Another deployment is shown: nothing of the last one's log."""
+        self.errors.entries.clear()
+        self.errors.rebuild()
 
     # ------------------------------------------------------------------ the key bar, help and palette
 
     def action_read_only(self, what: str) -> None:
         self.notify(REFUSAL.format(what=what), severity="warning", timeout=6, markup=False)
 
-    def _bar(self, rows: list[tuple[str, str, str]], short: bool, width: int) -> Text:
+    def _bar(self, keys: list[BarKey], short: bool, width: int) -> Text:
         t = Text(" " if short else "")  # the full labels begin with a space of their own
-        for bid, key, desc in rows:
+        for k in keys:
             if short:
-                t.append(f"{key}", style="bold")
-                t.append(f" {self.BAR_SHORT.get(bid) or desc.split('/')[0].split()[0].lower()} ")
+                t.append(f"{k.key}", style="bold")
+                t.append(f" {self.BAR_SHORT.get(k.id) or k.label.split('/')[0].split()[0].lower()} ")
             else:
-                t.append(f" {key} ", style="bold")
-                t.append(f"{desc} ")
+                t.append(f" {k.key} ", style="bold")
+                t.append(f"{k.label} ")
         t.append(" ^p palette" if not short or t.cell_len + 11 <= width else " ^p", style="dim")
         return t
 
@@ -115,23 +196,17 @@ class ConsoleScreen(Screen[None]):
         log fall behind.) Where the full labels do not fit (90 columns), each label is one word, so that every key
         still shows rather than the last ones being cut off; where those do not fit either (80 columns), the least
         needed keys leave the bar (BAR_DROP), never help, quit or the palette."""
-        rows = self._bar_rows()
         width = width or self.size.width or 200
-        t = self._bar(rows, False, width)
-        if t.cell_len > width:
-            t = self._bar(rows, True, width)
-        for bid in self.BAR_DROP:
-            if t.cell_len <= width:
-                break
-            rows = [r for r in rows if r[0] != bid]
-            t = self._bar(rows, True, width)
+        t = keybar.fit(self._bar_keys(), width, [(keybar.as_is, lambda ks: self._bar(ks, False, width)),
+                                                 (keybar.as_is, lambda ks: self._bar(ks, True, width))],
+                       self.BAR_DROP)
         self.query_one("#keys", Static).update(t)
 
-    def _bar_rows(self) -> list[tuple[str, str, str]]:
-        """(id, key, label) of each key the bar shows, in its order (BAR_ORDER)."""
-        rows = [(b.id or "", self.app.get_key_display(b), b.description) for b in self._mapped(shown_only=True)]
+    def _bar_keys(self) -> list[BarKey]:
+        """Each key the bar shows, in its order (BAR_ORDER)."""
+        keys = [BarKey(b.id or "", self.app.get_key_display(b), b.description) for b in self._mapped(shown_only=True)]
         rank = {bid: i for i, bid in enumerate(self.BAR_ORDER)}
-        return sorted(rows, key=lambda r: rank.get(r[0], len(rank)))
+        return sorted(keys, key=lambda k: rank.get(k.id, len(rank)))
 
     def on_resize(self, event: events.Resize) -> None:
         with contextlib.suppress(NoMatches):

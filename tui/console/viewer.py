@@ -1,12 +1,13 @@
 """The read-only console: one deployment's engine shown on the console screen (tui/console/screen.py), and, with
 several deployments, the overview of them all (tui/screens/fleet.py); the two are the app's modes.
 
-The app holds the deployment: its engine, what the engine reported, the actions that need it; the screen holds the
-panels and the keys. It does no parsing and no I/O of its own. The engine (`tui.engine.Engine`) runs on the app's
-event loop and reports through a listener that posts its typed updates, all as one message type (`EngineUpdated`),
-dispatched on the update's type; bursts of a kind that carries the whole picture coalesce (tui/messages.py). The
-full console, with the actions that change the deployment, is a subclass (tui/console/control.py) with its own
-screen, so in read-only mode those actions do not exist at all rather than being disabled; their keys only say so.
+The app holds the deployment: its engine, what the engine reported, the actions that need it; it subscribes to the
+engine and routes what it reports to the screen, which holds the panels and the keys and draws them itself. It does no
+parsing and no I/O of its own. The engine (`tui.engine.Engine`) runs on the app's event loop and reports through a
+listener that posts its typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type;
+bursts of a kind that carries the whole picture coalesce (tui/messages.py). The full console, with the actions that
+change the deployment, is a subclass (tui/console/control.py) with its own screen, so in read-only mode those actions do
+not exist at all rather than being disabled; their keys only say so.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from rich.console import Console
 from textual import actions, work
 from textual.actions import ActionParseResult
 from textual.app import App, ScreenStackError, SystemCommand
-from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -59,11 +59,9 @@ from tui.model import LockInfo, Phase, Snapshot
 from tui.screens.fleet import FleetScreen
 from tui.screens.picker import PickerScreen
 from tui.screens.sweep import sweep_screen_of
-from widgets.error_log import ErrorLog
 from widgets.fleet import FleetRow
-from widgets.gpus import GpuPanel, memory_budget
-from widgets.lifecycle import LifecyclePanel, release_text
-from widgets.throughput import ThroughputPanel
+from widgets.gpus import memory_budget
+from widgets.lifecycle import release_text
 
 #: the chart is redrawn at most this often (the sparkline above it follows every sample): a plotext frame costs
 #: several milliseconds, the largest single share of an idle console's CPU
@@ -215,9 +213,7 @@ class ConsoleApp(App[int]):
         self.engine = w
         self.deployment = w.name
         self.shown = Shown.nothing_yet(w.name, w.host_name)
-        errors = self.query_one(ErrorLog)
-        errors.entries.clear()
-        errors.rebuild()
+        self.console_screen.clear_log()
         w.subscribe(self._engine_updated)
         self._set_subtitle()
 
@@ -277,9 +273,8 @@ class ConsoleApp(App[int]):
     def _logs_read(self, read: LogsRead) -> None:
         """The engine sends lines in batches (at most ten a second, or two thousand lines): each is drawn as it
         comes, which leaves the loop free for keys between batches; while paused they wait for the resume."""
-        with contextlib.suppress(NoMatches):  # the app is closing its panels
-            self.query_one(ErrorLog).ingest(read.lines, read.kinds)
-            self._flush_logs()
+        self.console_screen.take_logs(read.lines, read.kinds)
+        self._flush_logs()
 
     def _holder_changed(self, holder: LockInfo | None) -> None:
         """Phases that move for no reason seen here are named: who, from where, doing what; its steps follow in
@@ -354,10 +349,7 @@ class ConsoleApp(App[int]):
     def _flush_logs(self) -> None:
         if self.paused or self.covered:  # not behind a dialog: a restart is confirmed over the server's current state
             return
-        with contextlib.suppress(NoMatches):
-            errors = self.query_one(ErrorLog)
-            if errors.has_due:
-                errors.flush()
+        self.console_screen.flush_logs()
 
     def _tick(self) -> None:
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick; and
@@ -366,15 +358,16 @@ class ConsoleApp(App[int]):
         if now - self._sweep_looked >= SWEEP_LOOK_S:
             self._sweep_looked = now
             self.look_for_sweep()
+        if self.current_mode == FLEET_MODE:  # the overview follows this one timer, paused or not
+            self.get_screen(FLEET_SCREEN).post_message(FleetScreen.Ticked())
         if self.paused:
             return
         was, self._was_covered = self._was_covered, self.covered
         if self._was_covered:
             return  # what changed meanwhile stays marked, and is drawn at the first tick uncovered
-        with contextlib.suppress(NoMatches):  # the app is closing its panels
-            if was:
-                self._flush_logs()
-            self._render_changed()
+        if was:
+            self._flush_logs()
+        self._render_changed()
 
     def _render_changed(self) -> None:
         due = self.shown.due
@@ -384,26 +377,25 @@ class ConsoleApp(App[int]):
         if Panel.LIFECYCLE in due or int(now) != int(self._last_lifecycle):
             self._last_lifecycle = now
             self.render_lifecycle()
-            self.query_one(ThroughputPanel).age()
+            self.console_screen.age_throughput()
         if Panel.GPUS in due:
             self.render_gpus()
         if Panel.THROUGHPUT in due:
             self.render_throughput()
         due.clear()
-        self.query_one(ErrorLog).check_follow()
+        self.console_screen.check_follow()
 
     def render_all(self) -> None:
         self.render_lifecycle()
         self.render_gpus()
         self.render_throughput()
-        self.query_one(ErrorLog).check_follow()
+        self.console_screen.check_follow()
 
     def render_lifecycle(self) -> None:
         dep = self.settings.deployments.get(self.deployment)
         note = self.shown.lifecycle_note(self.status_note, paused=self.paused)
-        with contextlib.suppress(NoMatches):  # a message that arrives while the app is closing its panels
-            self.query_one(LifecyclePanel).show(self.shown.snap, self.clock(), self.shown.steps, note,
-                                                hide_flags=dep.hide_flags if dep else ())
+        self.console_screen.draw_lifecycle(self.shown.snap, self.clock(), self.shown.steps, note,
+                                           hide_flags=dep.hide_flags if dep else ())
 
     def render_gpus(self) -> None:
         s = self.shown
@@ -415,22 +407,15 @@ class ConsoleApp(App[int]):
         budget = memory_budget(s.snap.flags, preset.memory_budget if preset is not None else None)
         # the memory other deployments of the host hold, named after them (a fleet's engines know each other's)
         holders = self.engine.gpu.named_holders(unit is not None and unit.running) if self.engine else ()
-        with contextlib.suppress(NoMatches):
-            self.query_one(GpuPanel).show(s.gpu_snap, s.gpu_history, gpus, unit.main_pid if unit else 0, s.releasing,
-                                          s.snap.attribution, budget, holders)
+        self.console_screen.draw_gpus(s, gpus, budget, holders)
 
     def render_throughput(self, force_plot: bool = False) -> None:
         now = time.monotonic()
         plot = force_plot or now - self._last_plot >= PLOT_EVERY_S
         if plot:
             self._last_plot = now
-        s = self.shown
-        with contextlib.suppress(NoMatches):
-            panel = self.query_one(ThroughputPanel)
-            # when samples stop the panel redraws itself (its chart's "now" keeps moving), on this clock, unpaused
-            panel.clock, panel.live = self.clock, lambda: not self.paused
-            panel.show(s.tp, s.tp_history, s.throughput_note(), plot=plot, now=self.clock(),
-                       serving=s.snap.phase == Phase.READY)
+        self.console_screen.draw_throughput(self.shown, plot=plot, now=self.clock(), clock=self.clock,
+                                            live=lambda: not self.paused)
 
     # ------------------------------------------------------------------ actions: viewing
 
@@ -500,8 +485,8 @@ class ConsoleApp(App[int]):
             return
         if live:
             self.fleet.start()
-        self.install_screen(FleetScreen(self.fleet_rows, refresh_s=1 / self.settings.ui.refresh_hz,
-                                        read_only=self.read_only, clock=lambda: self.clock()), name=FLEET_SCREEN)
+        self.install_screen(FleetScreen(self.fleet_rows, read_only=self.read_only, clock=lambda: self.clock()),
+                            name=FLEET_SCREEN)
         self.add_mode(FLEET_MODE, FLEET_SCREEN)
         self.switch_mode(FLEET_MODE)
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from statistics import median
 
+from tui import words
 from tui.guard.numbers import real_or_none, whole_or_none
 from tui.lifecycle.history import RunRecord, startup_phases
 from tui.lifecycle.presets import FlagSpec
@@ -132,11 +133,7 @@ def slower_note(past: Sequence[RunRecord], phase: Phase, elapsed: float, usual: 
 
 def duration(s: float) -> str:
     """`42s`, `2m10s`, `1h05m`: an estimate's figure, whole seconds (its spread is wider than a tenth)."""
-    s = max(0.0, s)
-    if s < 60:
-        return f"{s:.0f}s" if s >= 10 else f"{s:.1f}s"
-    m, sec = divmod(round(s), 60)
-    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+    return words.duration(s, tenths_below=10)
 
 
 def based_on_words(b: EtaBasis) -> str:

@@ -3,10 +3,10 @@ Enter opens the selected deployment's console (Esc there comes back here: the tw
 keys that act (restart, flags, start/stop) act on the selected row through the console's own actions and
 confirmations.
 
-The screen reads rows from a function the console gives it (plain `FleetRow`s, no engine here), as often as the
-console redraws; the table redraws only the rows whose text changed. Acting and opening are messages to the
-console, which owns the engines and the dialogs: the same confirmation names the deployment and its host, and the
-read-only console's keys say they are off, here as there.
+The screen reads rows from a function the console gives it (plain `FleetRow`s, no engine here), at each tick of the
+console's one timer while it is shown (it has none of its own); the table redraws only the rows whose text changed.
+Acting and opening are messages to the console, which owns the engines and the dialogs: the same confirmation names the
+deployment and its host, and the read-only console's keys say they are off, here as there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from tui.screens.help import HelpScreen
+from widgets import keybar
 from widgets.fleet import FleetRow, FleetTable, SortKey
+from widgets.keybar import BarKey
 
 #: the keys the key bar shows, in its order: (binding id, one-word label)
 _BAR = (("restart", "restart"), ("flags", "flags"), ("start_stop", "start/stop"), ("fleet.open", "open"),
@@ -56,6 +58,9 @@ class FleetScreen(Screen[None]):
         Binding("q", "app.quit", "Quit", id="fleet.quit"),
     ]
 
+    class Ticked(Message):
+        """The console's one timer ticked while this screen is shown: the rows as of now."""
+
     class OpenAsked(Message):
         """Enter on a row: the console shows that deployment."""
 
@@ -71,11 +76,10 @@ class FleetScreen(Screen[None]):
             self.name = name
             self.action = action
 
-    def __init__(self, rows: Callable[[], Sequence[FleetRow]], *, refresh_s: float = 1.0, read_only: bool = False,
+    def __init__(self, rows: Callable[[], Sequence[FleetRow]], *, read_only: bool = False,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.rows = rows
-        self.refresh_s = refresh_s
         self.read_only = read_only
         self.clock = clock
         self._titled: tuple[str, str] | None = None
@@ -93,14 +97,19 @@ class FleetScreen(Screen[None]):
     def on_mount(self) -> None:
         self.table.border_title = "Deployments"
         self.update_rows()
-        self.set_interval(self.refresh_s, self.update_rows, name="fleet-refresh")
         self._show_keys()
 
     def on_screen_resume(self) -> None:
         """Back from a deployment's console: the rows as they are now, not as they were when it opened."""
         self.update_rows()
 
+    def on_fleet_screen_ticked(self, m: Ticked) -> None:
+        m.stop()
+        self.update_rows()
+
     def update_rows(self) -> None:
+        """The rows as of now: at mount, on resume, and at each tick of the console's one timer while this screen
+        is shown (a timer of its own woke the process every second, hidden or not)."""
         if self.is_attached and self in self.app.screen_stack:  # not while the console shows a deployment
             self.table.show(self.rows(), self.clock())
             self._title()
@@ -126,28 +135,22 @@ class FleetScreen(Screen[None]):
         least needed keys leave it (_BAR_DROP), never help or quit: each key stays whole, none is cut off."""
         bindings = {b.id: b for b in self.BINDINGS if isinstance(b, Binding)}
         bindings |= {ab.binding.id: ab.binding for ab in self.active_bindings.values()}  # as remapped
-        keys = [(bid, self.app.get_key_display(bindings[bid]), label) for bid, label in _BAR]
-        width = width or self.size.width or 200
+        keys = [BarKey(bid, self.app.get_key_display(bindings[bid]), label) for bid, label in _BAR]
 
-        def bar(entries: list[tuple[str, str, str]]) -> Text:
+        def bar(entries: list[BarKey]) -> Text:
             t = Text()
-            for _, key, label in entries:
-                t.append(f" {key}", style="bold")
-                t.append(f" {label} ")
+            for k in entries:
+                t.append(f" {k.key}", style="bold")
+                t.append(f" {k.label} ")
             return t
 
-        t = bar(keys)
-        if t.cell_len > width:
-            first = next(i for i, (bid, _, _) in enumerate(keys) if bid in _SORTS)
-            sorts = "/".join(k for bid, k, _ in keys if bid in _SORTS)
-            keys = [e for e in keys if e[0] not in _SORTS]
-            keys.insert(first, ("fleet.sort", sorts, "sort"))
-            t = bar(keys)
-        for bid in _BAR_DROP:
-            if t.cell_len <= width:
-                break
-            keys = [e for e in keys if e[0] != bid]
-            t = bar(keys)
+        def sorts_as_one(entries: list[BarKey]) -> list[BarKey]:
+            first = next(i for i, k in enumerate(entries) if k.id in _SORTS)
+            merged = BarKey("fleet.sort", "/".join(k.key for k in entries if k.id in _SORTS), "sort")
+            rest = [k for k in entries if k.id not in _SORTS]
+            return [*rest[:first], merged, *rest[first:]]
+
+        t = keybar.fit(keys, width or self.size.width or 200, [(keybar.as_is, bar), (sorts_as_one, bar)], _BAR_DROP)
         self.query_one("#fleet-keys", Static).update(t)
 
     # ------------------------------------------------------------------ keys

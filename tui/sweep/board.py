@@ -16,6 +16,7 @@ from tui.guard.numbers import whole_or_none
 from tui.sweep.live import LiveSweep
 from tui.sweep.results import DONE, RUNNING, CellRecord, ConfigRecord, StepRecord
 from tui.sweep.summary import verdict
+from tui.words import duration
 
 _CELL_ID = re.compile(r"^p(\d+)-o(\d+)-c(\d+)-r(\d+)$")
 
@@ -154,12 +155,7 @@ def fmt_tok_s(v: float) -> str:
 
 
 def fmt_duration(s: float) -> str:
-    s = max(0.0, s)
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 90 * 60:
-        return f"{s / 60:.0f} min"
-    return f"{s // 3600:.0f} h {s % 3600 / 60:02.0f} min"
+    return duration(s, spoken=True)
 
 
 def column_label(cell: str, repeats: bool) -> tuple[str, str]:
