@@ -50,6 +50,9 @@ from tui.guard.numbers import FromText
 from tui.guard.redact import BOOK
 
 _TOML_PATH: Path | None = None  # the file the settings class reads; set only inside load()
+#: the names of the file's deployments and hosts, by section: what an environment variable's name is matched to
+#: (`env_names`); set only inside load()
+_FILE_NAMES: dict[str, tuple[str, ...]] = {}
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
@@ -181,7 +184,32 @@ class _FromEnvironment(PydanticBaseSettingsSource):
         return self.inner.get_field_value(field, field_name)
 
     def __call__(self) -> dict[str, Any]:
-        return _marked(self.inner())
+        return env_names(_marked(self.inner()), _FILE_NAMES)
+
+
+def _name_key(name: str) -> str:
+    """A deployment's or host's name as an environment variable can spell it: no variable name takes a hyphen (a
+    shell refuses `export BRINGUP_DEPLOYMENTS__K2-6__...`), and pydantic-settings lowers the case of every one."""
+    return name.lower().replace("-", "_")
+
+
+def env_names(values: dict[str, Any], file_names: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The environment's deployments and hosts keyed by the file's own names: `BRINGUP_DEPLOYMENTS__K2_6__ENDPOINT`
+    overrides deployment `k2-6` (issue 51: a name with a hyphen could not be overridden at all, the variable made a
+    new deployment `k2_6` instead). A name the file has as it is stays itself; one that matches none, or two, of the
+    file's names stays as it is (a new deployment, refused for its missing keys, naming the variable)."""
+    out = dict(values)
+    for section, names in file_names.items():
+        table = values.get(section)
+        if not isinstance(table, dict):
+            continue
+        renamed: dict[str, Any] = {}
+        for key, value in table.items():
+            matches = [n for n in names if _name_key(n) == _name_key(key)]
+            target = key if key in names or len(matches) != 1 else matches[0]
+            renamed[target] = value
+        out[section] = renamed
+    return out
 
 
 def _marked(value: Any) -> Any:
@@ -251,11 +279,11 @@ def _loc(loc: tuple[Any, ...]) -> str:
 def _env_source(loc: tuple[Any, ...]) -> str | None:
     """The BRINGUP_* variable behind a problem at `loc`, if one is: the file is not to blame for the environment
     (BRINGUP_DEPLOYMENTS__K26__ENDPOINT alone makes a deployment k26 that has no manager or command)."""
-    parts = [str(p).lower() for p in loc]
+    parts = [_name_key(str(p)) for p in loc]  # `k2-6` is the variable's K2_6 (env_names)
     for var in sorted(os.environ):
         if not var.startswith("BRINGUP_") or var == "BRINGUP_CONFIG":
             continue
-        path = var.removeprefix("BRINGUP_").lower().split("__")
+        path = [_name_key(p) for p in var.removeprefix("BRINGUP_").split("__")]
         n = min(len(path), len(parts))
         if n and path[:n] == parts[:n]:
             return var
@@ -319,8 +347,10 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
             raise ConfigError(f"{where}: not valid TOML: {e}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"{where}: cannot read: {e}") from None
-    global _TOML_PATH
+    global _TOML_PATH, _FILE_NAMES
     _TOML_PATH = path
+    _FILE_NAMES = {section: tuple(str(n) for n in table) for section in ("deployments", "hosts")
+                   if isinstance(table := in_file.get(section), dict)}
     try:
         settings = Settings() if read_only is None else Settings(read_only=read_only)
     except SettingsError as e:  # a BRINGUP_* variable that is not the JSON its key needs
@@ -343,7 +373,7 @@ def load(explicit: str | None = None, *, read_only: bool | None = None, scenario
             msgs.append(f"{source}: {key}: {msg}")
         raise ConfigError("\n".join(msgs)) from None
     finally:
-        _TOML_PATH = None
+        _TOML_PATH, _FILE_NAMES = None, {}
     settings._config_file, settings._searched = path, True
     settings._named, settings._passed_over = named, passed_over
     host, dep = demo_deployment(settings.state_path(), scenario=scenario, time_scale=time_scale, port=port)

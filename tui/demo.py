@@ -18,6 +18,8 @@ from tui.config import DEMO, ProcessDeployment, Settings
 from tui.engine import STALE_AFTER_S, Engine
 from tui.managers import ManagerError
 from tui.ops import restart as protocol
+from tui.ops.change import shown_diff
+from tui.ops.config_drift import BASE, reconcile
 from tui.ops.wait import WaitEvent, WaitOutcome, wait
 
 
@@ -30,7 +32,7 @@ async def prepare(w: Engine, say: Callable[[str], None] = _stderr, *, restart_ru
     this call started (or restarted) it: only then is it this process's to stop on exit. A demo already running as
     wanted, started by `bringup start demo` or another console, is left running. `say` tells the user what
     happened (the console shows it: its stderr is behind the screen)."""
-    wanted = list(w.dep.command) if isinstance(w.dep, ProcessDeployment) else []
+    wanted = await _wanted(w, say)
     unit = await w.poll_unit()
     current = list(unit.argv) if unit.running else None
     if current == wanted:
@@ -60,6 +62,26 @@ async def prepare(w: Engine, say: Callable[[str], None] = _stderr, *, restart_ru
         raise ManagerError(out.message)
     await w.manager.save_argv("ready", wanted)
     return True
+
+
+async def _wanted(w: Engine, say: Callable[[str], None]) -> list[str]:
+    """The demo's command: the configured one (scenario, time scale, port), with the flag changes made on the last
+    demo (`restart demo --set`, the console's flags dialog) replayed on it, as `start` replays them on an edited
+    config (ops/config_drift.py), and said. Issue 51: a demo started again ran the configured command, silently
+    dropping those flags, and its record said someone had removed them. Flags saved before bringup recorded the
+    command they were set over are not kept (their port and time scale may be another demo's)."""
+    configured = list(w.dep.command) if isinstance(w.dep, ProcessDeployment) else []
+    base = await w.manager.read_saved_argv(BASE)
+    if base is None:
+        return configured
+    saved = await w.argv()
+    drift = reconcile(configured, base, saved, w.flag_specs)
+    wanted = list(drift.run) if drift is not None else saved
+    kept = shown_diff(configured, wanted, w.flag_specs)
+    if kept:
+        say("keeping the flags set on the last demo: " + ", ".join(kept) + " (`bringup restart demo --unset NAME` "
+            "drops one)")
+    return wanted
 
 
 #: how many ports after a taken one the demo tries before it suggests one

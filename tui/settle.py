@@ -49,6 +49,23 @@ async def learn_release(w: Engine) -> None:
         await _probe(w, await _read_run(w), generate=False)
 
 
+async def running_release(w: Engine) -> None:
+    """Learn the running server's release for an engine about to plan a change before it follows the run
+    (`restart --set`, `start --set`, `sweep`): the flags a change may name are that release's (issue 51: they were
+    validated against the newest known release's, refusing a flag the running 0.5.18 takes). Read by a look-alike
+    engine on the same transport, so that `w` follows the run's log once, from its start, when it is started; the
+    release goes to `w.learned_release`, which the run's own word replaces once it says it."""
+    if w.state.release is not None or w.dep.multinode:
+        return
+    look = Engine(w.settings, w.name, w.dep, transport=w.transport)
+    try:
+        await learn_release(look)
+    finally:
+        await look.close()
+    if look.state.release is not None:
+        w.learned_release = look.state.release.version
+
+
 async def settle(w: Engine) -> None:
     unit = await _read_run(w)
     if unit is not None and unit.running and unit.invocation:

@@ -16,6 +16,9 @@ from tui.screens.confirm import ConfirmScreen
 
 pytestmark = pytest.mark.slow
 
+#: a toast's text width at its narrowest (tui/console/record.py TOAST_TEXT_WIDTH)
+TOAST_TEXT_WIDTH = 54
+
 
 async def test_a_failed_run_offers_its_record_and_the_key_writes_it(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, scenario="dflash-graph-crash")
@@ -40,7 +43,13 @@ async def test_a_failed_run_offers_its_record_and_the_key_writes_it(tmp_path: Pa
             await pilot.press("i")
             record = settings.state_path() / "deployments" / "sim" / "records" / f"{inv[:12]}.md"
             assert await until(pilot, record.exists), said
-            assert f"incident record written: {record}" in said
+            # the path whole: on lines of its own, broken only after a `/`, each within a toast's width (issue 51:
+            # the toast wrapped it mid-name)
+            written = next(m for m in said if m.startswith("incident record written:"))
+            lines = written.splitlines()
+            assert lines[0] == "incident record written:" and "".join(lines[1:]) == str(record), written
+            assert all(len(x) <= TOAST_TEXT_WIDTH for x in lines) and lines[-1].endswith(record.name), written
+            assert all(x.endswith("/") for x in lines[1:-1]), written
             text = record.read_text()
             assert "**cuda-graph** in **" in text and "## Timeline" in text
             assert said.count(offer) == 1  # offered once a failure

@@ -80,7 +80,9 @@ def test_the_record_of_the_dflash_failure_names_it_the_change_the_gpu_steps_and_
     assert d["flags_diff_last_ready"] == ["+ --speculative-algorithm DFLASH", "+ --speculative-dflash-block-size 8"]
     phases = [t["phase"] for t in d["timeline"]]
     assert phases[0] == "starting" and phases[-1] == "failed", phases
-    assert any(t["usual_s"] is not None for t in d["timeline"]), d["timeline"]  # against the ready run before
+    # the ready run before is two flags apart: not "usual" for this one (issue 51: runs of other flags were mixed
+    # in, unsaid; tests/e2e/test_record_usual.py has the run one flag apart)
+    assert all(t["usual_s"] is None for t in d["timeline"]) and d["compared_with"]["runs"] == 0, d["timeline"]
     steps = [s["step"] for s in d["gpu_steps"]]
     assert "stop" in steps and "start" in steps and "failed" in steps, steps
     assert f"bringup restart {bu.name} --unset speculative-algorithm --unset speculative-dflash-block-size" \
@@ -90,7 +92,7 @@ def test_the_record_of_the_dflash_failure_names_it_the_change_the_gpu_steps_and_
     text = path.read_text()
     assert path.parent == bu.state_dir / "deployments" / bu.name / "records"
     for expected in ("**cuda-graph** in **", "+ --speculative-algorithm DFLASH", "## Timeline",
-                     "## GPU memory at each step", "## Going back",
+                     "## GPU memory at each step", "## Going back", "usual (no past ready run with these flags",
                      f"bringup restart {bu.name} --unset speculative-algorithm"):
         assert expected in text, (expected, text)
     plain = bu.run("record", bu.name, d["invocation"][:8])

@@ -93,6 +93,7 @@ async def cmd_restart(settings: Settings, args: argparse.Namespace) -> int:
 async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bool) -> int:
     from tui.engine import Engine
     from tui.ops import restart as protocol
+    from tui.settle import running_release
 
     if settings.read_only:
         raise UsageError("read-only mode: restarts and flag changes are disabled (--read-only, read_only in the config "
@@ -109,6 +110,8 @@ async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bo
         for item in getattr(args, "sets", None) or []:  # a secret typed here: hidden even in a refusal repeating it
             BOOK.learn_set(item)
         without_evidence = bool(getattr(args, "without_gpu_evidence", False))
+        if getattr(args, "sets", None):  # validated against the running server's release, not the newest known
+            await running_release(w)
         plan = await plan_change(w, getattr(args, "sets", []), getattr(args, "unsets", []),
                                  force=getattr(args, "force", False), gpus=w if restart else None,
                                  without_gpu_evidence=without_evidence)

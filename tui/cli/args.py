@@ -27,7 +27,7 @@ GPU readings to show it), {X.STOPPED:d} stopped (wait), {X.SUPERSEDED:d} superse
 this command started, or its
 lock was lost), {X.INTERRUPTED:d} interrupted.
 config: --config, $BRINGUP_CONFIG, ./config.toml, $XDG_CONFIG_HOME/bringup/config.toml (a `demo` deployment
-always exists). Docs: README.md.
+always exists). Docs: README.md and docs/.
 """
 
 FLAG_NAMES = ("flags are named as on the server's command line without the leading `--`, e.g. "
@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
              "and the matrix's cells (prompt tokens x output tokens x concurrency x repeats). A cell measured "
              "across a crash or restart is retried once, then recorded invalid. Results (records.jsonl, "
              "summary.csv, summary.md) go to a directory whose path is printed first. Ctrl-C stops after the "
-             "current step and says how to resume. The plan format is in README.md (Sweeps).\n\n"
+             "current step and says how to resume. The plan format is in docs/sweeps.md.\n\n"
              "  bringup sweep k26 plan.toml --dry-run\n  bringup sweep k26 plan.toml --yes --keep best\n"
              "  bringup sweep k26 --resume ~/.local/state/bringup/sweeps/k26-20260101T000000Z")
     sw.add_argument("deployment", help="a deployment of the config")
@@ -266,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
              "Run the engines of the named deployments (default: every configured one but the demo) headless and "
              "serve their lifecycle truth at /metrics for Prometheus: phase, seconds in it, ready, stalled, failures "
              "by kind, GPU memory by owner, probe latency, data age. Runs until Ctrl-C or SIGTERM; changes nothing. "
-             "The series, alerting rules and dashboard are in README.md (Prometheus exporter).\n\n"
+             "The series, alerting rules and dashboard are in docs/exporter.md.\n\n"
              "  bringup exporter\n  bringup exporter k26 k27 --listen 127.0.0.1:9464")
     ex.add_argument("deployments", nargs="*", metavar="deployment", help="deployments of the config (default: all)")
     ex.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT",
@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
              "those). Read-only unless --allow-actions; loopback only unless --token. An access token, printed once "
              "and asked for by the page, is generated with --token or --allow-actions (on loopback too: any user "
              "of the host reaches it). From another machine: `ssh -L 8000:127.0.0.1:8000 HOST`, then "
-             "open http://127.0.0.1:8000 (README.md: The console in a browser).\n\n"
+             "open http://127.0.0.1:8000 (docs/browser.md).\n\n"
              "  bringup serve k26\n  bringup serve --listen 0.0.0.0:8000 --token k26")
     sv.add_argument("deployments", nargs="*", metavar="deployment", help=DEPLOYMENT_HELP + " (several: the overview)")
     sv.add_argument("--listen", default="127.0.0.1:8000", metavar="HOST:PORT",

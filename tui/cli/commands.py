@@ -21,6 +21,8 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
     from tui.settle import settle
 
+    from .fleet import deployment_gpus
+
     if getattr(args, "all_deployments", False):
         if args.deployment:
             raise UsageError("status: a deployment or --all, not both")
@@ -39,6 +41,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         flags = await w.flag_values()
         # led by the config file it read, as `status --all` is: an edit of another file explains nothing
         d = snapshot_dict(w.snapshot(time.time()), flags, time.time(), settings)
+        deployment_gpus(w, d)  # its own GPUs, not the host's all
     finally:
         await w.close()
     out(d, args.json, render_status(d))

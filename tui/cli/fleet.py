@@ -49,9 +49,10 @@ HISTORY_CAP_S = 5.0
 VERDICT_GRACE_S = 5.0
 
 
-def _deployment_gpus(e: Engine, d: dict[str, Any]) -> None:
+def deployment_gpus(e: Engine, d: dict[str, Any]) -> None:
     """The deployment's own GPUs, their memory summed and utilisation averaged, from the engine's keys (on several
-    nodes a GPU is keyed by node: the JSON's per-GPU `index` is the host's own, so it cannot be matched there)."""
+    nodes a GPU is keyed by node: the JSON's per-GPU `index` is the host's own, so it cannot be matched there).
+    `status NAME` says these too: a deployment on GPUs 0-1 of an 8-GPU host is not the host's eight (issue 51)."""
     snap = e.gpus
     keys = list(e.deployment_gpus())
     names = host_names(snap.gpus) if snap is not None else ()
@@ -59,7 +60,9 @@ def _deployment_gpus(e: Engine, d: dict[str, Any]) -> None:
     mine = [g for g in (snap.gpus if snap is not None else ()) if g.index in set(keys)]
     used = [g.mem_used_mib for g in mine if g.mem_used_mib is not None]
     util = [g.util_pct for g in mine if g.util_pct is not None]
+    total = [g.mem_total_mib for g in mine if g.mem_total_mib is not None]
     d["deployment_mem_used_mib"] = sum(used) if used else None
+    d["deployment_mem_total_mib"] = sum(total) if total else None
     d["deployment_util_pct"] = sum(util) / len(util) if util else None
 
 
@@ -102,7 +105,7 @@ async def cmd_status_all(settings: Settings, args: argparse.Namespace) -> int:
         if down:
             note, code = f"host down: {down}", max(code, ExitCode.FAILED)  # the link's own word says it once
         d["note"] = note
-        _deployment_gpus(e, d)
+        deployment_gpus(e, d)
         return d, max(code, ExitCode.FAILED if d["phase"] == "failed" else ExitCode.OK)
 
     try:

@@ -117,6 +117,21 @@ def snapshot_dict(s: Snapshot, flags: dict[str, str | None], now: float,
     }
 
 
+def gpus_line(d: dict[str, Any]) -> str:
+    """The deployment's GPUs and their memory: only its own (`deployment_gpus`, where known) and how many the host
+    has, not the host's all summed as if they were the deployment's (issue 51: GPUs 0-1 read as eight)."""
+    rows = d["gpus"]["gpus"]
+    own = d.get("deployment_gpus")
+    if own is None or len(own) == len(rows):
+        used = sum(x["mem_used_mib"] or 0 for x in rows) / 1024
+        total = sum(x["mem_total_mib"] or 0 for x in rows) / 1024
+        return f"GPUs: {len(rows)}, {used:.0f}/{total:.0f} GiB used"
+    used = (d.get("deployment_mem_used_mib") or 0) / 1024
+    total = (d.get("deployment_mem_total_mib") or 0) / 1024
+    return (f"GPUs: {', '.join(str(k) for k in own)} (of {len(rows)} on the host), {used:.0f}/{total:.0f} GiB "
+            "used on them")
+
+
 def release_dict(s: Snapshot) -> dict[str, Any] | None:
     """The run's release as the server said it (`source`: its log or its HTTP answer), and the facts bringup goes
     by for it: `facts` the release whose facts they are, `exact` whether that is the server's own, `note` what
@@ -169,9 +184,7 @@ def render_status(d: dict[str, Any]) -> str:
                                    STATUS_EXCERPT_LINES))
     g = d["gpus"]
     if g and g["gpus"]:
-        used = sum(x["mem_used_mib"] or 0 for x in g["gpus"]) / 1024
-        total = sum(x["mem_total_mib"] or 0 for x in g["gpus"]) / 1024
-        lines.append(f"GPUs: {len(g['gpus'])}, {used:.0f}/{total:.0f} GiB used")
+        lines.append(gpus_line(d))
     elif g and g["error"]:
         lines.append(f"GPUs: {g['error']}")
     tp = d["throughput"]

@@ -14,7 +14,7 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,16 @@ def _plan_path(args: argparse.Namespace) -> Path:
     raise UsageError("give a plan file (bringup sweep DEP PLAN), or --resume DIR")
 
 
-def _dry_run(name: str, plan: Any, as_json: bool) -> int:
-    from tui.sweep.plan import ASSUMED_DECODE_TOK_S, ASSUMED_RESTART_S, estimate_s
+def _dry_run(name: str, plan: Any, as_json: bool, ready_after_s: Sequence[float] = ()) -> int:
+    """`ready_after_s`: the start-to-ready seconds of the deployment's runs on record that reached ready, oldest
+    first: the restart's figure is the history's, not a guess (issue 51: 300 s assumed where the history knew 28 s)."""
+    from tui.lifecycle.eta import duration
+    from tui.sweep.plan import ASSUMED_DECODE_TOK_S, estimate_s, restart_figure
     from tui.sweep.summary import flag_words
 
-    est = estimate_s(plan)
-    assume = (f"assuming {ASSUMED_RESTART_S:g} s per restart and {ASSUMED_DECODE_TOK_S:g} tok/s per stream")
+    restart = restart_figure(ready_after_s)
+    est = estimate_s(plan, restart_s=restart.seconds)
+    assume = f"assuming {restart.words()} and {ASSUMED_DECODE_TOK_S:g} tok/s per stream"
     if as_json:
         print(json.dumps({"deployment": name, "plan": str(plan.path),
                           "configs": [{"name": c.name, "flags": c.flags} for c in plan.configs],
@@ -62,7 +66,7 @@ def _dry_run(name: str, plan: Any, as_json: bool) -> int:
               f"{c.concurrency}, " + (plural(n, 'request') if n is not None else per))
     if plan.slo is not None and plan.slo.describe():
         print(f"  SLO for goodput: {plan.slo.describe()}")
-    print(f"estimated time: {est / 60:.0f} min ({assume}; warmup {plural(m.warmup_requests, 'request')} per "
+    print(f"estimated time: ~{duration(est)} ({assume}; warmup {plural(m.warmup_requests, 'request')} per "
           "configuration)")
     return ExitCode.OK
 
@@ -85,6 +89,7 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
     from tui.guard.files import UnsafeLocation
     from tui.guard.files import out_dir as out_dir_guarded
+    from tui.settle import running_release
     from tui.sweep.plan import PlanError, load_plan
     from tui.sweep.recorder import Recorder
     from tui.sweep.results import RECORDS_FILE, default_results_dir, read_results
@@ -96,11 +101,15 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     w = Engine(settings, name, dep)
     w.dep = with_release_grace(dep, args)
     try:
+        await running_release(w)  # the plan's flags are the running server's release's, not the newest known's
         plan = load_plan(_plan_path(args), w.offered_flags, max_concurrency=MAX_CONCURRENCY)
     except PlanError as e:
+        await w.close()
         raise UsageError(str(e)) from None
     if args.dry_run:
-        return _dry_run(name, plan, args.json)
+        await w.close()  # the look at the running release may have opened its host's connection
+        ready = [s for r in w.history.store.runs() if (s := r.ready_after_s) is not None]
+        return _dry_run(name, plan, args.json, ready)
     if settings.read_only:
         raise UsageError("read-only mode: a sweep restarts the deployment (--read-only, read_only in the config or "
                          "BRINGUP_READ_ONLY)")

@@ -44,4 +44,29 @@ def write_incident_record(state_dir: Path, deployment: str, snap: Snapshot,
         return Notice(str(e), "warning")
     except OSError as e:
         return Notice(f"record: {e.strerror or e}", "error")
-    return Notice(f"incident record written: {path}")
+    return Notice("incident record written:\n" + "\n".join(path_lines(str(path))))
+
+
+#: the characters a line of a toast holds at its narrowest (Textual's 60 columns, less its padding and border,
+#: and less at 80 columns: 75 % of them, app.tcss)
+TOAST_TEXT_WIDTH = 54
+
+
+def path_lines(path: str, width: int = TOAST_TEXT_WIDTH) -> list[str]:
+    """A path in lines of at most `width`, broken only after a `/`: the toast wrapped it wherever its line ended,
+    breaking the record's file name mid-name (issue 51), and a path broken so cannot be copied as it is. A single
+    name longer than `width` stays whole on a line of its own."""
+    lines: list[str] = []
+    line = ""
+    for part in path.split("/")[:-1]:
+        piece = part + "/"
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    name = path.rsplit("/", 1)[-1]
+    if line and len(line) + len(name) > width:
+        lines.append(line)
+        line = ""
+    lines.append(line + name)
+    return lines

@@ -35,7 +35,8 @@ def write_record(state_dir: Path, deployment: str, run: str = "", out: str = "",
     chosen = pick(runs, deployment, run)
     # the deployment's preset and extra flags: the way back offered only as `restart` would take it
     preset = get_preset(dep.preset) if dep is not None else None
-    d = incident(chosen, runs, preset, [f.spec() for f in dep.extra_flags] if dep is not None else ())
+    d = incident(chosen, runs, preset, [f.spec() for f in dep.extra_flags] if dep is not None else (),
+                 tuple(dep.hide_flags) if dep is not None else ())
     text = markdown(d)
     if out == "-":
         return None, d, text

@@ -22,11 +22,12 @@ from statistics import median
 from typing import Any
 
 from tui.guard.text import split_lines
-from tui.lifecycle.eta import duration
+from tui.lifecycle.eta import comparable, duration, key_groups
 from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before, startup_phases
 from tui.lifecycle.lines import terminal_safe
 from tui.lifecycle.presets import FlagSpec, Preset
 from tui.lifecycle.way_back import way_back
+from tui.model import EtaMatch
 
 #: past ready runs a timeline is compared with
 COMPARED_RUNS = 5
@@ -57,14 +58,17 @@ def when(at: float) -> str:
 
 
 def incident(run: RunRecord, runs: Sequence[RunRecord], preset: Preset | None = None,
-             extra: Sequence[FlagSpec] = ()) -> dict[str, Any]:
+             extra: Sequence[FlagSpec] = (), hidden: Sequence[str] = ()) -> dict[str, Any]:
     """The record as one object (`bringup record --json`); `markdown` renders exactly this. With the deployment's
     `preset` (and its `extra_flags`), the way back is read as `restart` reads flags (way_back.py): only a command
-    it accepts is offered."""
+    it accepts is offered. The "usual" column compares the runs the ETA does (eta.py `comparable`: the same flags,
+    else those one flag or one key's flags apart, named; `hidden`: the deployment's `hide_flags`, not compared),
+    never runs of other flags mixed in (issue 51)."""
     ready = last_ready_before(runs, run)
     earlier = [r for r in runs if r.reached_ready and r.started_at < run.started_at and r.invocation != run.invocation]
-    alike = [r for r in earlier if r.flags == run.flags][-COMPARED_RUNS:]
-    compared = alike or earlier[-COMPARED_RUNS:]
+    together = key_groups(preset.flags) if preset is not None else ()
+    compared, match, differs = comparable(earlier, run.flag_dict(), run.invocation, together, hidden)
+    compared = compared[-COMPARED_RUNS:]
     timeline = []
     for s in run.timeline:
         # only the start-up's phases compare: how long a run rested ready or failed says nothing of this one
@@ -91,7 +95,8 @@ def incident(run: RunRecord, runs: Sequence[RunRecord], preset: Preset | None = 
         "last_ready": None if ready is None else {"invocation": ready.invocation, "started_at": ready.started_at},
         "flags_diff_last_ready": list(flags_diff(ready.flag_dict(), run.flag_dict())) if ready is not None else None,
         "timeline": timeline,
-        "compared_with": {"runs": len(compared), "same_flags": bool(alike)},
+        "compared_with": {"runs": len(compared), "same_flags": bool(compared) and match is EtaMatch.SAME_FLAGS,
+                          "one_flag_apart": differs or None},
         "failure": None if f is None else {"phase": str(f.phase), "kind": f.kind, "hint": f.hint,
                                            "excerpt": "\n".join(f.excerpt)},
         "gpu_steps": [{"at": s.at, "step": s.step, "used_mib": s.used_mib, "this_run_mib": s.this_run_mib,
@@ -100,6 +105,15 @@ def incident(run: RunRecord, runs: Sequence[RunRecord], preset: Preset | None = 
         "actions": [{"at": a.at, "who": a.who, "action": a.action, "change": a.change} for a in run.actions],
         "go_back": commands,
     }
+
+
+def usual_header(cmp: dict[str, Any]) -> str:
+    """The timeline's "usual" column's header: which past runs it is (the same flags, or which one flag apart)."""
+    if not cmp["runs"]:
+        return "usual (no past ready run with these flags, or all but one)"
+    if cmp.get("one_flag_apart"):
+        return f"usual (past ready runs with these flags but {cmp['one_flag_apart']}, {cmp['runs']})"
+    return f"usual (past ready runs with these flags, {cmp['runs']})"
 
 
 class Quote(StrEnum):
@@ -174,7 +188,7 @@ def markdown(d: dict[str, Any]) -> str:
     if d["flags_diff_previous"] and d["flags_diff_previous"] != d["flags_diff_last_ready"]:
         lines += ["", "Changed since the run before:", "", block("\n".join(d["flags_diff_previous"]), "diff")]
     cmp = d["compared_with"]
-    usual = ("usual (past ready runs" + (" with these flags" if cmp["same_flags"] else "") + f", {cmp['runs']})")
+    usual = usual_header(cmp)
     lines += ["", "## Timeline", "", f"| phase | began | lasted | {usual} |", "|---|---|---|---|"]
     for t in d["timeline"]:
         rng = t["range_s"]

@@ -32,6 +32,7 @@ import difflib
 import itertools
 import json
 import math
+import statistics
 import tomllib
 import types
 import typing
@@ -47,6 +48,7 @@ from tui.guard.text import split_lines
 from tui.lifecycle.flags import FlagChange, apply_changes, current_values, parse_changes, unknown_flag
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 from tui.sweep.results import cell_id
+from tui.words import plural
 
 #: a plan's numbers are taken as every number from outside is (tui/guard/numbers.py): a TOML number, never a
 #: true/false or quoted text, finite (`duration_s = inf` ran a cell forever, an `[slo]` of inf or nan meant nothing)
@@ -417,6 +419,32 @@ def build_prompt(tokens: int, index: int, dataset: Sequence[str] | None = None) 
 #: the estimate's assumptions, printed with it
 ASSUMED_RESTART_S = 300.0
 ASSUMED_DECODE_TOK_S = 30.0
+#: how many of the newest runs that reached ready the restart figure is taken from
+RESTART_RUNS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RestartFigure:
+    """Seconds a restart takes, for the estimate: the median start-to-ready of the newest runs on record that
+    reached ready (`runs` of them), else `ASSUMED_RESTART_S` (`runs` 0). Issue 51: the estimate assumed 300 s when
+    the history knew 28 s."""
+
+    seconds: float
+    runs: int = 0
+
+    def words(self) -> str:
+        if not self.runs:
+            return f"{self.seconds:g} s per restart (assumed: no run on record reached ready)"
+        return (f"{self.seconds:.0f} s per restart (the median start-to-ready of the last "
+                f"{plural(self.runs, 'ready run')} on record)")
+
+
+def restart_figure(ready_after_s: Sequence[float], newest: int = RESTART_RUNS) -> RestartFigure:
+    """`ready_after_s`: the start-to-ready seconds of the runs on record that reached ready, oldest first."""
+    recent = [s for s in ready_after_s if math.isfinite(s) and s >= 0][-newest:]
+    if not recent:
+        return RestartFigure(ASSUMED_RESTART_S)
+    return RestartFigure(statistics.median(recent), len(recent))
 
 
 def estimate_s(plan: Plan, restart_s: float = ASSUMED_RESTART_S, decode_tok_s: float = ASSUMED_DECODE_TOK_S) -> float:

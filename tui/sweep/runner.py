@@ -20,7 +20,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -56,6 +56,12 @@ from tui.sweep.results import (
 from tui.sweep.summary import best_config, best_overall, write_summaries
 from tui.transport import TransportError
 from tui.words import plural
+
+#: why a configuration whose flags are those running is restarted all the same: the cells of every configuration are
+#: measured on a run started for them, with its own time to ready and no earlier load's prompts in the server's cache
+#: (the plan's prompts repeat from one configuration to the next)
+SAME_FLAGS_WHY = "restarted all the same: every configuration is measured from a fresh start (its time to ready, " \
+    "no earlier configuration's prompts cached)"
 
 #: a restart's results that end the whole sweep, not only its configuration: another holds the lock or another run
 #: took ours over (what follows would not be this sweep's), or a refusal that the next configuration would meet too
@@ -278,9 +284,16 @@ class SweepRunner:
     def _step(self, config: str, s: Step) -> None:
         self.rec.append(StepRecord(config, s.name, s.status, s.detail, s.at).to_json())
 
+    def _restart_step(self, config_name: str, s: Step) -> None:
+        """A restart's step, recorded; one whose flags are unchanged (the plan's baseline) says why it restarts all
+        the same (issue 51: "flags unchanged", then a restart, with no word on why)."""
+        if s.name == "flags" and s.status is StepStatus.SKIPPED:
+            s = replace(s, detail=f"{s.detail}; {SAME_FLAGS_WHY}")
+        self._step(config_name, s)
+
     async def _restart(self, config_name: str, argv: Sequence[str]) -> Outcome:
         try:
-            out = await protocol.run(self.engine, argv, lambda s: self._step(config_name, s), purpose="sweep",
+            out = await protocol.run(self.engine, argv, lambda s: self._restart_step(config_name, s), purpose="sweep",
                                      rollback=False, held=self.held)
         except protocol.RestartError as e:  # observe-only: refused before anything
             raise SweepAborted(str(e)) from None
