@@ -6,6 +6,7 @@ result as its own. Ctrl-C releases the lock and its record on the host.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_remote import UNIT, bringup, conf, invocation, ssh_config, texec  # noqa: F401 - fixtures
+from tests.helpers.wait import until
 
 pytestmark = pytest.mark.slow
 RECORD = f"/run/bringup/{UNIT}.lock.owner"
@@ -39,7 +41,39 @@ def read_until(proc: subprocess.Popen[str], needle: str, timeout: float = 60) ->
             return "".join(seen)
         if time.monotonic() > deadline:
             break
-    raise AssertionError(f"no {needle!r} in:\n{''.join(seen)}")
+    ended = proc.poll()
+    err = proc.stderr.read() if ended is not None and proc.stderr is not None else ""
+    raise AssertionError(f"no {needle!r} in (exit status {ended}):\n{''.join(seen)}\n--- stderr ---\n{err}")
+
+
+def local_locks_held(state: Path) -> list[Path]:
+    """The lock files of bringup's state directory that some process holds (flock) now."""
+    held = []
+    for path in sorted(state.rglob("*.lock")):
+        with open(path, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(path)
+            else:
+                fcntl.flock(f, fcntl.LOCK_UN)
+    return held
+
+
+def freeze(proc: subprocess.Popen[str], state: Path) -> None:
+    """SIGSTOP `proc` at a moment it holds none of the state directory's local locks. Stopped while writing its
+    history (a lock held for milliseconds), it blocked every other bringup on that deployment until it went on:
+    on a loaded machine that moment came often enough that the other restart hung until its timeout."""
+    def stopped_free() -> bool:
+        proc.send_signal(signal.SIGSTOP)
+        until("stopped", lambda: Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T", 10,
+              every=0.005)
+        if not local_locks_held(state):  # stopped, it takes none meanwhile
+            return True
+        proc.send_signal(signal.SIGCONT)
+        return False
+
+    until("a moment it holds no local lock", stopped_free, 30, every=0.02)
 
 
 def drop_lock_holder() -> None:
@@ -68,7 +102,7 @@ def test_a_lock_lost_while_someone_else_restarts_is_superseded_not_their_result(
     a = popen(conf, "restart", "remote", "--set", "scenario=hang-loading", "--yes", "--timeout", "120")
     read_until(a, "] follow")
     ours = invocation()
-    a.send_signal(signal.SIGSTOP)  # A cannot notice anything until B is done
+    freeze(a, conf.parent / "state")  # A cannot notice anything until B is done
     try:
         drop_lock_holder()
         b = bringup(conf, "restart", "remote", "--unset", "scenario", "--yes")

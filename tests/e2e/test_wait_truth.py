@@ -24,6 +24,7 @@ from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
+from tests.helpers.wait import slack
 from tui.config import ProbeConfig
 
 pytestmark = pytest.mark.slow
@@ -55,19 +56,21 @@ def test_wait_on_a_stopped_deployment_reports_it_stopped_and_no_old_run(bu: Brin
 # ---------------------------------------------------------------------------- several
 
 
-def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def bringup(cfg: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """The command run to its end; `timeout` only bounds it, beyond the longest `--timeout` a test gives."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
     return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cfg.parent, stdin=subprocess.DEVNULL)
+                          timeout=slack(timeout), env=env, cwd=cfg.parent, stdin=subprocess.DEVNULL)
 
 
 def four(tmp: Path) -> Path:
-    """sim-a and sim-b (to be ready), sim-c (fails in warmup: DFLASH with CUDA graphs) and sim-d (a slow start, still
-    starting up while the waits run), two simulated GPUs each of one 8-GPU box."""
+    """sim-a and sim-b (to be ready), sim-c (fails in warmup: DFLASH with CUDA graphs) and sim-d (hangs loading its
+    weights, so it is still starting up while the waits run however slow the machine: a slow start of a fixed ~27 s
+    reached ready before the second wait ended on a loaded 2-core machine), two simulated GPUs each of one box."""
     deps = {}
     for name, gpus, scale, extra in (("sim-a", [0, 1], 0.1, []), ("sim-b", [2, 3], 0.1, []),
                                      ("sim-c", [4, 5], 0.1, ["--scenario", "dflash-graph-crash"]),
-                                     ("sim-d", [6, 7], 1.0, [])):
+                                     ("sim-d", [6, 7], 0.1, ["--scenario", "hang-loading"])):
         port = free_port()
         cmd = sim_command(port, tmp / "simgpu", time_scale=scale, sim_load=0)
         cmd[cmd.index("--tp-size") + 1] = "2"
@@ -104,7 +107,8 @@ def test_waiting_for_several_says_what_each_is_in_time_order(tmp_path: Path) -> 
         w = bringup(cfg, "wait", *names, "--timeout", "120")
         took = time.monotonic() - t0
         assert w.returncode == 1, w.stdout + w.stderr
-        assert took < 30, f"the failure ended the wait after {took:.0f} s\n{w.stdout}{w.stderr}"
+        # well before the 120 s it was given: the failure ended it, not the timeout
+        assert took < slack(60), f"the failure ended the wait after {took:.0f} s\n{w.stdout}{w.stderr}"
         # the last line: how each one is, not "waiting" for those that are ready
         last = w.stderr.strip().splitlines()[-1]
         m = re.fullmatch(r"bringup: sim-c failed; the wait ended there \(sim-a ready, sim-b ready, sim-d (\S+)\)",

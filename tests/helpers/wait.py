@@ -7,6 +7,7 @@ server in the same loop, a Textual pilot: `sleep=pilot.pause`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -15,6 +16,24 @@ T = TypeVar("T")
 
 #: what is said on a timeout: words, or a function giving them then (the state a test wants to see on failure)
 What = str | Callable[[], object]
+
+
+def _slack_factor() -> float:
+    try:
+        return max(1.0, float(os.environ.get("BRINGUP_TEST_SLACK", "1")))
+    except ValueError:
+        raise SystemExit("BRINGUP_TEST_SLACK: not a number") from None
+
+
+#: how much longer than on an idle machine a deadline may take here ($BRINGUP_TEST_SLACK, at least 1): a CI runner
+#: slower or busier than usual raises it, and no test changes
+SLACK = _slack_factor()
+
+
+def slack(seconds: float) -> float:
+    """A deadline that only bounds a wait on a condition, stretched for a slow machine. Never for a wait that is
+    the thing tested (an idle timeout, a grace period): those stay as the product has them."""
+    return seconds * SLACK
 
 
 class NotWithin(AssertionError):
@@ -36,7 +55,8 @@ def _attempt(cond: Callable[[], T | None], retry_on: tuple[type[Exception], ...]
 def until(what: What, cond: Callable[[], T | None], timeout: float = 30.0, *, every: float = 0.05,
           retry_on: tuple[type[Exception], ...] = ()) -> T:
     """`cond()`'s first truthy value, polled every `every` seconds for up to `timeout`; an exception of `retry_on`
-    counts as not yet."""
+    counts as not yet. The deadline is stretched by $BRINGUP_TEST_SLACK (`slack`)."""
+    timeout = slack(timeout)
     deadline = time.monotonic() + timeout
     while True:
         last = _attempt(cond, retry_on)
@@ -50,6 +70,7 @@ def until(what: What, cond: Callable[[], T | None], timeout: float = 30.0, *, ev
 async def until_async(what: What, cond: Callable[[], T | None], timeout: float = 30.0, *, every: float = 0.05,
                       sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
     """As `until`, with the event loop running between polls (`sleep`: asyncio's, or a Textual pilot's pause)."""
+    timeout = slack(timeout)
     deadline = time.monotonic() + timeout
     while True:
         last = cond()
