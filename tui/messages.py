@@ -16,6 +16,7 @@ from tui.engine.updates import (
     CollectorFailed,
     GpusSampled,
     PhaseChanged,
+    PictureTaken,
     ProbeAnswered,
     ThroughputSampled,
     Update,
@@ -23,7 +24,7 @@ from tui.engine.updates import (
 from tui.model import Outcome, Step
 
 #: the updates whose newer one tells all that the one before it did
-WHOLE_PICTURE = (PhaseChanged, GpusSampled, ThroughputSampled, CollectorFailed, ProbeAnswered)
+WHOLE_PICTURE = (PictureTaken, PhaseChanged, GpusSampled, ThroughputSampled, CollectorFailed, ProbeAnswered)
 
 
 class EngineUpdated(Message):

@@ -21,6 +21,7 @@ from tui.model import (
     Transition,
     UnitState,
 )
+from widgets.gpus import memory_budget
 
 T0 = 1_795_900_000.0
 ARGV = ("python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",
@@ -29,6 +30,9 @@ PHASE_AT = {Phase.STARTING: 0.0, Phase.LOADING: 1.2, Phase.GRAPH_CAPTURE: 74.0, 
             Phase.READY: 101.0}
 #: the release the ready server names (its facts, known or not, leave the header's words the same: `SGLang 0.5.23`)
 RELEASE = "0.5.23"
+#: what the engine's picture says of the deployment beside its run: the server, what its `process` manager runs
+SERVER = "SGLang"
+TARGET = "process " + " ".join(ARGV[:3])
 
 
 def snapshot(phase: Phase, *, failure: Failure | None = None, stalled: float | None = None) -> Snapshot:
@@ -48,7 +52,8 @@ def snapshot(phase: Phase, *, failure: Failure | None = None, stalled: float | N
                     timeline=tuple(timeline), failure=failure, stalled_for=stalled, unit=unit, gpus=None,
                     throughput=None, flags=ARGV, endpoint="generation ok 0.21s" if phase == Phase.READY else
                     "connect: refused", release_seen=seen,
-                    release=resolve("sglang", RELEASE) if seen is not None else None)
+                    release=resolve("sglang", RELEASE) if seen is not None else None, server=SERVER, target=TARGET,
+                    memory_budget=memory_budget(unit.argv, "sglang"))
 
 
 def gpus(used_gib: float, util: float, pid: int = 106324) -> GpuSnapshot:

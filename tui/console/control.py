@@ -12,9 +12,9 @@ from textual import work
 from textual.screen import Screen
 
 from tui.console.overview import CONSOLE_MODE
+from tui.console.port import ConsoleEngine
 from tui.console.screen import ConsoleScreen, ControlConsoleScreen
 from tui.console.viewer import ConsoleApp
-from tui.engine import Engine
 from tui.lifecycle.flags import FlagChange
 from tui.managers import ManagerError
 from tui.messages import RestartFinished, RestartStepped
@@ -33,15 +33,15 @@ class ControlConsoleApp(ConsoleApp):
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {CONSOLE_MODE: ControlConsoleScreen}
     SCREEN: ClassVar[type[ConsoleScreen]] = ControlConsoleScreen
 
-    def _where(self, w: Engine) -> str:
+    def _where(self, w: ConsoleEngine) -> str:
         """`sim-d on gpu-b`: every dialog that can lead to an action names the deployment and its host in its title,
         from the engine the action will run on (not from whatever the console shows by the time it opens)."""
         return f"{w.name} on {w.host_name}"
 
-    def _target_lines(self, w: Engine) -> list[str]:
+    def _target_lines(self, w: ConsoleEngine) -> list[str]:
         return [f"deployment: {w.name}", f"host:       {w.host_name}", f"target:     {w.manager.target}"]
 
-    def _still_shown(self, w: Engine, todo: str) -> bool:
+    def _still_shown(self, w: ConsoleEngine, todo: str) -> bool:
         """An answer acts on the deployment the console shows; if it shows another one by the time the dialog is
         answered (Enter on another row of the overview while its flags were being read), nothing is done, and
         the notice says what to do (`todo`, once `w` is open again)."""
@@ -69,7 +69,7 @@ class ControlConsoleApp(ConsoleApp):
         self.notify(f"{cause}\n{todo}", title=f"{self.deployment}: {title}", severity="error", timeout=20,
                     markup=False)
 
-    async def _flags_unchanged(self, w: Engine, plan: ChangePlan, key: str) -> bool:
+    async def _flags_unchanged(self, w: ConsoleEngine, plan: ChangePlan, key: str) -> bool:
         """Whether the flags are still those a dialog was computed from. A yes to a dialog over flags someone
         else has changed since would undo their change (a rollback computed before another operator's restart
         reverted it): the console re-reads them first and, if they moved, does nothing and says so (the protocol
@@ -131,7 +131,7 @@ class ControlConsoleApp(ConsoleApp):
 
         self.push_screen(ConfirmScreen(f"Restart {self._where(w)}?", lines), answered)
 
-    async def _held_by_another(self, w: Engine, key: str) -> bool:
+    async def _held_by_another(self, w: ConsoleEngine, key: str) -> bool:
         """Another bringup holds the deployment's lock (its restart, start or stop): said, naming it, instead of a
         dialog whose yes the lock would refuse (issue 51). A lock that cannot be read is left to the protocol."""
         try:
@@ -285,7 +285,7 @@ class ControlConsoleApp(ConsoleApp):
             self.offer_rollback(self.engine)
 
     @work(exclusive=True, group="rollback", exit_on_error=False)
-    async def offer_rollback(self, w: Engine) -> None:
+    async def offer_rollback(self, w: ConsoleEngine) -> None:
         """Offer the last flags that reached ready to `w`, the engine whose restart failed (read before the console
         may show another deployment: the offer names it, and a yes acts on it only while it is shown)."""
         try:

@@ -8,7 +8,7 @@ switching is instant and closes nothing; the console only changes which engine i
 from __future__ import annotations
 
 from tui.config import Settings
-from tui.engine.fleet import Fleet
+from tui.console.port import ConsoleFleet
 from tui.model import Phase
 from widgets.fleet import FleetRow, row_for
 
@@ -25,7 +25,7 @@ def choices(settings: Settings) -> list[tuple[str, str]]:
             for n, d in settings.deployments.items()]
 
 
-def picker_phases(names: list[str], *, shown: str, shown_phase: Phase, fleet: Fleet | None,
+def picker_phases(names: list[str], *, shown: str, shown_phase: Phase, fleet: ConsoleFleet | None,
                   seen: dict[str, tuple[Phase, float]], now: float) -> dict[str, tuple[Phase | None, str]]:
     """Each deployment's phase as this console knows it: with a fleet, every one live; else the one it shows
     (`shown`), live; one it watched before, as it was when it left it; the others are not watched (reading them
@@ -46,7 +46,7 @@ def picker_phases(names: list[str], *, shown: str, shown_phase: Phase, fleet: Fl
     return out
 
 
-def fleet_rows(fleet: Fleet | None, action_notes: dict[str, str], now: float) -> list[FleetRow]:
+def fleet_rows(fleet: ConsoleFleet | None, action_notes: dict[str, str], now: float) -> list[FleetRow]:
     """Every deployment's row as of now: what the engines have read, no I/O."""
     if fleet is None:
         return []

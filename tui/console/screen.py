@@ -30,8 +30,7 @@ from textual.widgets import Header, Input, Static
 from tui.console.gate import REFUSAL
 from tui.console.shown import Shown
 from tui.lifecycle.lines import LineKind
-from tui.lifecycle.release import NamedHolder
-from tui.model import LogLine, Phase, Snapshot, Step
+from tui.model import LogLine, NamedHolder, Phase, Snapshot, Step
 from tui.screens.help import HelpScreen
 from widgets import keybar
 from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog

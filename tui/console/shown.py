@@ -79,9 +79,18 @@ class Shown:
             self.due.add(Panel.THROUGHPUT)
         if snap.phase != before.phase:
             self.due.add(Panel.THROUGHPUT)  # its figures are labelled by whether the server serves: no sample says so
+        if _gpu_facts(snap) != _gpu_facts(before):
+            self.due.add(Panel.GPUS)
         self.snap = snap
         self.due.add(Panel.LIFECYCLE)
         return before
+
+    def refreshed(self, snap: Snapshot) -> None:
+        """The engine's picture as of its clock's second (`PictureTaken`): the lifecycle panel is drawn from it at
+        every tick anyway; the GPU panel only when what it draws beside the samples moved."""
+        if _gpu_facts(snap) != _gpu_facts(self.snap):
+            self.due.add(Panel.GPUS)
+        self.snap = snap
 
     def stepped(self, step: Step) -> None:
         self.steps.append(step)
@@ -100,3 +109,10 @@ class Shown:
         if self.tp is None and self.snap.phase == Phase.READY and not note:
             return "no metrics yet (no /metrics and no throughput log lines)"
         return note
+
+
+def _gpu_facts(snap: Snapshot) -> tuple[object, ...]:
+    """What the GPU panel draws of a snapshot, beside the samples: the deployment's GPUs, the run's process, whose
+    the memory is, the other deployments' holdings, the memory budget."""
+    return (snap.deployment_gpus, snap.unit.main_pid if snap.unit else 0, snap.attribution, snap.gpu_holders,
+            snap.memory_budget)

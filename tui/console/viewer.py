@@ -3,11 +3,13 @@ several deployments, the overview of them all (tui/screens/fleet.py); the two ar
 
 The app holds the deployment: its engine, what the engine reported, the actions that need it; it subscribes to the
 engine and routes what it reports to the screen, which holds the panels and the keys and draws them itself. It does no
-parsing and no I/O of its own. The engine (`tui.engine.Engine`) runs on the app's event loop and reports through a
-listener that posts its typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type;
-bursts of a kind that carries the whole picture coalesce (tui/messages.py). The full console, with the actions that
-change the deployment, is a subclass (tui/console/control.py) with its own screen, so in read-only mode those actions do
-not exist at all rather than being disabled; their keys only say so.
+parsing and no I/O of its own. The engine runs on the app's event loop, driven through the Protocol of what the
+console uses of it (tui/console/port.py; built in tui/console/engines.py), and reports through a listener that posts
+its typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type; bursts of a kind that
+carries the whole picture coalesce (tui/messages.py). That is the one way in: the picture the panels draw between the
+other updates comes as one too, every second (`PictureTaken`), and nothing of the engine is read at the tick. The
+full console, with the actions that change the deployment, is a subclass (tui/console/control.py) with its own screen,
+so in read-only mode those actions do not exist at all rather than being disabled; their keys only say so.
 """
 
 from __future__ import annotations
@@ -33,19 +35,20 @@ from textual.worker import Worker, WorkerState
 
 from tui.config import Settings
 from tui.console import gate, scope
+from tui.console.engines import open_engine, open_fleet, prepare_demo
 from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN, choices, fleet_rows, picker_phases
+from tui.console.port import ConsoleEngine, ConsoleFleet
 from tui.console.record import record_offer, write_incident_record
 from tui.console.screen import ConsoleScreen
 from tui.console.shown import Panel, Shown
 from tui.console.sweeps import SWEEP_LOOK_S, SweepFinder
-from tui.engine import Engine
-from tui.engine.fleet import Fleet
 from tui.engine.updates import (
     CollectorFailed,
     GpusSampled,
     HolderChanged,
     LogsRead,
     PhaseChanged,
+    PictureTaken,
     ProbeAnswered,
     ThroughputSampled,
     Update,
@@ -100,12 +103,12 @@ class ConsoleApp(App[int]):
         #: Textual prints an uncaught exception's traceback here after restoring the terminal; recorded, so that the
         #: exit status's line can name the error (tui/console/run.py) from what was printed
         self.error_console = Console(markup=False, highlight=False, stderr=True, record=True)
-        self.fleet: Fleet | None = Fleet(settings, fleet) if fleet else None
+        self.fleet: ConsoleFleet | None = open_fleet(settings, fleet) if fleet else None
         self.settings = settings
         self.deployment = deployment
         self.live = live
         self.demo = demo
-        self.engine: Engine | None = None
+        self.engine: ConsoleEngine | None = None
         self.sweeps = SweepFinder(settings.state_path())
         #: the deployment shown, as its engine reported it, and the panels that made due (tui/console/shown.py)
         self.shown = Shown.nothing_yet(deployment, "")
@@ -170,12 +173,15 @@ class ConsoleApp(App[int]):
 
     def _set_subtitle(self) -> None:
         dep = self.settings.deployments.get(self.deployment)
-        host = self.shown.snap.host or (dep.host if dep else "")
-        target = self.engine.manager.target if self.engine else ""
+        snap = self.shown.snap
+        host = snap.host or (dep.host if dep else "")
+        target = snap.target if self.engine else ""  # what the engine runs, as its picture says
         ro = ("  [read-only]" if self.read_only else "") + ("  esc: all deployments" if self.fleet else "")
-        # the server's release once it has said it (the header draws this text as plain text, never markup)
-        preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
-        release = release_text(self.shown.snap.release, preset.display_name or preset.name if preset else "")
+        # the server's release once it has said it (the header draws this text as plain text, never markup); the
+        # server's name as the picture says it, else as the configuration does (before the first picture)
+        preset = PRESETS.get(dep.preset) if dep else None
+        server = (snap.server if self.engine else "") or (preset.display_name or preset.name if preset else "")
+        release = release_text(snap.release, server)
         after = ("  " if target else "") + release if release else ""
         self.sub_title = f"{self.deployment} @ {host}  {target}{after}{ro}"
 
@@ -192,7 +198,7 @@ class ConsoleApp(App[int]):
         else:
             self.start_watch(name)
 
-    def adopt(self, w: Engine) -> None:
+    def adopt(self, w: ConsoleEngine) -> None:
         """Show one of the fleet's engines, running already: what it has read so far at once (its recent log
         lines, its GPUs, its throughput), then its updates; the engine shown before keeps running, unheard."""
         if w is self.engine:
@@ -200,6 +206,7 @@ class ConsoleApp(App[int]):
         if self.engine is not None:
             self.engine.unsubscribe(self._engine_updated)
             self.engine.background = True
+            self.engine.pictures = False
         w.background = False
         self._watching(w)
         self.shown = Shown.caught_up(w.snapshot(self.clock()))
@@ -208,12 +215,13 @@ class ConsoleApp(App[int]):
         self._set_subtitle()
         self.render_all()
 
-    def _watching(self, w: Engine) -> None:
-        """The console's panels start over on `w`, and hear its updates."""
+    def _watching(self, w: ConsoleEngine) -> None:
+        """The console's panels start over on `w`, and hear its updates: the picture every second among them."""
         self.engine = w
         self.deployment = w.name
         self.shown = Shown.nothing_yet(w.name, w.host_name)
         self.console_screen.clear_log()
+        w.pictures = True
         w.subscribe(self._engine_updated)
         self._set_subtitle()
 
@@ -221,16 +229,13 @@ class ConsoleApp(App[int]):
     async def start_watch(self, name: str) -> None:
         if self.engine is not None:
             await self.engine.close()
-        dep = self.settings.deployments[name]
-        w = Engine(self.settings, name, dep)
+        w = open_engine(self.settings, name)
         self._watching(w)
         if self.demo:
-            from tui.demo import prepare
-
             self.status_note = "starting the simulated deployment…"
             self.demo_started = True  # until prepare says it found the demo running: a quit meanwhile stops it
             try:
-                self.demo_started = await prepare(w, lambda text: self.notify(text, title="bringup demo",
+                self.demo_started = await prepare_demo(w, lambda text: self.notify(text, title="bringup demo",
                                                                              timeout=10, markup=False))
             except ManagerError as e:
                 self.demo_started = False
@@ -248,6 +253,11 @@ class ConsoleApp(App[int]):
 
     def on_engine_updated(self, m: EngineUpdated) -> None:
         match m.update:
+            case PictureTaken(snapshot=snap):
+                header = (self.shown.snap.target, self.shown.snap.server)
+                self.shown.refreshed(snap)
+                if (snap.target, snap.server) != header:  # the first picture of an engine names what it runs
+                    self._set_subtitle()
             case PhaseChanged(snapshot=snap):
                 self._phase_changed(snap)
             case LogsRead() as read:
@@ -371,8 +381,6 @@ class ConsoleApp(App[int]):
 
     def _render_changed(self) -> None:
         due = self.shown.due
-        if self.engine is not None:
-            self.shown.snap = self.engine.snapshot(self.clock())
         now = self.clock()
         if Panel.LIFECYCLE in due or int(now) != int(self._last_lifecycle):
             self._last_lifecycle = now
@@ -399,15 +407,15 @@ class ConsoleApp(App[int]):
 
     def render_gpus(self) -> None:
         s = self.shown
-        unit = s.snap.unit
-        gpus = self.engine.deployment_gpus() if self.engine else list(range(len(s.gpu_snap.gpus) if s.gpu_snap else 0))
-        # the memory the server is told to take (its flags, as the unit runs it): a GPU at it is normal, not warned
+        snap = s.snap
+        if self.engine is not None:  # the deployment's GPUs, its memory budget and the others' holdings: the picture's
+            self.console_screen.draw_gpus(s, snap.deployment_gpus, snap.memory_budget, snap.gpu_holders)
+            return
+        # no engine (a replay, a test's fixed states): every GPU sampled, the budget as the configuration's server
+        # reads the flags shown, no other deployment known
         dep = self.settings.deployments.get(self.deployment)
-        preset = self.engine.preset if self.engine else PRESETS.get(dep.preset) if dep else None
-        budget = memory_budget(s.snap.flags, preset.memory_budget if preset is not None else None)
-        # the memory other deployments of the host hold, named after them (a fleet's engines know each other's)
-        holders = self.engine.gpu.named_holders(unit is not None and unit.running) if self.engine else ()
-        self.console_screen.draw_gpus(s, gpus, budget, holders)
+        gpus = list(range(len(s.gpu_snap.gpus) if s.gpu_snap else 0))
+        self.console_screen.draw_gpus(s, gpus, memory_budget(snap.flags, dep.preset if dep else None), ())
 
     def render_throughput(self, force_plot: bool = False) -> None:
         now = time.monotonic()

@@ -15,6 +15,7 @@ from .updates import (
     HolderChanged,
     LogsRead,
     PhaseChanged,
+    PictureTaken,
     ProbeAnswered,
     ThroughputSampled,
     Update,
@@ -23,6 +24,6 @@ from .view import STALE_AFTER_S, describe_probe
 
 __all__ = [
     "GPU_INTERVAL_S", "HISTORY", "STALE_AFTER_S", "CollectorFailed", "Engine", "GpuHistory", "GpusSampled",
-    "HolderChanged", "LogsRead", "MetricsState", "PhaseChanged", "ProbeAnswered", "ThroughputSampled", "Update",
-    "describe_probe", "make_transport",
+    "HolderChanged", "LogsRead", "MetricsState", "PhaseChanged", "PictureTaken", "ProbeAnswered", "ThroughputSampled",
+    "Update", "describe_probe", "make_transport",
 ]

@@ -53,6 +53,7 @@ from .cadence import ProbeCadence
 from .collector_errors import CollectorErrors
 from .gpu_sampler import GpuSampler
 from .gpus import GpuTracker
+from .grid import sleep_on_grid
 from .history import HistoryStore, RunRecorder, history_path
 from .host_gpus import HostGpuStream
 from .logs import LogFollower
@@ -67,6 +68,7 @@ from .updates import (
     HolderChanged,
     LogsRead,
     PhaseChanged,
+    PictureTaken,
     ProbeAnswered,
     ThroughputSampled,
     Update,
@@ -88,6 +90,9 @@ class Engine:
         self._extra_specs = [f.spec() for f in dep.extra_flags]
         #: every flag of every covered release: what an argv is read with (a run's own flags may predate its release)
         self.flag_specs: list[FlagSpec] = [*self.preset.flags, *self._extra_specs]
+        #: the running server's release, learnt before this engine follows the run (settle.py `running_release`):
+        #: what a change planned before the run says its release is validated against
+        self.learned_release: str | None = None
         self.transport = transport or make_transport(self.host)
         self._owns_transport = transport is None
         #: the links of a deployment over several nodes that this engine opened (and closes)
@@ -127,6 +132,10 @@ class Engine:
         self.background = False
         #: read the lock's holder every 2 s even in the background (the exporter counts others' restarts by it)
         self.watch_holders = False
+        #: a front end that draws by the clock (the console) is told the whole picture every second (`PictureTaken`)
+        #: while it shows this engine (`pictures`); no other listener asks for it
+        self._pictures = False
+        self._picture_task: asyncio.Task[None] | None = None
         self._forwarded = False
         self._listeners: list[Callable[[Update], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,7 +215,7 @@ class Engine:
         """The flags this run's release takes, with its own choices (the newest release's while the run has not said
         which it is): what the flags dialog lists and `--set` validates, so no edit makes the server refuse its
         command line."""
-        version = self.state.release.version if self.state.release is not None else None
+        version = self.state.release.version if self.state.release is not None else self.learned_release
         return [*self.preset.for_version(version).flags, *self._extra_specs]
 
     def editable_flags(self, values: Mapping[str, str | None]) -> list[FlagSpec]:
@@ -221,6 +230,8 @@ class Engine:
         name = self.preset.display_name or self.preset.name
         if self.state.release is not None:
             return f"{name} {self.state.release.version}"
+        if self.learned_release is not None:
+            return f"{name} {self.learned_release}"
         facts = resolve(self.preset.name, None).facts
         return f"{name} (release not said yet{'; flags of ' + facts.version + ', the newest known' if facts else ''})"
 
@@ -247,7 +258,9 @@ class Engine:
             gpus=self.gpus, gpu_history=self.gpu.mem_history(),
             attribution=self.gpu.attribution(running=unit is not None and unit.running),
             throughput=self.throughput, tps_history=self.tput.history_now(),
-            eta=lambda s, latest, now: self.history.eta(self.name, s, latest, now), earlier=self.history.earlier)
+            eta=lambda s, latest, now: self.history.eta(self.name, s, latest, now), earlier=self.history.earlier,
+            target=self.manager.target, deployment_gpus=tuple(self.deployment_gpus()),
+            gpu_holders=self.gpu.named_holders(unit is not None and unit.running))
 
     def note_error(self, collector: str, error: str) -> None:
         self.collector_errors.failed(collector, error)
@@ -277,11 +290,42 @@ class Engine:
         for name, loop in self._collectors().items():
             self._tasks.append(asyncio.create_task(self._guard(name, loop), name=f"bringup-{name}"))
 
+    @property
+    def pictures(self) -> bool:
+        """Whether the listeners are told the whole picture every second (`PictureTaken`)."""
+        return self._pictures
+
+    @pictures.setter
+    def pictures(self, on: bool) -> None:
+        """Asked for, the pictures begin at the next second of the grid, whether the collectors run or not (a
+        console opened on what an engine has read so far is told it too); no longer asked for, they end there."""
+        self._pictures = on
+        if on and self._picture_task is None:
+            with contextlib.suppress(RuntimeError):  # no loop running: nothing can listen yet, nor be drawn
+                self._picture_task = asyncio.get_running_loop().create_task(self._picture_loop(),
+                                                                            name="bringup-picture")
+
+    async def _picture_loop(self) -> None:
+        """The whole picture, on the one-second grid the periodic readings share (no wake-up of its own), while a
+        front end asks for it and is looking: not paused, not in a fleet's background."""
+        try:
+            while self._pictures:
+                await sleep_on_grid(1.0)
+                if self._pictures and not self.paused and not self.background and self._listeners:
+                    picture = PictureTaken(self.snapshot())
+                    for fn in list(self._listeners):  # news of no change: `wait_changed` is not woken by it
+                        fn(picture)
+        finally:
+            self._picture_task = None
+
     async def close(self) -> None:
         """Stop every collector and the commands they run. Bounded: a caller (a CLI about to exit, a console
         quitting) must never wait on a collector that does not stop. Nothing is delivered after close: a console
         switching deployments must not get the old one's last lines."""
         self._listeners.clear()
+        self._pictures = False
+        if self._picture_task is not None:
+            self._picture_task.cancel()
         self.log.close()
         for t in self._tasks:
             t.cancel()

@@ -73,4 +73,14 @@ class HolderChanged:
     holder: LockInfo | None
 
 
-Update = PhaseChanged | LogsRead | GpusSampled | ThroughputSampled | ProbeAnswered | CollectorFailed | HolderChanged
+@dataclass(frozen=True, slots=True)
+class PictureTaken:
+    """The whole picture as of a tick of the engine's one-second clock grid (engine/grid.py), told to a front end
+    that draws by the clock (the console: a phase's age, an ETA, a stale reading, a note), only while one asks for
+    it (`Engine.pictures`): the one way such a front end learns what changed between the other updates."""
+
+    snapshot: Snapshot
+
+
+Update = (PictureTaken | PhaseChanged | LogsRead | GpusSampled | ThroughputSampled | ProbeAnswered | CollectorFailed
+          | HolderChanged)

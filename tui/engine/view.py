@@ -29,6 +29,7 @@ from tui.model import (
     GpuSnapshot,
     LockInfo,
     LogLine,
+    NamedHolder,
     NoEta,
     Note,
     NoteSource,
@@ -140,6 +141,11 @@ class Readings:
     tps_history: tuple[tuple[float, float], ...]
     #: the start-up's ETA from the deployment's run history, for a state and its latest progress line, at a time
     eta: Callable[[LifecycleState, str, float], PhaseEta | NoEta | None]
+    #: what the manager runs (its unit, container or command)
+    target: str = ""
+    #: the deployment's GPUs, and the memory other deployments of the host hold on them
+    deployment_gpus: tuple[int, ...] = ()
+    gpu_holders: tuple[NamedHolder, ...] = ()
     #: the runs that failed one after another before the current one, where the state knows none (the run
     #: history's, engine/history.py `RunRecorder.earlier`)
     earlier: Callable[[LifecycleState], tuple[FailedRun, ...]] = lambda s: s.earlier
@@ -198,7 +204,11 @@ def build_snapshot(s: LifecycleState, e: Readings, now: float | None = None) -> 
         eta=e.eta(s, latest, clock),
         release=resolved_release(e.preset.name, s.release.version) if s.release is not None else None,
         gpu_history=e.gpu_history, tps_history=e.tps_history, collector_errors=dict(e.collector_errors),
-        crash_loop=_named_loop(crash_loop(replace(s, earlier=e.earlier(s))), e.deployment))
+        crash_loop=_named_loop(crash_loop(replace(s, earlier=e.earlier(s))), e.deployment),
+        server=e.preset.display_name or e.preset.name, target=e.target, deployment_gpus=e.deployment_gpus,
+        gpu_holders=e.gpu_holders,
+        memory_budget=e.preset.memory_budget.share(unit.argv if unit else ())
+        if e.preset.memory_budget is not None else None)
 
 
 def _named_loop(loop: CrashLoop | None, deployment: str) -> CrashLoop | None:

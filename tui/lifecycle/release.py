@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from tui.lifecycle.nodes import describe_gpus, describe_pid, host_names
 from tui.lifecycle.nodes import ranges as ranges  # its old home: kept importable here
 from tui.model import Attribution, GpuSnapshot
+from tui.model import NamedHolder as NamedHolder  # its old home: kept importable here
 from tui.words import noun
 
 GIB = 1024.0
@@ -101,30 +102,6 @@ class Neighbours:
 
     pids: Mapping[int, str] = field(default_factory=dict)
     gpus: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class NamedHolder:
-    """GPU memory another deployment on the host holds: its name, its processes there (none: told by its GPU set,
-    its processes not seen on the GPUs), and how much on each GPU (MiB)."""
-
-    deployment: str
-    pids: tuple[int, ...]
-    by_gpu: tuple[tuple[int, float], ...]
-
-    @property
-    def gpus(self) -> tuple[int, ...]:
-        return tuple(i for i, _ in self.by_gpu)
-
-    def mib_on(self, gpus: Collection[int]) -> float:
-        return sum(mib for i, mib in self.by_gpu if i in gpus)
-
-    def describe(self) -> str:
-        """`held by deployment sim-d (pid 4242)`; by its GPU set alone, `held by deployment sim-d (running there)`."""
-        if self.pids:
-            shown = ", ".join(str(p) for p in self.pids[:3]) + (", ..." if len(self.pids) > 3 else "")
-            return f"held by deployment {self.deployment} ({noun(len(self.pids), 'pid')} {shown})"
-        return f"held by deployment {self.deployment} (running there)"
 
 
 def held_by_neighbours(snap: GpuSnapshot, neighbours: Neighbours, own: Collection[int] = (),

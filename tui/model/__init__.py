@@ -32,14 +32,14 @@ from tui.model.events import (
     UnitObserved,
     UnitState,
 )
-from tui.model.gpus import Attribution, GpuProcess, GpuSample, GpuSnapshot
+from tui.model.gpus import Attribution, GpuProcess, GpuSample, GpuSnapshot, NamedHolder
 from tui.model.phases import PROGRESS_ORDER, CrashLoop, Failure, FailureKind, Phase, Transition
 from tui.model.snapshot import Note, NoteSource, Snapshot, ThroughputSample
 
 __all__ = [
     "PROGRESS_ORDER", "Action", "ActionTaken", "Attribution", "CrashLoop", "EtaBasis", "EtaMatch", "Event", "Failure",
     "FailureKind", "FlagsKnown", "GpuProcess", "GpuSample", "GpuSnapshot", "LockInfo", "LogLine", "LogSourceKnown",
-    "MemoryObserved", "NewsResumed", "NewsStopped", "NoEta", "Note", "NoteSource", "Outcome", "Phase", "PhaseEta",
-    "ProbeRequired", "ProbeResult", "ReleaseReported", "ReleaseSeen", "ReleaseSource", "Result", "Snapshot", "Step",
-    "StepStatus", "ThroughputSample", "Tick", "Transition", "UnitObserved", "UnitState",
+    "MemoryObserved", "NamedHolder", "NewsResumed", "NewsStopped", "NoEta", "Note", "NoteSource", "Outcome", "Phase",
+    "PhaseEta", "ProbeRequired", "ProbeResult", "ReleaseReported", "ReleaseSeen", "ReleaseSource", "Result", "Snapshot",
+    "Step", "StepStatus", "ThroughputSample", "Tick", "Transition", "UnitObserved", "UnitState",
 ]

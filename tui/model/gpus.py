@@ -3,6 +3,7 @@ processes on them, and whose memory it is."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 
@@ -60,3 +61,27 @@ class GpuSnapshot:
 
     def by_index(self) -> dict[int, GpuSample]:
         return {g.index: g for g in self.gpus}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedHolder:
+    """GPU memory another deployment on the host holds: its name, its processes there (none: told by its GPU set,
+    its processes not seen on the GPUs), and how much on each GPU (MiB)."""
+
+    deployment: str
+    pids: tuple[int, ...]
+    by_gpu: tuple[tuple[int, float], ...]
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        return tuple(i for i, _ in self.by_gpu)
+
+    def mib_on(self, gpus: Collection[int]) -> float:
+        return sum(mib for i, mib in self.by_gpu if i in gpus)
+
+    def describe(self) -> str:
+        """`held by deployment sim-d (pid 4242)`; by its GPU set alone, `held by deployment sim-d (running there)`."""
+        if self.pids:
+            shown = ", ".join(str(p) for p in self.pids[:3]) + (", ..." if len(self.pids) > 3 else "")
+            return f"held by deployment {self.deployment} ({'pid' if len(self.pids) == 1 else 'pids'} {shown})"
+        return f"held by deployment {self.deployment} (running there)"

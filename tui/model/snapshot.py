@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from tui.model.eta import NoEta, PhaseEta
 from tui.model.events import ReleaseSeen, UnitState
-from tui.model.gpus import Attribution, GpuSnapshot
+from tui.model.gpus import Attribution, GpuSnapshot, NamedHolder
 from tui.model.phases import CrashLoop, Failure, Phase, Transition
 
 if TYPE_CHECKING:  # a type only: the facts are pure data of the domain layer, read by front ends off the Snapshot
@@ -105,3 +105,14 @@ class Snapshot:
     #: the runs that failed one after another up to this one (a unit restarted by `Restart=` after each crash),
     #: with the last failure's cause: None unless a run before this one failed and this one is not ready
     crash_loop: CrashLoop | None = None
+    #: the server's name as its preset says it ("SGLang"): the console's header, beside the release
+    server: str = ""
+    #: what the manager runs (the unit, the container, the command): the console's header
+    target: str = ""
+    #: the GPUs the deployment runs on (configured, else those of the last sample)
+    deployment_gpus: tuple[int, ...] = ()
+    #: the memory other deployments of the host hold, each named (a fleet's engines know each other's)
+    gpu_holders: tuple[NamedHolder, ...] = ()
+    #: the share of each GPU's memory the server is told to take (its flags as the unit runs it, else its
+    #: default): a GPU at it is normal, not warned; None for a server whose budget flag is not known
+    memory_budget: float | None = None
