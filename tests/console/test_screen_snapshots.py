@@ -66,7 +66,7 @@ def console_settings(tmp: Path) -> Settings:
 def console(tmp: Path, monkeypatch: pytest.MonkeyPatch, *, running: bool = True) -> ControlConsoleApp:
     """The full console on its deployment's real Engine (collectors not started), clock pinned, run from the tmp
     dir (the sweep's directory is drawn relative to it). `running`: the unit as last read, and the engine's
-    snapshot the fixed one of a ready run (else of a stopped one): the console reads it at every tick."""
+    snapshot the fixed one of a ready run (else of a stopped one): the engine posts it to the console every second."""
     monkeypatch.chdir(tmp)
     # the demo's deployment (in every config) runs this interpreter, and the picker draws its name: `python3` as
     # in CI, not whichever name the tests were started with (`.venv/bin/python -m pytest` drew `python`)
