@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.helpers.wait import until_async
 from tui.managers.docker import TAIL_LINES_MAX, TAIL_LINES_MIN, tail_lines
 from tui.managers.log_window import TAIL_BYTES, Window, gap_line, join
 from tui.model import LogLine
@@ -104,7 +105,10 @@ async def test_one_line_longer_than_the_bound_is_kept_whole() -> None:
 async def test_a_command_that_says_nothing_for_too_long_is_a_transport_error() -> None:
     with pytest.raises(TransportError, match=r"did not finish within 0\.3 s"):
         await read_capped(LocalTransport(), ["sleep", "30"], limit=1000, timeout=0.3)
-    assert not LIVE_GROUPS
+    # the group is killed at once; on a loaded machine its reaping may outlast the reaper's own bound, and then it
+    # stays known for the command's closing: what must hold is that it is gone, not how fast
+    await until_async("the timed-out command reaped", lambda: all(p.returncode is not None
+                                                                   for p in LIVE_GROUPS.values()) or None, 10)
 
 
 async def test_a_bound_of_nothing_is_refused() -> None:
