@@ -25,7 +25,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Header, Input, Static
+from textual.widgets import Input, Static
 
 from tui.console.gate import REFUSAL
 from tui.console.shown import Shown
@@ -35,6 +35,7 @@ from tui.screens.help import HelpScreen
 from widgets import keybar
 from widgets.error_log import FILTER_EDITING, FILTER_IDLE, ErrorLog
 from widgets.gpus import GpuPanel
+from widgets.header import ConsoleHeader
 from widgets.keybar import BarKey
 from widgets.lifecycle import LifecyclePanel
 from widgets.throughput import ThroughputPanel
@@ -83,12 +84,16 @@ class ConsoleScreen(Screen[None]):
 
     #: the key bar's order: the actions that change the deployment first, then the viewing keys, help and quit
     #: last (ids; keys not named keep their declared order, after these)
-    BAR_ORDER: ClassVar[tuple[str, ...]] = ("restart", "flags", "start_stop", "filter", "errors", "pause", "pick")
+    BAR_ORDER: ClassVar[tuple[str, ...]] = ("restart", "flags", "start_stop", "record", "filter", "errors", "pause",
+                                            "pick")
     #: where even one-word labels do not fit (80 columns), these keys leave the bar first, in this order; help,
     #: quit and the palette always stay (help and the palette list every key)
     BAR_DROP: ClassVar[tuple[str, ...]] = ("pick", "pause", "errors", "filter", "start_stop", "flags", "restart")
     #: one-word labels where the first word would mislead ("start" for a key that stops a running server)
-    BAR_SHORT: ClassVar[dict[str, str]] = {"start_stop": "start/stop"}
+    BAR_SHORT: ClassVar[dict[str, str]] = {"start_stop": "start/stop", "record": "record"}
+    #: keys the bar shows only while they matter: the incident record's while the run shown has failed (the
+    #: failure's toast offers it; at 80 columns the toast is gone in seconds and the bar is what stays)
+    BAR_WHEN: ClassVar[dict[str, Callable[[Snapshot], bool]]] = {"record": lambda snap: snap.phase == Phase.FAILED}
     #: read-only mode: the help says so
     READ_ONLY: ClassVar[bool] = True
 
@@ -99,9 +104,11 @@ class ConsoleScreen(Screen[None]):
         self.errors = ErrorLog(id="errors")
         self.gpus = GpuPanel(id="gpus")
         self.throughput = ThroughputPanel(id="throughput")
+        #: the ids of BAR_WHEN's keys that the bar shows now (from the last snapshot drawn)
+        self.bar_extra: frozenset[str] = frozenset()
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield ConsoleHeader()
         # two columns, each giving room by priority (app.tcss): the lifecycle panel takes what its phase, failure
         # and hint need and the log the rest; the GPUs what their rows need and the throughput the rest
         with Horizontal(id="panels"):
@@ -129,6 +136,10 @@ class ConsoleScreen(Screen[None]):
     def draw_lifecycle(self, snap: Snapshot, now: float, steps: Sequence[Step], note: str,
                        hide_flags: Sequence[str] = ()) -> None:
         self.lifecycle.show(snap, now, steps, note, hide_flags=hide_flags)
+        extra = frozenset(bid for bid, when in self.BAR_WHEN.items() if when(snap))
+        if extra != self.bar_extra:
+            self.bar_extra = extra
+            self.show_keys()
 
     @_panels_there
     def draw_gpus(self, shown: Shown, gpus: Sequence[int], budget: float | None,
@@ -237,7 +248,7 @@ class ConsoleScreen(Screen[None]):
         ours = {b.id for b in self.own_bindings()}
         refusal = getattr(self.app, "refusal", None)
         return [b for b in (ab.binding for ab in self.active_bindings.values())
-                if b.description and b.id in ours and (b.show or not shown_only)
+                if b.description and b.id in ours and (b.show or b.id in self.bar_extra or not shown_only)
                 and (refusal is None or refusal(b.action, self) is None)]
 
     def key_rows(self, shown_only: bool = False) -> list[tuple[str, str]]:
