@@ -4,6 +4,7 @@
 # vllm/ package with the flash-attention and MoE kernels left out, xz'd and split) and deps/*.whl (the requirements
 # the machine lacks, for CPython 3.12 x86-64).
 # Usage: benchmarks/real_vllm.sh probe|smoke|run   (writes under $OUT)
+# Rebuild .gpu-carry here from the package index: python3 benchmarks/real_vllm_prepare.py [--have piplist.txt] (--help)
 # With the device tool, one warm machine, calls back to back (each carries one folder, at most ~30 MB beside the
 # tree): carry a: `probe`; carry b: `true`; carry c: `true`; carry d: `smoke && bash benchmarks/real_vllm.sh run`.
 set -u
