@@ -35,3 +35,16 @@ def test_sweep_plan_is_read_with_the_running_release(make_bringup: Callable[...,
                     encoding="utf-8")
     r = bu.run("sweep", bu.name, str(plan), "--dry-run", timeout=60)
     assert r.rc == 0, r.describe()
+
+
+def test_restart_set_on_a_stopped_server_takes_a_flag_of_its_last_runs_release(
+        make_bringup: Callable[..., Bringup]) -> None:
+    """Stopped, the server cannot say its release: the last run's word is taken (it was the newest known's, which
+    refused `--cuda-graph-max-bs` of the 0.5.18 that the restart is about to start again)."""
+    bu = make_bringup(sim_args=("--release", "0.5.18"))
+    bu.bring_up()
+    r = bu.run("stop", bu.name, timeout=60)
+    assert r.rc == 0, r.describe()
+    r = bu.run("restart", bu.name, "--set", "cuda-graph-max-bs=16", "--yes", timeout=90)
+    assert r.rc == 0, r.describe()
+    assert "--cuda-graph-max-bs" in " ".join(bu.argv_json() or []), bu.argv_json()

@@ -93,6 +93,8 @@ class Engine:
         #: the running server's release, learnt before this engine follows the run (settle.py `running_release`):
         #: what a change planned before the run says its release is validated against
         self.learned_release: str | None = None
+        #: the learnt release is the one the deployment's last run said (the server is not running): said as such
+        self.learned_from_last_run = False
         self.transport = transport or make_transport(self.host)
         self._owns_transport = transport is None
         #: the links of a deployment over several nodes that this engine opened (and closes)
@@ -231,7 +233,8 @@ class Engine:
         if self.state.release is not None:
             return f"{name} {self.state.release.version}"
         if self.learned_release is not None:
-            return f"{name} {self.learned_release}"
+            last = " (its last run's release)" if self.learned_from_last_run else ""
+            return f"{name} {self.learned_release}{last}"
         facts = resolve(self.preset.name, None).facts
         return f"{name} (release not said yet{'; flags of ' + facts.version + ', the newest known' if facts else ''})"
 
