@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tui.config import load
+from tui.config.settings import load
 from tui.engine import Engine, Update
 
 

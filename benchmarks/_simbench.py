@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers.config_toml import ConfigFile  # noqa: E402
 from tests.helpers.ports import free_port  # noqa: E402
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host  # noqa: E402
-from tui.config import FlagConfig  # noqa: E402
+from tui.config.parts import FlagConfig  # noqa: E402
 
 __all__ = ["READY_LINE", "ROOT", "FlagConfig", "SimDeploy", "free_port", "kill_leftovers", "leftovers", "machine",
            "pid_alive", "portable", "summary"]
@@ -90,7 +90,7 @@ class SimDeploy:
         return [*cmd, *extra]
 
     def settings(self) -> Any:
-        from tui.config import load
+        from tui.config.settings import load
 
         return load(str(self.config))
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _terminal import Tmux, cpu_seconds, demo_env, rss_mib
 
-from tui.config import UIConfig
+from tui.config.settings import UIConfig
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ from gpu_h200 import LOAD  # noqa: E402  (the same load: ALLOC_GIB, default 100 
 #: Python and NVML, nothing else: bringup's NVML collector reading the GPUs once a second, as the console does
 #: bringup's imports for the console and nothing run: what the modules themselves (ours, Textual, pydantic, httpx)
 #: take before anything is sampled or drawn
-IMPORTS_FLOOR = "import time, tui.app, tui.cli, tui.console.run; time.sleep(600)"
+IMPORTS_FLOOR = "import time, tui.cli, tui.console.run; time.sleep(600)"
 
 NVML_FLOOR = """
 import time
@@ -148,7 +148,7 @@ def main() -> None:
     compileall.compile_dir(ROOT / "tui", quiet=1)
     compileall.compile_dir(ROOT / "widgets", quiet=1)
     result["modules_compiled"] = {m: Path(importlib.util.cache_from_source(f)).exists() for m, f in (
-        ("tui", str(ROOT / "tui" / "app.py")), ("textual", _origin("textual")), ("pynvml", _origin("pynvml")))
+        ("tui", str(ROOT / "tui" / "console" / "viewer.py")), ("textual", _origin("textual")), ("pynvml", _origin("pynvml")))
         if f}
     if not args.dry_run:
         result["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],

@@ -36,7 +36,8 @@ from _simbench import ROOT, free_port, machine, summary
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.simdeploy import ALL_GPUS, sim_host
-from tui.config import DockerDeployment, ProbeConfig, load
+from tui.config.deployments import DockerDeployment
+from tui.config.settings import ProbeConfig, load
 from tui.engine import Engine
 from tui.managers.container_state import stamp_key
 from tui.model import Phase

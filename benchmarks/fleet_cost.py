@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _terminal import Pty, cpu_seconds, rss_mib  # noqa: E402
 
 from tests.helpers.simdeploy import ConfigFile, free_port, process_deployment, sim_command, sim_host  # noqa: E402
-from tui.config import ProbeConfig, UIConfig  # noqa: E402
+from tui.config.settings import ProbeConfig, UIConfig  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "fleet_cost.json"
 

@@ -37,7 +37,9 @@ from fleet_cost import start_all  # noqa: E402
 
 from tests.helpers.config_toml import ConfigFile  # noqa: E402
 from tests.helpers.ports import free_port  # noqa: E402
-from tui.config import HostConfig, ProbeConfig, SystemdDeployment, UIConfig  # noqa: E402
+from tui.config.deployments import SystemdDeployment  # noqa: E402
+from tui.config.parts import HostConfig  # noqa: E402
+from tui.config.settings import ProbeConfig, UIConfig  # noqa: E402
 
 SCRIPT = ROOT / ".ci" / "testhost.sh"
 OUT = ROOT / "benchmarks" / "results" / "fleet_ssh_cost.json"

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _simbench import machine, summary  # noqa: E402
 
 from tests.helpers.multinode_hosts import UNIT, hosts_up, node_config, reset, th  # noqa: E402
-from tui.config import load  # noqa: E402
+from tui.config.settings import load  # noqa: E402
 from tui.engine import Engine  # noqa: E402
 from tui.model import Phase  # noqa: E402
 

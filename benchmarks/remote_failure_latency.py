@@ -38,7 +38,8 @@ from _simbench import machine, portable, summary  # noqa: E402
 
 from tests.helpers.config_toml import ConfigFile  # noqa: E402
 from tests.helpers.simdeploy import ALL_GPUS, UNIT, hosts_on_testhost, sim_port_on_testhost, systemd_deployment  # noqa: E402
-from tui.config import FlagConfig, load  # noqa: E402
+from tui.config.parts import FlagConfig  # noqa: E402
+from tui.config.settings import load  # noqa: E402
 from tui.engine import Engine, PhaseChanged  # noqa: E402
 from tui.model import Phase  # noqa: E402
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 from _simbench import ROOT, SimDeploy, free_port, kill_leftovers, machine
 
-from tui.bench import BenchError, bench
+from tui.ops.bench import BenchError, bench
 
 OOM = "CUDA out of memory"
 #: budget (verify window) x topk, the seeds' "sweep budgets/topk"

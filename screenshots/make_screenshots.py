@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from tests.helpers.simdeploy import settings_for  # noqa: E402
-from tui.app import ControlConsoleApp  # noqa: E402
+from tui.console.control import ControlConsoleApp  # noqa: E402
 from tui.model import Phase  # noqa: E402
 
 SIZE = (120, 34)

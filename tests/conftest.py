@@ -22,7 +22,8 @@ from tests.helpers.e2e import Bringup
 from tests.helpers.ports import free_port
 from tests.helpers.processes import kill_processes, sim_processes, wait_no_sim_processes
 from tests.helpers.simdeploy import settings_for
-from tui.config import Settings
+from tests.helpers.slurm_cluster import SlurmCluster, held, require_cluster
+from tui.config.settings import Settings
 
 # Bytecode is written (into the git-ignored __pycache__ dirs) even where PYTHONDONTWRITEBYTECODE is set, as in some
 # shells and CI images (.ci/run unsets it too): otherwise each of the 8 xdist workers rewrites the asserts of every
@@ -49,10 +50,17 @@ OWN_HOST_DIR = os.environ.get("BRINGUP_TESTHOST_D_DIR", "")
 OWN_HOST_GROUP = "testhost-d"
 #: what its `up` recorded in its run/host.env, set for its modules: an `up` after a `down` (a reboot fault) needs them
 OWN_HOST_KEYS = ("TESTHOST_NAME", "TESTHOST_SSH_PORT", "TESTHOST_SIM_PORT")
+#: the tests of the Slurm test cluster (.ci/slurm.sh, the `slurm_cluster` fixture) share its nodes' GPUs and queue:
+#: one group, one worker, in order
+SLURM_GROUP = "slurm"
 
 
 def uses_testhost(item: pytest.Item) -> bool:
     return item.path.name in TESTHOST_MODULES or bool(TESTHOST_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def uses_slurm(item: pytest.Item) -> bool:
+    return "slurm_cluster" in getattr(item, "fixturenames", ())
 
 
 def on_own_host(module: str) -> bool:
@@ -68,7 +76,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if uses_testhost(item):
             own = on_own_host(item.path.name)
             item.add_marker(pytest.mark.xdist_group(OWN_HOST_GROUP if own else TESTHOST_GROUP))
-    items.sort(key=lambda item: not uses_testhost(item))
+        elif uses_slurm(item):
+            item.add_marker(pytest.mark.xdist_group(SLURM_GROUP))
+    items.sort(key=lambda item: (not uses_testhost(item), not uses_slurm(item)))
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -102,6 +112,17 @@ def testhost_of_module(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """The Slurm test cluster (tests/helpers/slurm_cluster.py), idle: skipped without it, failed without it when
+    BRINGUP_SLURM=required. Its tests are in one xdist group, so one worker has it, and this session alone while
+    it runs (`held`: another pytest session waits); each test leaves it idle again."""
+    cluster = require_cluster()
+    with held():
+        cluster.reset()
+        yield cluster
 
 
 @pytest.fixture

@@ -28,8 +28,7 @@ from textual.strip import Strip
 
 from tui.lifecycle.nodes import describe_gpus, describe_pid, gpu_label, host_names, split_gpu
 from tui.lifecycle.presets.telemetry import MemoryBudget
-from tui.lifecycle.release import NamedHolder
-from tui.model import Attribution, GpuSample, GpuSnapshot
+from tui.model import Attribution, GpuSample, GpuSnapshot, NamedHolder
 from widgets.cells import refresh_changed
 from widgets.written import RESTORE_HINT, set_border
 

@@ -180,7 +180,9 @@ class LifecyclePanel(Vertical):
             detail.append("\n" + lead, style="bold" if stalled is not None else "dim")
             detail.append(_one_row(snap.latest_line, self._width() - len(lead)),
                           style="" if stalled is not None else "dim")
-        if snap.eta is not None and phase in PROGRESSING:  # how long is left, by this deployment's past runs
+        if phase == Phase.QUEUED and snap.timeline and snap.timeline[-1].line:  # the scheduler's reason, its start
+            detail.append("\n› " + _one_row(snap.timeline[-1].line, self._width() - 2), style="dim")
+        if snap.eta is not None and phase in (Phase.QUEUED, *PROGRESSING):  # how long is left, by past runs
             slow = isinstance(snap.eta, PhaseEta) and bool(snap.eta.slower)
             detail.append("\n" + eta_words(snap.eta), style="yellow" if slow else "dim")
         detail.append("\n")

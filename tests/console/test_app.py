@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 from textual.widgets import OptionList
 
+from tests.helpers.console_app import screen_text
 from tests.helpers.pilot import settled, until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ConsoleApp, ControlConsoleApp
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import EngineUpdated
+from tui.console.viewer import ConsoleApp
 from tui.engine.updates import LogsRead, PhaseChanged, ThroughputSampled
 from tui.lifecycle.lines import line_kinds
-from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
@@ -52,11 +54,6 @@ async def open_flags(app: ControlConsoleApp, pilot) -> FlagsScreen:  # type: ign
     await until(pilot, lambda: isinstance(app.screen, FlagsScreen))
     assert isinstance(app.screen, FlagsScreen)
     return app.screen
-
-
-def screen_text(app: ControlConsoleApp) -> str:
-    """What the compositor paints now, as text: stale lines a partial repaint missed would show here."""
-    return "\n".join(s.text for s in app.screen._compositor.render_strips())
 
 
 async def test_start_toggle_flag_restart_reaches_ready_without_graph_capture(tmp_path: Path) -> None:
@@ -395,7 +392,7 @@ async def test_after_a_stop_the_last_figures_are_labelled_and_a_new_run_clears_o
     import dataclasses
 
     from tests.helpers import console_states as cs
-    from tui.messages import RestartStepped
+    from tui.console.messages import RestartStepped
     from tui.ops import restart as protocol
 
     def panel(app: ControlConsoleApp, sel: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,13 @@ import asyncssh
 import pytest
 from textual.binding import Binding
 
-from tests.helpers import console_states as cs
+from tests.helpers.console_app import Note, console, failed_own_restart, record_notes
 from tests.helpers.pilot import settled, until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ControlConsoleApp
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import RestartFinished
 from tui.engine import Engine
 from tui.managers import ManagerError
-from tui.messages import RestartFinished
 from tui.model import Phase, UnitObserved, UnitState
 from tui.ops import restart as protocol
 from tui.screens.confirm import ConfirmScreen
@@ -43,35 +42,6 @@ FAILURES: dict[str, Callable[[], Exception]] = {
 }
 CAUSE = {"unit-not-found": "unit sglang.service not found", "unreachable": "SSH connection timed out",
          "host-key": "host key"}
-
-
-@dataclass
-class Note:
-    message: str
-    title: str
-    severity: str
-
-
-def record_notes(app: ControlConsoleApp) -> list[Note]:
-    """Every notification the console shows, as it shows it (the real one is shown too)."""
-    notes: list[Note] = []
-    real = app.notify
-
-    def notify(message: str, **kw: Any) -> None:
-        notes.append(Note(message, kw.get("title", ""), kw.get("severity", "information")))
-        real(message, **kw)
-
-    app.notify = notify  # type: ignore[method-assign]
-    return notes
-
-
-def console(tmp_path: Path) -> tuple[ControlConsoleApp, Engine]:
-    """The full console on the sim deployment's real Engine, its collectors not started."""
-    settings = settings_for(tmp_path)
-    app = ControlConsoleApp(settings, "sim", live=False)
-    w = Engine(settings, "sim", settings.deployments["sim"])
-    app.engine = w
-    return app, w
 
 
 class BrokenLock:
@@ -108,13 +78,6 @@ def see_unit(w: Engine, running: bool) -> None:
 def error_with(notes: list[Note], cause: str, todo: str) -> Note | None:
     """The error notification that names the cause and says what to do."""
     return next((n for n in notes if n.severity == "error" and cause in n.message and todo in n.message), None)
-
-
-def failed_own_restart(steps: tuple[str, ...] = ("lock", "flags", "stop", "release", "start")) -> protocol.Outcome:
-    """This console's restart: it took the lock, wrote the flags, started, and the new run failed."""
-    done = tuple(protocol.Step(s, "done", s) for s in steps)
-    return protocol.Outcome(protocol.Result.FAILED, Phase.FAILED, "failed in warmup: cuda-graph", failure=cs.FAILURE,
-                            steps=(*done, protocol.Step("follow", "failed", "failed in warmup: cuda-graph")))
 
 
 # ---------------------------------------------------------------------------------------------------- 1. never die
@@ -241,7 +204,7 @@ def test_a_console_that_dies_of_an_uncaught_exception_exits_non_zero(tmp_path: P
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Textual restores the terminal, prints the traceback and sets return_code 1; `app.run()` itself returns
     None, which the console used to turn into exit status 0."""
-    from tui.app import exit_status
+    from tui.console.run import exit_status
 
     app = CrashingConsole(settings_for(tmp_path), "sim", live=False)
 
@@ -258,7 +221,7 @@ def test_a_console_that_dies_of_an_uncaught_exception_exits_non_zero(tmp_path: P
 
 
 def test_a_clean_exit_and_a_signal_keep_their_status(tmp_path: Path) -> None:
-    from tui.app import exit_status
+    from tui.console.run import exit_status
 
     for result, code in ((0, 0), (None, 0), (128 + 15, 143)):
         app = ControlConsoleApp(settings_for(tmp_path / str(code)), "sim", live=False)

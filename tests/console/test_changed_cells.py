@@ -12,26 +12,15 @@ import pytest
 from textual.geometry import Region
 
 from tests.helpers import console_states as cs
+from tests.helpers.console_app import region_text, screen_text
 from tests.helpers.pilot import settled, until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ControlConsoleApp
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import EngineUpdated
 from tui.engine.updates import GpusSampled, PhaseChanged, ThroughputSampled
-from tui.messages import EngineUpdated
 from tui.model import Phase
 from widgets.cells import TextLines
 from widgets.gpus import GpuPanel
-
-
-def screen_text(app: ControlConsoleApp) -> str:
-    """What the compositor paints now, as text: stale cells a partial repaint missed would show here."""
-    return "\n".join(line.text for line in app.screen._compositor.render_strips())
-
-
-def region_text(app: ControlConsoleApp, region: Region) -> str:
-    """What the compositor paints now in `region` only: the rest of the screen (a clock ticking) may change
-    between two reads without saying anything of a widget's repaint."""
-    strips = app.screen._compositor.render_strips()[region.y:region.bottom]
-    return "\n".join(strip.crop(region.x, region.right).text for strip in strips)
 
 
 def spy(monkeypatch: pytest.MonkeyPatch, widget: Any) -> list[tuple[Region, ...]]:

@@ -14,14 +14,16 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static
 
 from tests.helpers import console_states as cs
+from tests.helpers.console_app import screen_text, shown
 from tests.helpers.pilot import until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ConsoleApp, ControlConsoleApp
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import EngineUpdated
+from tui.console.viewer import ConsoleApp
 from tui.engine.updates import LogsRead, PhaseChanged
 from tui.lifecycle.flags import FlagChange
 from tui.lifecycle.lines import line_kinds
 from tui.lifecycle.presets import get_preset
-from tui.messages import EngineUpdated
 from tui.model import LogLine, Phase
 from tui.screens.flags import FlagsScreen
 from widgets.error_log import HIDDEN_COUNT_EVERY_S, ErrorLog
@@ -30,14 +32,6 @@ from widgets.error_log import HIDDEN_COUNT_EVERY_S, ErrorLog
 def logs_read(lines: list[str]) -> EngineUpdated:
     """What the engine's listener posts for a batch of log lines."""
     return EngineUpdated(LogsRead(tuple(LogLine(at=1.0, text=t) for t in lines), line_kinds(lines)))
-
-
-def notes(app: ConsoleApp) -> list[str]:
-    return [n.message for n in app._notifications]
-
-
-def screen_text(app: ConsoleApp) -> str:
-    return "\n".join(s.text for s in app.screen._compositor.render_strips())
 
 
 def top_row(log: ErrorLog) -> str:
@@ -269,11 +263,11 @@ async def test_u_undoes_the_last_flag_change_only(tmp_path: Path) -> None:
         assert set(flags.pending) == {"disable-cuda-graph", "enable-metrics"}
         await pilot.press("u")
         assert set(flags.pending) == {"disable-cuda-graph"}
-        assert await until(pilot, lambda: any("undone" in n and "enable-metrics" in n for n in notes(app)))
+        assert await until(pilot, lambda: any("undone" in n and "enable-metrics" in n for n in shown(app)))
         await pilot.press("u")
         assert flags.pending == {}
         await pilot.press("u")
-        assert await until(pilot, lambda: any("nothing to undo" in n for n in notes(app)))
+        assert await until(pilot, lambda: any("nothing to undo" in n for n in shown(app)))
         assert "undo last" in screen_text(app).lower()
 
 
@@ -283,13 +277,13 @@ async def test_escape_says_which_pending_changes_it_drops_and_apply_with_none_sa
         results: list[list[FlagChange] | None] = []
         flags = await open_flags_dialog(app, pilot, results)
         await pilot.press("a")
-        assert await until(pilot, lambda: any("nothing to apply" in n for n in notes(app)))
+        assert await until(pilot, lambda: any("nothing to apply" in n for n in shown(app)))
         assert app.screen is flags and results == []  # still open: nothing was applied
         await pilot.press("g", "m")
         await pilot.press("escape")
         assert await until(pilot, lambda: results == [None])
-        dropped = [n for n in notes(app) if "2 pending flag changes dropped" in n]
-        assert dropped and "--disable-cuda-graph" in dropped[0], notes(app)  # and which ones
+        dropped = [n for n in shown(app) if "2 pending flag changes dropped" in n]
+        assert dropped and "--disable-cuda-graph" in dropped[0], shown(app)  # and which ones
 
 
 # ---------------------------------------------------------------------------------------------------- the console
@@ -340,8 +334,8 @@ async def test_read_only_keys_say_they_are_off(tmp_path: Path) -> None:
         for key, what in (("r", "restart"), ("f", "flag changes"), ("s", "start/stop")):
             await pilot.press(key)
             assert await until(pilot, lambda: any(n.startswith("read-only:") and what in n  # noqa: B023
-                                                  for n in notes(app))), notes(app)
-        assert len(notes(app)) == 3
+                                                  for n in shown(app))), shown(app)
+        assert len(shown(app)) == 3
 
 
 async def test_the_key_bar_at_80_columns_keeps_the_actions_help_and_palette(tmp_path: Path) -> None:
@@ -360,28 +354,3 @@ async def test_the_key_bar_at_80_columns_keeps_the_actions_help_and_palette(tmp_
                 assert "start/stop" in bar, bar
 
 
-def test_a_keymap_with_an_unknown_action_or_a_clash_is_one_line_before_the_console_starts(tmp_path: Path) -> None:
-    """`[ui] keys`: a typo in an action's name, or a key that two actions would share (one of them, restart
-    say, left with no key at all), is said in one line and the console does not start; a good remap is taken."""
-    import subprocess
-    import sys
-
-    from tui.console.keys import keymap_problem
-    from tui.console.screen import ControlConsoleScreen
-    from tui.screens.fleet import FleetScreen
-
-    scopes = (ControlConsoleScreen, FleetScreen)
-    assert keymap_problem(scopes, {"restart": "R", "fleet.sort_name": "n"}) == ""
-    typo = keymap_problem(scopes, {"restrat": "R"})
-    assert typo.startswith("[ui] keys: no action 'restrat' (did you mean 'restart'?)"), typo
-    clash = keymap_problem(scopes, {"flags": "r"})
-    assert clash == "[ui] keys: 'r' is the key of both restart (its default) and flags: give one of them another " \
-                    "key", clash
-    assert keymap_problem(scopes, {"flags": "r", "restart": "R"}) == ""  # moved out of the way: no clash
-
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[ui]\nkeys = { restrat = "R", flags = "r" }\n')
-    r = subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), "console", "demo"], capture_output=True,
-                       text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert r.returncode == 2 and "[ui] keys: no action 'restrat'" in r.stderr, r
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -10,14 +10,14 @@ import pytest
 
 from tests.helpers.pilot import until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ControlConsoleApp
+from tui.console.control import ControlConsoleApp
 from tui.model import Phase
 from tui.screens.confirm import ConfirmScreen
 
 pytestmark = pytest.mark.slow
 
 #: a toast's text width at its narrowest (tui/console/record.py TOAST_TEXT_WIDTH)
-TOAST_TEXT_WIDTH = 54
+TOAST_TEXT_WIDTH = 36
 
 
 async def test_a_failed_run_offers_its_record_and_the_key_writes_it(tmp_path: Path) -> None:

@@ -13,19 +13,23 @@ import pytest
 from textual.widgets import Static
 
 from tests.helpers.config_toml import ConfigFile
+from tests.helpers.console_app import shown
 from tests.helpers.pilot import until
 from tests.helpers.ports import free_port
-from tui.app import ControlConsoleApp
-from tui.config import HostConfig, Settings, load, parse_deployment
+from tui.config.deployments import parse_deployment
+from tui.config.parts import HostConfig
+from tui.config.settings import Settings, load
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import RestartFinished
 from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
-from tui.messages import RestartFinished
 from tui.model import Outcome, Phase, Result, Step, UnitObserved, UnitState
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.picker import PickerScreen
-from widgets.fleet import FleetRow, FleetTable
+from widgets.fleet import FleetTable
+from widgets.fleet_rows import FleetRow
 
 NOW = 1_000_000.0
 #: three deployments over two hosts: the two on gpu-a differ only by name
@@ -168,6 +172,6 @@ async def test_an_answer_after_the_console_moved_to_another_deployment_does_noth
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Restart sim-c on gpu-a?"
         app.open_watch("sim-d")  # as the overview's Enter on sim-d does
         await pilot.press("y")
-        assert await until(pilot, lambda: any("nothing was done to sim-c" in n.message
-                                              for n in app._notifications))
+        assert await until(pilot, lambda: any("nothing was done to sim-c" in n
+                                              for n in shown(app)))
         assert runs == []

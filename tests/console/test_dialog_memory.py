@@ -10,10 +10,10 @@ import gc
 import tracemalloc
 from pathlib import Path
 
-from tests.console.test_sweep_view import full_sweep
 from tests.helpers.pilot import until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ConsoleApp
+from tests.helpers.sweep_files import full_sweep
+from tui.console.viewer import ConsoleApp
 from tui.screens.sweep import SweepScreen
 from widgets.plot import Plot
 

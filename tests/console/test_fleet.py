@@ -14,12 +14,16 @@ from typing import Any
 import pytest
 
 from tests.helpers.config_toml import ConfigFile
+from tests.helpers.console_app import shown as said
 from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
-from tui.app import ConsoleApp, ControlConsoleApp
-from tui.config import HostConfig, ProbeConfig, Settings, load, parse_deployment
+from tui.config.deployments import parse_deployment
+from tui.config.parts import HostConfig
+from tui.config.settings import ProbeConfig, Settings, load
+from tui.console.control import ControlConsoleApp
 from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN
+from tui.console.viewer import ConsoleApp
 from tui.model import (
     Failure,
     FailureKind,
@@ -34,13 +38,10 @@ from tui.model import (
 )
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.fleet import FleetScreen
-from widgets.fleet import FleetRow, FleetTable, row_for
+from widgets.fleet import FleetTable
+from widgets.fleet_rows import FleetRow, row_for
 
 NOW = 1_000_000.0
-
-
-def notes(app: ConsoleApp) -> list[str]:
-    return [n.message for n in app._notifications]
 
 
 # ---------------------------------------------------------------------------------------------------- rows
@@ -209,8 +210,8 @@ async def test_another_row_is_not_opened_while_a_restart_runs(tmp_path: Path,
         assert await until(pilot, lambda: isinstance(app.screen, FleetScreen) and len(shown(app)) == 4)
         app.restarting = True  # a restart of alpha, the deployment shown, is under way
         await pilot.press("down", "enter")  # bravo
-        assert await until(pilot, lambda: any("a restart of alpha is running" in n.message
-                                              for n in app._notifications))
+        assert await until(pilot, lambda: any("a restart of alpha is running" in n
+                                              for n in said(app)))
         assert app.deployment == "alpha" and isinstance(app.screen, FleetScreen)
         app.restarting = False
         await pilot.press("enter")
@@ -237,7 +238,7 @@ async def test_the_picker_in_a_fleet_shows_every_deployments_phase_live(tmp_path
 async def test_a_superseded_restart_is_the_rows_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """How this console's restart of a row ended, when the phase does not tell it (another run replaced the one it
     started), stays on that row's note until the next action there."""
-    from tui.messages import RestartFinished
+    from tui.console.messages import RestartFinished
     from tui.model import Outcome, Result
     app = fleet_app(tmp_path, monkeypatch, ROWS)
     async with app.run_test(size=(140, 30)) as pilot:
@@ -265,9 +266,9 @@ async def test_read_only_overview_refuses_with_a_message(tmp_path: Path, monkeyp
         assert "read-only" in str(fleet_table(app).border_subtitle)
         for key in ("r", "s", "f"):
             await pilot.press(key)
-            assert await until(pilot, lambda: len(notes(app)) >= 1)
+            assert await until(pilot, lambda: len(said(app)) >= 1)
             assert isinstance(app.screen, FleetScreen)
-        assert len(notes(app)) == 3 and all("read-only" in n for n in notes(app))
+        assert len(said(app)) == 3 and all("read-only" in n for n in said(app))
 
 
 async def test_only_rows_whose_text_changed_are_redrawn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -422,77 +423,3 @@ def test_bringup_opens_the_overview_only_with_several_deployments_and_none_named
     assert opened[-1].fleet is None and opened[-1].deployment == "solo"
 
 
-async def test_a_hosts_gpu_processes_are_read_less_often_while_none_of_its_deployments_is_open(
-        tmp_path: Path) -> None:
-    """One host's stream (the simulated `nvidia-smi`, real processes): the processes on its GPUs, a command of their
-    own, every 2 s while a deployment on it is open, every 10 s while all are in the fleet's background."""
-    import asyncio
-
-    from tui.collectors.gpu_smi import QUIET_APPS_S
-    from tui.engine.gpu_sampler import GpuSampler
-    from tui.engine.host_gpus import HostGpuStream
-    from tui.transport import CommandResult
-    from tui.transport.local import LocalTransport
-
-    class Counting(LocalTransport):
-        apps = 0
-
-        async def run(self, argv: Any, **kw: Any) -> CommandResult:
-            if any(a.startswith("--query-compute-apps") for a in argv):
-                Counting.apps += 1
-            return await super().run(argv, **kw)
-
-    async def queries(backgrounds: list[bool], seconds: float) -> int:
-        Counting.apps = 0
-        stream = HostGpuStream(GpuSampler(sim_host(tmp_path), Counting()))
-        got: list[object] = []
-        followers = [asyncio.create_task(stream.follow(got.append, lambda bg=bg: bg)) for bg in backgrounds]
-        await asyncio.sleep(seconds)
-        assert got, "no sample"
-        assert stream.quiet() is all(backgrounds)
-        for f in followers:
-            f.cancel()
-        await asyncio.gather(*followers, return_exceptions=True)
-        await stream.close()
-        return Counting.apps
-
-    assert QUIET_APPS_S > 5
-    assert await queries([True, False], 5.0) >= 2  # one open: every 2 s
-    assert await queries([True, True], 5.0) == 1  # none open: the first sample's, then not for 10 s
-
-
-async def test_a_quiet_hosts_gpu_processes_are_read_again_as_soon_as_memory_moves(tmp_path: Path) -> None:
-    """Every deployment in the background (the exporter's case): a run that loads its weights is named as the
-    holder of that memory within seconds, not after the quiet 10 s."""
-    import asyncio
-    import time
-
-    from tui.collectors.gpu_smi import QUIET_APPS_S
-    from tui.engine.gpu_sampler import GpuSampler
-    from tui.engine.host_gpus import HostGpuStream
-    from tui.sim.gpus import Holder
-    from tui.transport.local import LocalTransport
-
-    state = tmp_path / "sim-state"
-    stream = HostGpuStream(GpuSampler(sim_host(state), LocalTransport()))
-    got: list[GpuSnapshot] = []
-    follower = asyncio.create_task(stream.follow(got.append, lambda: True))
-    try:
-        deadline = time.monotonic() + 30
-        while not got and time.monotonic() < deadline:  # the first sample (processes read with it)
-            await asyncio.sleep(0.05)
-        assert got and stream.quiet()
-        holder = Holder(str(state), [0, 1], release_delay=1.0)
-        holder.update({0: 40_000, 1: 40_000})  # this process now holds 2 x 39 GiB
-        moved = time.monotonic()
-        deadline = moved + QUIET_APPS_S
-        while time.monotonic() < deadline and not any(p.pid == holder.pid for p in got[-1].processes):
-            await asyncio.sleep(0.05)
-        took = time.monotonic() - moved
-        assert any(p.pid == holder.pid for p in got[-1].processes), "the new holder is not named"
-        assert took < QUIET_APPS_S / 2, took
-        holder.mark_exited()
-    finally:
-        follower.cancel()
-        await asyncio.gather(follower, return_exceptions=True)
-        await stream.close()

@@ -18,8 +18,9 @@ from tests.helpers.config_toml import ConfigFile
 from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command
-from tui.app import ControlConsoleApp
-from tui.config import HostConfig, ProbeConfig, load
+from tui.config.parts import HostConfig
+from tui.config.settings import ProbeConfig, load
+from tui.console.control import ControlConsoleApp
 from tui.engine import Engine
 from tui.model import Phase
 from tui.ops import restart as protocol

@@ -11,38 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import console_states as cs
-from tests.helpers.config_toml import ConfigFile
+from tests.helpers.gpu_box import NAME, settings
 from tests.helpers.pilot import until
-from tests.helpers.ports import free_port
-from tui.app import ControlConsoleApp
-from tui.config import HostConfig, Settings, load, parse_deployment
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import EngineUpdated
 from tui.engine import Engine
 from tui.engine.updates import GpusSampled, PhaseChanged, PictureTaken
-from tui.messages import EngineUpdated
-from tui.model import NamedHolder, Phase, UnitObserved, UnitState
+from tui.model import NamedHolder, Phase
 from widgets.gpus import GpuPanel
-
-NAME = "k26-dflash"
-
-
-def settings(tmp: Path) -> Settings:
-    """One `process` deployment on GPUs 2-5 of a local host; its endpoint is never reached."""
-    dep = parse_deployment({"host": "gpu-box", "manager": "process", "command": list(cs.ARGV), "gpus": [2, 3, 4, 5],
-                            "endpoint": f"http://127.0.0.1:{free_port()}"})
-    return load(str(ConfigFile(state_dir=tmp / "state", hosts={"gpu-box": HostConfig(gpu_source="none")},
-                               deployments={NAME: dep}).write(tmp / "config.toml")))
-
-
-def test_the_picture_says_what_the_panels_read_of_the_deployment(tmp_path: Path) -> None:
-    s = settings(tmp_path)
-    w = Engine(s, NAME, s.deployments[NAME])
-    w.feed(UnitObserved(cs.T0, UnitState(active="active", sub="running", main_pid=4242, invocation="a",
-                                         argv=(*cs.ARGV, "--mem-fraction-static", "0.8"))))
-    snap = w.snapshot(cs.T0)
-    assert (snap.server, snap.target) == ("SGLang", cs.TARGET)
-    assert snap.deployment_gpus == (2, 3, 4, 5)
-    assert snap.memory_budget == pytest.approx(0.8)  # the flag as the unit runs it, not the preset's default
-    assert snap.gpu_holders == ()  # no other deployment on the host
 
 
 async def test_the_console_draws_the_pushed_picture_and_reads_no_engine_at_its_tick(

@@ -23,16 +23,14 @@ from textual.screen import Screen
 import tui.console
 import tui.screens
 import widgets
+from tests.helpers.console_app import shown
 from tests.helpers.pilot import settled, until
 from tests.helpers.simdeploy import settings_for
-from tui.app import ConsoleApp, ControlConsoleApp
-from tui.config import Settings
+from tui.config.settings import Settings
+from tui.console.control import ControlConsoleApp
 from tui.console.gate import ACTIONS, Effect
+from tui.console.viewer import ConsoleApp
 from tui.screens.picker import PickerScreen
-
-
-def notes(app: ConsoleApp) -> list[str]:
-    return [n.message for n in app._notifications]
 
 
 def console_classes() -> list[type[DOMNode]]:
@@ -93,9 +91,9 @@ async def test_g_and_i_in_the_read_only_console_say_read_only_and_do_nothing(tmp
     async with app.run_test(size=(120, 36)) as pilot:
         for key, what in (("g", "read-only: no probe"), ("i", "read-only: no incident record")):
             await pilot.press(key)
-            assert await until(pilot, lambda: any(n.startswith(what) for n in notes(app))), (key, notes(app))  # noqa: B023
+            assert await until(pilot, lambda: any(n.startswith(what) for n in shown(app))), (key, shown(app))  # noqa: B023
         await settled(pilot)
-        assert len(notes(app)) == 2, notes(app)  # the refusals, and nothing the actions would have said
+        assert len(shown(app)) == 2, shown(app)  # the refusals, and nothing the actions would have said
         assert not (settings.state_path() / "deployments").exists()  # no record written, no directory made
         # neither is offered where the keys are listed: the help and the palette's commands
         help_keys = app.console_screen.help_rows()
@@ -113,11 +111,11 @@ async def test_every_change_action_is_refused_read_only_however_it_is_asked_for(
         for name in changes:
             for action, namespace in ((f"app.{name}", None), (f"screen.{name}", None), (name, app.screen),
                                       (f"{name}('x')", app.console_screen.log_panel)):
-                before = len(notes(app))
+                before = len(shown(app))
                 assert await app.run_action(action, namespace) is True, action
-                assert await until(pilot, lambda: len(notes(app)) > before), action  # noqa: B023
+                assert await until(pilot, lambda: len(shown(app)) > before), action  # noqa: B023
                 await pilot.pause()
-                said = notes(app)[before:]
+                said = shown(app)[before:]
                 assert len(said) == 1 and said[0].startswith(f"read-only: no {ACTIONS[name].what}"), (action, said)
         await settled(pilot)
     # the full console runs them: the gate is the read-only one's
@@ -140,11 +138,11 @@ async def test_an_action_the_gate_does_not_know_is_refused_read_only(tmp_path: P
     async with app.run_test(size=(120, 36)) as pilot:
         await app.push_screen(Wiper())
         await pilot.press("x")
-        assert await until(pilot, lambda: any(n.startswith("read-only: no wipe") for n in notes(app))), notes(app)
+        assert await until(pilot, lambda: any(n.startswith("read-only: no wipe") for n in shown(app))), shown(app)
         assert not Wiper.wiped
         await pilot.press("tab", "down")  # Textual's own keys still work: nothing of theirs is refused
         await settled(pilot)
-        assert len(notes(app)) == 1, notes(app)
+        assert len(shown(app)) == 1, shown(app)
 
 
 async def test_a_console_on_one_deployment_opens_no_other(tmp_path: Path) -> None:
@@ -153,11 +151,11 @@ async def test_a_console_on_one_deployment_opens_no_other(tmp_path: Path) -> Non
     app = ConsoleApp(two_deployments(tmp_path), "sim", live=False, only=["sim"])
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("d")
-        assert await until(pilot, lambda: "this console shows sim only" in notes(app)), notes(app)
+        assert await until(pilot, lambda: "this console shows sim only" in shown(app)), shown(app)
         assert not isinstance(app.screen, PickerScreen)
         app.open_watch("hidden-dep")
         assert await until(pilot, lambda: any("'hidden-dep' is not shown from this console" in n
-                                              for n in notes(app))), notes(app)
+                                              for n in shown(app))), shown(app)
         assert app.deployment == "sim" and list(app.settings.deployments) == ["sim"]
 
 

@@ -17,20 +17,22 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList
 
-from tests.console.test_console_sizes import NOW as FLEET_NOW
-from tests.console.test_console_sizes import ROWS
-from tests.console.test_console_sizes import settings as fleet_settings
-from tests.console.test_sweep_view import full_sweep
 from tests.helpers import console_states as cs
 from tests.helpers.config_toml import ConfigFile
+from tests.helpers.fleet_states import NOW as FLEET_NOW
+from tests.helpers.fleet_states import ROWS
+from tests.helpers.fleet_states import settings as fleet_settings
 from tests.helpers.pilot import settled, until
 from tests.helpers.ports import free_port
-from tui.app import ControlConsoleApp
-from tui.config import HostConfig, Settings, load, parse_deployment
+from tests.helpers.sweep_files import full_sweep
+from tui.config.deployments import parse_deployment
+from tui.config.parts import HostConfig
+from tui.config.settings import Settings, load
+from tui.console.control import ControlConsoleApp
+from tui.console.messages import EngineUpdated
 from tui.console.overview import FLEET_SCREEN
 from tui.engine import Engine
 from tui.engine.updates import GpusSampled, PhaseChanged, ThroughputSampled
-from tui.messages import EngineUpdated
 from tui.model import Phase, UnitObserved, UnitState
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.flags import FlagsScreen

@@ -8,13 +8,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import console_states as cs
-from tests.helpers.pilot import settled, until
+from tests.helpers.console_app import feed
 from tests.helpers.simdeploy import settings_for
-from tui.app import ControlConsoleApp
-from tui.engine.updates import GpusSampled, LogsRead, PhaseChanged, ThroughputSampled
-from tui.lifecycle.lines import line_kinds
-from tui.messages import EngineUpdated, RestartStepped
-from tui.model import LogLine, Phase
+from tui.console.control import ControlConsoleApp
+from tui.model import Phase
 
 SIZE = (100, 30)
 
@@ -24,32 +21,6 @@ def app(tmp_path: Path) -> ControlConsoleApp:
     a = ControlConsoleApp(settings_for(tmp_path), "sim", live=False)
     a.clock = lambda: cs.T0 + 103.0
     return a
-
-
-def feed(phase: Phase, *, gib: float, util: float, failure: bool = False, steps: bool = False,
-         tps: bool = False, logs: bool = False) -> Any:
-    async def run_before(pilot: Any) -> None:
-        app = pilot.app
-        snap = cs.snapshot(phase, failure=cs.FAILURE if failure else None)
-        app.post_message(EngineUpdated(PhaseChanged(snap)))
-        app.post_message(EngineUpdated(GpusSampled(cs.gpus(gib, util), cs.history(gib))))
-        if tps:
-            sample, hist = cs.throughput()
-            app.post_message(EngineUpdated(ThroughputSampled(sample, tuple(hist))))
-        if logs:
-            app.post_message(EngineUpdated(LogsRead(tuple(LogLine(at=cs.T0, text=t) for t in cs.LOG_LINES),
-                                                    line_kinds(cs.LOG_LINES))))
-        if steps:
-            for s in cs.RESTART_STEPS:
-                app.post_message(RestartStepped(s))
-        n_steps = len(cs.RESTART_STEPS) if steps else 0
-        assert await until(pilot, lambda: app.shown.snap is snap and app.shown.gpu_snap is not None
-                           and (app.shown.tp is not None or not tps) and len(app.shown.steps) == n_steps)
-        app.render_all()
-        app.render_throughput(force_plot=True)
-        await settled(pilot)
-
-    return run_before
 
 
 def test_loading(snap_compare: Any, app: ControlConsoleApp) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.wait import slack
 from tui.lifecycle.usage_fold import fold_usage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _refusal(tmp_path: Path) -> Path:
     env = {**os.environ, "COLUMNS": "80"}
     r = subprocess.run([sys.executable, "-m", "tui.sim", "--no-such-flag"], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=slack(30))
     assert r.returncode == 2 and r.stderr.count("\n") > 20, r.stderr  # the premise: a long usage
     log = tmp_path / "refused.log"
     log.write_text(r.stderr, encoding="utf-8")
@@ -27,7 +28,7 @@ def _refusal(tmp_path: Path) -> Path:
 def test_the_excerpt_folds_argparse_usage(tmp_path: Path) -> None:
     log = _refusal(tmp_path)
     r = subprocess.run([sys.executable, "-m", "tui", "replay", str(log), "--preset", "sglang"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=slack(60))
     excerpt = [ln for ln in r.stdout.splitlines() if ln.startswith("  | ")]
     assert len(excerpt) <= 3, r.stdout
     assert excerpt[-1].endswith("error: unrecognized arguments: --no-such-flag"), r.stdout

@@ -17,7 +17,6 @@ BRINGUP_TESTHOST / BRINGUP_DOCKER / BRINGUP_PODMAN=required (CI).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 import tracemalloc
@@ -27,9 +26,8 @@ from typing import TypeVar
 
 import pytest
 
-from tests.e2e import test_containers, test_long_journal_entry
-from tests.e2e.test_containers import IMAGE, Deployment
-from tests.helpers.wait import until
+from tests.helpers.containers import IMAGE, MakeContainer
+from tests.helpers.wait import slack, until, until_awaited
 from tui.managers.container_state import invocation_of
 from tui.managers.log_window import HEAD_BYTES, TAIL_BYTES
 from tui.managers.systemd import JOURNAL_HEAD, JOURNAL_TAIL, SystemdManager
@@ -47,13 +45,6 @@ LAST = "RuntimeError: the marker failure at the very end"
 PEAK_BOUND = 3 * (JOURNAL_HEAD + JOURNAL_TAIL)
 
 T = TypeVar("T")
-
-# the fixtures of the container engines (docker, podman) and of the test host, as their own tests have them
-daemon = test_containers.daemon
-make = test_containers.make
-testhost = test_long_journal_entry.testhost
-host = test_long_journal_entry.host
-
 
 def writer(mib: int) -> str:
     """A server that prints its first line, `mib` MiB of numbered lines as fast as it can, its last line, and then
@@ -99,28 +90,36 @@ def check_windows(lines: list[LogLine], source: str, total: int) -> None:
 # ---------------------------------------------------------------------------------------------- journald
 
 
-async def test_a_long_journal_is_read_back_as_its_head_and_tail_within_a_bound(host: SshTransport) -> None:
+async def test_a_long_journal_is_read_back_as_its_head_and_tail_within_a_bound(testhost_ssh: SshTransport) -> None:
     unit = f"bringup-longlog-{uuid.uuid4().hex[:12]}.service"
     total = LOG_MIB * 1048576 // (LINE + 8)
-    res = await host.run(["systemd-run", f"--unit={unit}", "--quiet", "-p", "LogRateLimitIntervalSec=1s",
-                          "-p", "LogRateLimitBurst=1000000000", "python3", "-c", writer(LOG_MIB)], timeout=60)
+    res = await testhost_ssh.run(["systemd-run", f"--unit={unit}", "--quiet", "-p", "LogRateLimitIntervalSec=1s",
+                                  "-p", "LogRateLimitBurst=1000000000", "python3", "-c", writer(LOG_MIB)],
+                                 timeout=slack(60))
     assert res.rc == 0, res.error_text
     try:
-        inv = (await host.run(["systemctl", "show", "-p", "InvocationID", "--value", unit], timeout=30)).text.strip()
+        inv = (await testhost_ssh.run(["systemctl", "show", "-p", "InvocationID", "--value", unit],
+                                      timeout=slack(30))).text.strip()
         assert inv
 
         async def last_line() -> str:
-            got = await host.run(["journalctl", f"_SYSTEMD_INVOCATION_ID={inv}", "-n", "1", "-o", "cat",
-                                  "--no-pager"], timeout=30)
+            got = await testhost_ssh.run(["journalctl", f"_SYSTEMD_INVOCATION_ID={inv}", "-n", "1", "-o", "cat",
+                                          "--no-pager"], timeout=slack(30))
             return got.text.strip()
 
-        deadline = time.monotonic() + 600
-        while (last := await last_line()) != LAST:  # journald has all of the run: then it may end
-            assert time.monotonic() < deadline, f"journald did not take the whole run within 600 s: {last[:80]}"
-            await asyncio.sleep(0.5)
-        await host.run(["systemctl", "kill", "--signal=SIGKILL", unit], timeout=30)  # it fails, as a server does
+        last = ""
 
-        mgr = SystemdManager(host, unit)
+        async def journald_has_it_all() -> bool:  # journald has all of the run: then it may end
+            nonlocal last
+            last = await last_line()
+            return last == LAST
+
+        await until_awaited(lambda: f"journald to take the whole run (last: {last[:80]})", journald_has_it_all,
+                            timeout=600, every=0.5)
+        # it fails, as a server does
+        await testhost_ssh.run(["systemctl", "kill", "--signal=SIGKILL", unit], timeout=slack(30))
+
+        mgr = SystemdManager(testhost_ssh, unit)
         t0 = time.monotonic()
         lines, peak = await peak_of(lambda: mgr.read_log(inv))
         took = time.monotonic() - t0
@@ -128,37 +127,44 @@ async def test_a_long_journal_is_read_back_as_its_head_and_tail_within_a_bound(h
         assert took < 60, f"the read took {took:.0f} s"
         check_windows(lines, mgr.log_source(inv), total)
     finally:
-        await host.run(["sh", "-c", f"systemctl kill --signal=SIGKILL {unit}; systemctl reset-failed {unit}"],
-                       timeout=30)
+        await testhost_ssh.run(["sh", "-c", f"systemctl kill --signal=SIGKILL {unit}; "
+                                f"systemctl reset-failed {unit}"], timeout=slack(30))
 
 
-async def test_a_short_journal_is_read_back_whole(host: SshTransport) -> None:
+async def test_a_short_journal_is_read_back_whole(testhost_ssh: SshTransport) -> None:
     """A run within the head's window is read in one go, whole, with no line saying anything was left out."""
     unit = f"bringup-shortlog-{uuid.uuid4().hex[:12]}.service"
     code = (f"import sys, time; print({FIRST!r}); print('middle'); print({LAST!r}); sys.stdout.flush(); "
             "time.sleep(3600)")
-    res = await host.run(["systemd-run", f"--unit={unit}", "--quiet", "python3", "-u", "-c", code], timeout=60)
+    res = await testhost_ssh.run(["systemd-run", f"--unit={unit}", "--quiet", "python3", "-u", "-c", code],
+                                 timeout=slack(60))
     assert res.rc == 0, res.error_text
     try:
-        inv = (await host.run(["systemctl", "show", "-p", "InvocationID", "--value", unit], timeout=30)).text.strip()
-        mgr = SystemdManager(host, unit)
-        deadline = time.monotonic() + 60
-        while len(lines := await mgr.read_log(inv)) < 3:
-            assert time.monotonic() < deadline, f"journald did not take the run's 3 lines: {lines}"
-            await asyncio.sleep(0.2)
+        inv = (await testhost_ssh.run(["systemctl", "show", "-p", "InvocationID", "--value", unit],
+                                      timeout=slack(30))).text.strip()
+        mgr = SystemdManager(testhost_ssh, unit)
+        lines: list[LogLine] = []
+
+        async def three_lines() -> bool:
+            nonlocal lines
+            lines = await mgr.read_log(inv)
+            return len(lines) >= 3
+
+        await until_awaited(lambda: f"journald to take the run's 3 lines: {lines}", three_lines, timeout=60,
+                            every=0.2)
         assert [ln.text for ln in lines] == [FIRST, "middle", LAST]
         assert all(ln.invocation == inv and ln.cursor for ln in lines)
     finally:
-        await host.run(["sh", "-c", f"systemctl kill --signal=SIGKILL {unit}; systemctl reset-failed {unit}"],
-                       timeout=30)
+        await testhost_ssh.run(["sh", "-c", f"systemctl kill --signal=SIGKILL {unit}; "
+                                f"systemctl reset-failed {unit}"], timeout=slack(30))
 
 
 # ---------------------------------------------------------------------------------------------- docker, podman
 
 
 async def test_a_long_container_log_is_read_back_as_its_head_and_tail_within_a_bound(
-        make: Callable[[str], Deployment]) -> None:
-    d = make("longlog")
+        make_container: MakeContainer) -> None:
+    d = make_container("longlog")
     total = LOG_MIB * 1048576 // (LINE + 8)
     script = writer(LOG_MIB).replace("time.sleep(3600)", "sys.exit(1)")  # the engine's log is written as read
     d.cli("run", "-d", "--name", d.container, IMAGE, "python3", "-c", script)

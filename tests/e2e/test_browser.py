@@ -32,7 +32,8 @@ from tests.helpers.browser import (
     wait_consoles,
 )
 from tests.helpers.ports import free_port
-from tests.helpers.simdeploy import write_config
+from tests.helpers.simdeploy import HIDDEN, config_with_another, write_config
+from tests.helpers.wait import slack
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ STARTING = ("STARTING", "LOADING", "GRAPH-CAPTURE", "WARMUP")
 
 def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env(), cwd=cfg.parent, stdin=subprocess.DEVNULL)
+                          timeout=slack(timeout), env=env(), cwd=cfg.parent, stdin=subprocess.DEVNULL)
 
 
 def invocation(cfg: Path) -> str:
@@ -244,7 +245,7 @@ def test_a_killed_browser_then_serve_leaves_no_console(cfg: Path, tmp_path: Path
         assert os.getpgid(served.proc.pid) not in groups  # each console in a group of its own
         kill()
         served.proc.send_signal(signal.SIGTERM)
-        assert served.proc.wait(timeout=30) == 0
+        assert served.proc.wait(timeout=slack(30)) == 0
         noise = served.log.read_text()
         for word in ("Event loop is closed", "Task was destroyed", "Traceback", "Exception ignored"):
             assert word not in noise, noise
@@ -256,8 +257,6 @@ def test_a_killed_browser_then_serve_leaves_no_console(cfg: Path, tmp_path: Path
 def test_a_served_deployment_is_all_the_browser_can_open_and_read_only(browser: Any, tmp_path: Path) -> None:
     """Issue 47.6: `serve sim` on a config with another deployment: the picker offers none (the console shows sim
     only), and the keys that would probe the server or write the incident record say read-only."""
-    from tests.e2e.test_serve_scope import HIDDEN, config_with_another
-
     cfg = config_with_another(tmp_path)
     with serve(cfg, "sim") as served:
         page = browser.new_page(viewport={"width": 1400, "height": 800})

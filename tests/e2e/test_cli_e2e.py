@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import (
     READY_LINE,
     Bringup,
@@ -43,12 +42,6 @@ DFLASH = ("--set", "speculative-algorithm=DFLASH", "--set", "speculative-dflash-
 
 
 # ---------------------------------------------------------------------------- fixtures
-
-
-# no_leftover_processes (autouse) and make_bringup come from tests/conftest.py; named here too for the modules
-# that take them from this one (test_restart_transaction.py)
-make_bringup = conftest.make_bringup
-no_leftover_processes = conftest.no_leftover_processes
 
 
 @pytest.fixture

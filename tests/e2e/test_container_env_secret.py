@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_containers import IMAGE, Deployment, daemon, make  # noqa: F401 - fixtures
+from tests.helpers.containers import IMAGE, MakeContainer
 from tui.managers import unreported
 from tui.managers.container_create import env_to_file
 from tui.managers.docker import DockerManager
@@ -42,9 +42,9 @@ def test_env_options_become_an_env_file_and_what_it_cannot_say_stays() -> None:
 
 
 @pytest.mark.slow
-def test_a_create_and_a_recreate_put_no_env_value_in_argv(make: Callable[[str], Deployment],  # noqa: F811
+def test_a_create_and_a_recreate_put_no_env_value_in_argv(make_container: MakeContainer,
                                                            tmp_path: Path) -> None:
-    d = make("envsecret")
+    d = make_container("envsecret")
     secret = f"hf_{uuid.uuid4().hex}"
     t = RecordingTransport()
     m = DockerManager(t, d.container, str(tmp_path / "state"), engine=d.engine, image=IMAGE,

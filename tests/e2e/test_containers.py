@@ -22,21 +22,17 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.helpers.config_toml import ConfigFile
+from tests.helpers.containers import IMAGE, PY, Deployment, MakeContainer, need_engine, not_for_podman
 from tests.helpers.ports import free_port
-from tests.helpers.simdeploy import ALL_GPUS, sim_host
-from tests.helpers.wait import until
-from tui.config import ProbeConfig, parse_deployment
+from tests.helpers.wait import slack, until
 from tui.managers.container_state import invocation_of
 from tui.managers.docker import DockerManager
 from tui.model import LogLine, UnitState
@@ -45,9 +41,6 @@ from tui.transport.local import LocalTransport
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PY = sys.executable
-IMAGE = os.environ.get("BRINGUP_DOCKER_IMAGE", "bringup/sim:test")
-ENGINES = ("docker", "podman")
 #: inspect fields that belong to one container, not to its configuration: a recreate changes them and only them
 PER_CONTAINER = ("Id", "Created", "State", "Name", "HostnamePath", "HostsPath", "ResolvConfPath", "LogPath",
                  "GraphDriver", "NetworkSettings.SandboxID", "NetworkSettings.SandboxKey",
@@ -58,107 +51,6 @@ PER_CONTAINER = ("Id", "Created", "State", "Name", "HostnamePath", "HostsPath", 
 PER_CONTAINER_PODMAN = ("ConmonPidFile", "PidFile", "StaticDir", "OCIConfigPath", "Rootfs", "Config.CreateCommand",
                         "Config.Annotations.io.kubernetes.cri-o.Created", "HostConfig.LogConfig.Path",
                         "Dependencies", "ExecIDs", "Path")
-
-
-def _need(engine: str, what: str) -> None:
-    var = f"BRINGUP_{engine.upper()}"
-    if os.environ.get(var) == "required":
-        pytest.fail(f"{what}, but {var}=required (.ci/run starts the engine: .ci/containers.sh)")
-    pytest.skip(f"{what} (bash .ci/containers.sh install up image; eval \"$(bash .ci/containers.sh env)\"); "
-                f"{var}=required makes this a failure")
-
-
-def cli(engine: str, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{engine} {' '.join(args)}: {r.stderr}")
-    return r
-
-
-@pytest.fixture(scope="session", params=ENGINES)
-def daemon(request: pytest.FixtureRequest) -> str:
-    """The engine whose CLI the test drives, once it answers and holds the simulated server's image."""
-    engine = str(request.param)
-    if shutil.which(engine) is None:
-        _need(engine, f"no {engine} CLI")
-    if cli(engine, "info", "--format", "{{.Host.Arch}}" if engine == "podman" else "{{.ServerVersion}}",
-           check=False, timeout=20).returncode != 0:
-        _need(engine, "no Docker daemon answers at DOCKER_HOST" if engine == "docker" else
-              "podman does not run here (CONTAINERS_CONF: .ci/containers.sh env)")
-    if cli(engine, "image", "inspect", IMAGE, check=False).returncode != 0:
-        _need(engine, f"the simulated server's image {IMAGE} is not in {engine}'s store")
-    return engine
-
-
-def not_for_podman(engine: str, why: str) -> None:
-    if engine == "podman":
-        pytest.skip(f"podman: {why}")
-
-
-class Deployment:
-    """One container deployment of the simulated server, through the `bringup` CLI."""
-
-    def __init__(self, tmp: Path, name: str, engine: str) -> None:
-        self.tmp, self.name, self.engine = tmp, name, engine
-        self.container = f"bu-{name}-{uuid.uuid4().hex[:8]}"
-        self.port = free_port()
-        self.simgpu = tmp / "simgpu"
-        self.simgpu.mkdir(parents=True, exist_ok=True)
-        self.config = tmp / "config.toml"
-
-    def sim(self, *extra: str) -> list[str]:
-        return ["python3", "-u", "-m", "tui.sim", "--host", "0.0.0.0", "--port", str(self.port), "--tp-size", "8",
-                "--enable-metrics", "--sim-state-dir", "/simgpu", "--time-scale", "0.1", *extra]
-
-    def publish(self) -> list[str]:
-        # podman refuses --init in the host's PID namespace; there the server is no PID 1 and needs none
-        init = [] if self.engine == "podman" else ["--init"]
-        return ["--pid", "host", *init, "-p", f"127.0.0.1:{self.port}:{self.port}", "-v", f"{self.simgpu}:/simgpu"]
-
-    def write(self, **dep: Any) -> None:
-        d = parse_deployment(dict(host="simhost", endpoint=f"http://127.0.0.1:{self.port}", gpus=ALL_GPUS,
-                                   release_tolerance_mib=512, stop_timeout_s=20, engine=self.engine, **dep))
-        ConfigFile(state_dir=self.tmp / "state", probe=ProbeConfig(interval_s=0.3),
-                   hosts={"simhost": sim_host(self.simgpu)}, deployments={self.name: d}).write(self.config)
-
-    def docker_run(self, *sim_args: str, run_args: tuple[str, ...] = ()) -> None:
-        self.write(manager="docker", container=self.container, image=IMAGE, run_args=[*self.publish(), *run_args],
-                   command=self.sim(*sim_args))
-
-    def bringup(self, *args: str, timeout: float = 90, env: dict[str, str] | None = None
-                ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PY, "-m", "tui", "--config", str(self.config), *args], capture_output=True,
-                              text=True, timeout=timeout, cwd=self.tmp, env={**os.environ, **(env or {})})
-
-    def status(self) -> dict[str, Any]:
-        r = self.bringup("status", self.name, "--json")
-        return json.loads(r.stdout.splitlines()[-1])
-
-    def cli(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return cli(self.engine, *args, check=check, timeout=timeout)
-
-    def inspect(self, name: str = "") -> dict[str, Any]:
-        return json.loads(self.cli("container", "inspect", name or self.container).stdout)[0]
-
-    def manager(self, transport: LocalTransport | None = None) -> DockerManager:
-        return DockerManager(transport or LocalTransport(), self.container, str(self.tmp / "state"),
-                             engine=self.engine)
-
-
-@pytest.fixture
-def make(daemon: str, tmp_path: Path) -> Iterator[Callable[[str], Deployment]]:
-    made: list[Deployment] = []
-
-    def new(name: str) -> Deployment:
-        d = Deployment(tmp_path / name, name, daemon)
-        made.append(d)
-        return d
-
-    yield new
-    for d in made:
-        names = d.cli("ps", "-aq", "--filter", f"name={d.container}", check=False).stdout.split()
-        if names:
-            d.cli("rm", "-f", *names, check=False)
 
 
 def describe(r: subprocess.CompletedProcess[str]) -> str:
@@ -194,8 +86,8 @@ def configuration(info: dict[str, Any], engine: str) -> dict[str, Any]:
 
 
 def test_docker_run_deployment_comes_up_ready_and_a_flag_change_recreates_it_with_all_else_unchanged(
-        make: Callable[[str], Deployment]) -> None:
-    d = make("flags")
+        make_container: MakeContainer) -> None:
+    d = make_container("flags")
     # every kind of setting a GPU deployment uses that this machine can run: env, labels, volumes, ports, a user
     # network with an alias, a restart policy, limits, shm, ulimits, init
     net = f"{d.container}-net"
@@ -237,9 +129,9 @@ def test_docker_run_deployment_comes_up_ready_and_a_flag_change_recreates_it_wit
         d.cli("network", "rm", net, check=False)
 
 
-def test_pids_are_host_pids(make: Callable[[str], Deployment]) -> None:
+def test_pids_are_host_pids(make_container: MakeContainer) -> None:
     """A container in its own PID namespace: its processes are found as the host's PIDs, what the driver shows."""
-    d = make("pids")
+    d = make_container("pids")
     d.cli("run", "-d", "--name", d.container, IMAGE, "python3", "-c",
           "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)")
     m = d.manager()
@@ -267,10 +159,10 @@ def recreate(m: DockerManager, argv: list[str]) -> list[str]:
     return told
 
 
-def test_a_recreate_keeps_gpu_requests_and_devices(make: Callable[[str], Deployment], daemon: str) -> None:
+def test_a_recreate_keeps_gpu_requests_and_devices(make_container: MakeContainer, daemon: str) -> None:
     """`create --gpus` succeeds without the NVIDIA runtime (only a start needs it), so the recreate's argv is
     proven by the engine itself: made again with another command, the requests and devices are the same."""
-    d = make("gpureq")
+    d = make_container("gpureq")
     # podman 4 has no --gpus (GPUs are CDI devices, `--device nvidia.com/gpu=...`, which need the toolkit's
     # spec): for podman only the devices
     gpus = [] if daemon == "podman" else ["--gpus", '"device=0,1"']
@@ -286,8 +178,8 @@ def test_a_recreate_keeps_gpu_requests_and_devices(make: Callable[[str], Deploym
     assert after["HostConfig"]["Devices"] == before["HostConfig"]["Devices"]
 
 
-def test_a_recreate_keeps_the_containers_image_when_its_tag_has_moved(make: Callable[[str], Deployment]) -> None:
-    d = make("retag")
+def test_a_recreate_keeps_the_containers_image_when_its_tag_has_moved(make_container: MakeContainer) -> None:
+    d = make_container("retag")
     tag = f"localhost/bringup/retag-{uuid.uuid4().hex[:8]}:x"  # local tags only: nothing is pulled
     other = ""
     try:
@@ -311,9 +203,9 @@ def test_a_recreate_keeps_the_containers_image_when_its_tag_has_moved(make: Call
             d.cli("rmi", other, check=False)
 
 
-def test_a_recreate_says_it_cannot_carry_an_anonymous_volume(make: Callable[[str], Deployment],
+def test_a_recreate_says_it_cannot_carry_an_anonymous_volume(make_container: MakeContainer,
                                                             daemon: str) -> None:
-    d = make("anonvol")
+    d = make_container("anonvol")
     d.cli("create", "--name", d.container, "-v", "/anon", "-v", f"{d.tmp}:/data", IMAGE, "sleep", "600")
     volumes = {m["Name"] for m in d.inspect()["Mounts"] if m["Type"] == "volume"}
     try:
@@ -341,9 +233,9 @@ def test_a_recreate_says_it_cannot_carry_an_anonymous_volume(make: Callable[[str
     ("dflash-graph-crash", "cuda-graph", "disable-cuda-graph"),
     ("crash-while-serving", "scheduler-died", ""),
 ])
-def test_scenario_failures_have_their_kind_and_hint(make: Callable[[str], Deployment], scenario: str, kind: str,
+def test_scenario_failures_have_their_kind_and_hint(make_container: MakeContainer, scenario: str, kind: str,
                                                      hint: str) -> None:
-    d = make(scenario.replace("-", ""))
+    d = make_container(scenario.replace("-", ""))
     extra = ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size", "8"] \
         if scenario == "dflash-graph-crash" else []
     d.docker_run(*extra, "--scenario", scenario)
@@ -367,10 +259,10 @@ def test_scenario_failures_have_their_kind_and_hint(make: Callable[[str], Deploy
 
 
 def test_a_start_into_memory_another_process_holds_fails_as_oom_with_the_hint(
-        make: Callable[[str], Deployment], tmp_path: Path) -> None:
+        make_container: MakeContainer, tmp_path: Path) -> None:
     # oom-on-fast-restart's failure: a server (here on this machine) holds the same simulated GPUs, and the
     # container's server runs into a CUDA out-of-memory error while it loads
-    d = make("oom")
+    d = make_container("oom")
     port = free_port()
     holder = subprocess.Popen([PY, "-m", "tui.sim", "--port", str(port), "--tp-size", "8", "--sim-state-dir",
                                str(d.simgpu), "--time-scale", "0.1"], stdout=subprocess.DEVNULL,
@@ -391,12 +283,12 @@ def test_a_start_into_memory_another_process_holds_fails_as_oom_with_the_hint(
         assert "memory may still be held" in f["hint"], f
     finally:
         holder.terminate()
-        holder.wait(30)
+        holder.wait(slack(30))
 
 
 def test_a_container_killed_at_its_memory_limit_fails_as_oom_killed_with_the_hint(
-        make: Callable[[str], Deployment], daemon: str) -> None:
-    d = make("oomkill")
+        make_container: MakeContainer, daemon: str) -> None:
+    d = make_container("oomkill")
     # a server that comes up, then takes more host memory than the container's limit allows
     hog = ("import time; print('Load weight begin.', flush=True); time.sleep(2); "
            "x = b'x' * (512 << 20); time.sleep(60)")
@@ -417,8 +309,8 @@ def test_a_container_killed_at_its_memory_limit_fails_as_oom_killed_with_the_hin
     assert "--memory" in f["hint"] and "host memory" in f["hint"], f
 
 
-def test_a_restart_by_the_restart_policy_is_a_new_run(make: Callable[[str], Deployment]) -> None:
-    d = make("policy")
+def test_a_restart_by_the_restart_policy_is_a_new_run(make_container: MakeContainer) -> None:
+    d = make_container("policy")
     # every run crashes 10 simulated seconds after ready: at time scale 0.4 that leaves the wait below 4 s to see
     # the new run ready (1 s at the usual 0.1 was a race on a loaded machine)
     d.docker_run("--scenario", "crash-while-serving", "--time-scale", "0.4", run_args=("--restart", "on-failure:3"))
@@ -473,8 +365,8 @@ class DroppingTransport(LocalTransport):
                 return
 
 
-def test_a_dropped_log_stream_resumes_without_loss_or_repetition(make: Callable[[str], Deployment]) -> None:
-    d = make("logs")
+def test_a_dropped_log_stream_resumes_without_loss_or_repetition(make_container: MakeContainer) -> None:
+    d = make_container("logs")
     # both streams, lines in bursts (many share a stamp's microsecond neighbourhood), then the run goes on
     script = ("import sys, time\n"
               "for i in range(3000):\n"
@@ -514,11 +406,11 @@ def test_a_dropped_log_stream_resumes_without_loss_or_repetition(make: Callable[
 
 
 def test_compose_service_flag_change_writes_an_override_and_recreates_only_that_service(
-        make: Callable[[str], Deployment], daemon: str) -> None:
+        make_container: MakeContainer, daemon: str) -> None:
     tool = "podman-compose" if daemon == "podman" else "docker-compose"
     if shutil.which(tool) is None:
-        _need(daemon, f"no {tool}")
-    d = make("compose")
+        need_engine(daemon, f"no {tool}")
+    d = make_container("compose")
     proj = d.tmp / f"proj{uuid.uuid4().hex[:6]}"
     proj.mkdir()
     init = "" if daemon == "podman" else "    init: true\n"  # podman: no --init in the host's PID namespace
@@ -541,7 +433,7 @@ def test_compose_service_flag_change_writes_an_override_and_recreates_only_that_
         return names[0]
 
     try:
-        r = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=120)
+        r = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=slack(120))
         assert r.returncode == 0, describe(r)
         d.write(manager="compose", compose_dir=str(proj), service="sim")
         r = d.bringup("wait", d.name, "--timeout", "60")
@@ -560,7 +452,7 @@ def test_compose_service_flag_change_writes_an_override_and_recreates_only_that_
         assert d.status()["phase"] == "ready"
     finally:
         subprocess.run([*compose, "-f", str(proj / "docker-compose.bringup.yml"), "down", "-t", "1"],
-                       capture_output=True, timeout=120)
+                       capture_output=True, timeout=slack(120))
 
 
 def test_compose_project_name_follows_composes_precedence() -> None:
@@ -628,7 +520,7 @@ def test_compose_project_name_is_read_from_dotenv_and_the_files_name(tmp_path: P
 def compose_project(d: Deployment, daemon: str) -> Path:
     tool = "podman-compose" if daemon == "podman" else "docker-compose"
     if shutil.which(tool) is None:
-        _need(daemon, f"no {tool}")
+        need_engine(daemon, f"no {tool}")
     proj = d.tmp / f"proj{uuid.uuid4().hex[:6]}"
     proj.mkdir(parents=True)
     (proj / "docker-compose.yml").write_text(f'version: "2.4"\nservices:\n  sim:\n    image: {IMAGE}\n'
@@ -637,8 +529,8 @@ def compose_project(d: Deployment, daemon: str) -> Path:
     return proj
 
 
-def test_compose_service_not_in_the_project_is_one_line(make: Callable[[str], Deployment], daemon: str) -> None:
-    d = make("nosvc")
+def test_compose_service_not_in_the_project_is_one_line(make_container: MakeContainer, daemon: str) -> None:
+    d = make_container("nosvc")
     proj = compose_project(d, daemon)
     d.write(manager="compose", compose_dir=str(proj), service="simm")
     r = d.bringup("status", d.name)
@@ -646,12 +538,12 @@ def test_compose_service_not_in_the_project_is_one_line(make: Callable[[str], De
     one_line(r, f"the Compose project in {proj} has no service simm (its services: sim)")
 
 
-def test_compose_errors_name_the_compose_command_once(make: Callable[[str], Deployment], daemon: str,
+def test_compose_errors_name_the_compose_command_once(make_container: MakeContainer, daemon: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from tui.managers import ManagerError
     from tui.managers.compose import ComposeManager
 
-    d = make("composeerr")
+    d = make_container("composeerr")
     proj = compose_project(d, daemon)
     (proj / "docker-compose.yml").write_text("services: [not, a, mapping\n")
     tool = "podman-compose" if daemon == "podman" else "docker-compose"
@@ -678,24 +570,24 @@ def one_line(r: subprocess.CompletedProcess[str], *words: str) -> None:
     assert "Traceback" not in r.stdout + r.stderr, describe(r)
 
 
-def test_error_daemon_not_running(make: Callable[[str], Deployment], daemon: str) -> None:
+def test_error_daemon_not_running(make_container: MakeContainer, daemon: str) -> None:
     not_for_podman(daemon, "it has no daemon: each command is the engine itself, so none can be down")
-    d = make("nodaemon")
+    d = make_container("nodaemon")
     d.write(manager="docker", container=d.container)
     r = d.bringup("status", d.name, env={"DOCKER_HOST": f"unix://{d.tmp}/no.sock"})
     one_line(r, "daemon is not running")
 
 
-def test_error_container_not_found(make: Callable[[str], Deployment]) -> None:
-    d = make("notfound")
+def test_error_container_not_found(make_container: MakeContainer) -> None:
+    d = make_container("notfound")
     d.write(manager="docker", container=d.container)
     r = d.bringup("wait", d.name, "--timeout", "30")
     assert r.returncode == 2, describe(r)
     one_line(r, f"container {d.container} not found")
 
 
-def test_error_image_missing_and_its_pull_failing(make: Callable[[str], Deployment]) -> None:
-    d = make("noimage")
+def test_error_image_missing_and_its_pull_failing(make_container: MakeContainer) -> None:
+    d = make_container("noimage")
     # an image that is not on the host is pulled; its registry here is on loopback, where nothing listens (a test
     # never reaches beyond this machine: a bare name would make the engine ask docker.io)
     image = f"127.0.0.1:1/bringup/missing-{uuid.uuid4().hex[:6]}:test"
@@ -707,8 +599,8 @@ def test_error_image_missing_and_its_pull_failing(make: Callable[[str], Deployme
              "connection refused")
 
 
-def test_error_port_already_taken(make: Callable[[str], Deployment]) -> None:
-    d = make("port")
+def test_error_port_already_taken(make_container: MakeContainer) -> None:
+    d = make_container("port")
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", d.port))
         holder.listen()
@@ -718,8 +610,8 @@ def test_error_port_already_taken(make: Callable[[str], Deployment]) -> None:
     one_line(r, f"port {d.port} is already taken")
 
 
-def test_error_nvidia_runtime_missing(make: Callable[[str], Deployment], daemon: str) -> None:
-    d = make("gpus")
+def test_error_nvidia_runtime_missing(make_container: MakeContainer, daemon: str) -> None:
+    d = make_container("gpus")
     # podman 4 has no --gpus: GPUs are CDI devices, which need the toolkit's CDI spec
     d.docker_run(run_args=("--device", "nvidia.com/gpu=all") if daemon == "podman" else ("--gpus", "all"))
     r = d.bringup("start", d.name)
@@ -729,12 +621,12 @@ def test_error_nvidia_runtime_missing(make: Callable[[str], Deployment], daemon:
     one_line(r, "NVIDIA container runtime is missing")
 
 
-def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment], daemon: str) -> None:
+def test_error_permission_denied_on_the_socket(make_container: MakeContainer, daemon: str) -> None:
     not_for_podman(daemon, "it has no socket to be kept from: another user runs rootless podman with a store of "
                            "its own, where the container is simply not found")
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run bringup as a user outside the docker group")
-    d = make("perm")
+    d = make_container("perm")
     d.write(manager="docker", container=d.container)
     home = Path(tempfile.mkdtemp(prefix="bringup-perm-"))  # the test's tmp dir is root's alone
     try:
@@ -743,8 +635,9 @@ def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment]
         config.write_text(d.config.read_text().replace(str(d.tmp / "state"), str(home / "state")))
         os.chmod(config, 0o644)
         r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", PY, "-m", "tui",
-                            "--config", str(config), "status", d.name], capture_output=True, text=True, timeout=60,
-                           cwd=str(ROOT), env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home)})
+                            "--config", str(config), "status", d.name], capture_output=True, text=True,
+                           timeout=slack(60), cwd=str(ROOT),
+                           env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home)})
     finally:
         shutil.rmtree(home, ignore_errors=True)
     if "Permission denied" in r.stderr and "python" in r.stderr.lower() and "docker" not in r.stderr.lower():
@@ -756,8 +649,8 @@ def test_error_permission_denied_on_the_socket(make: Callable[[str], Deployment]
 
 
 def test_podman_pieces_of_a_line_are_joined_and_its_entrypoint_split_by_the_process_it_runs() -> None:
+    from tui.managers.container_log import _joined
     from tui.managers.container_state import command_of, stamp_key
-    from tui.managers.docker import _joined
 
     # `podman logs --timestamps` of a line written as "ab", then "cd\n" (podman 4.3.1, as printed)
     assert _joined("2026-12-02T05:10:18.161557006Z", "ab2026-12-02T05:10:18.361743376Z cd") == "abcd"

@@ -16,7 +16,10 @@ import pytest
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
-from tui.config import DockerDeployment, HostConfig, ProbeConfig
+from tests.helpers.wait import slack
+from tui.config.deployments import DockerDeployment
+from tui.config.parts import HostConfig
+from tui.config.settings import ProbeConfig
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +30,8 @@ HOST_C = {"TESTHOST_DIR": str(ROOT / ".testhost-c")}
 
 def th(*args: str, check: bool = True) -> str:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TESTHOST_")}, **HOST_C}
-    r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=slack(60))
     if check and r.returncode != 0:
         raise AssertionError(f"testhost C {args}: {r.stderr}")
     return r.stdout
@@ -62,7 +66,7 @@ def test_a_docker_deployment_over_ssh_comes_up_and_a_flag_change_recreates_it(tm
 
     def bringup(*a: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *a], capture_output=True,
-                              text=True, timeout=120, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+                              text=True, timeout=slack(120), env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
 
     def inspect() -> dict[str, object]:
         return json.loads(th("exec", "docker", "container", "inspect", name))[0]  # type: ignore[no-any-return]

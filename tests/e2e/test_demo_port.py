@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.e2e import Bringup
 from tests.helpers.ports import bindable, free_port
-from tui.demo import free_port_after
+from tui.ops.demo import free_port_after
 
 
 @contextlib.contextmanager

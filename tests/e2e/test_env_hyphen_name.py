@@ -8,14 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import conftest
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup, free_port
 from tests.helpers.simdeploy import process_deployment, sim_host
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def test_an_env_variable_overrides_a_deployment_with_a_hyphen(make_bringup: Callable[..., Bringup]) -> None:

@@ -11,13 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 from tests.helpers.wait import until
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def test_a_stalled_start_promises_no_ready_time(make_bringup: Callable[..., Bringup]) -> None:

@@ -4,85 +4,43 @@ the `-`, `@`, `:`, `+` prefixes, quoted words with spaces, `\\x20`, `%%`, `$$`, 
 to the unit's own flags runs the unit exactly as written again. What bringup cannot rewrite exactly is refused,
 naming it, with nothing written.
 
-The units are this module's own (`bx-*.service`, a python3 that sleeps), so that the process's argv in /proc is the
-truth, read after systemd's own parsing, specifier filling and variable expansion.
+The units are the tests' own (`bx-*.service`, a python3 that sleeps: tests/helpers/testhost.py), so that the
+process's argv in /proc is the truth, read after systemd's own parsing, specifier filling and variable expansion.
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_remote import ROOT, SCRIPT, bringup, ssh_config, texec  # noqa: F401 - fixtures
 from tests.helpers.config_toml import ConfigFile
-from tui.config import FlagConfig, HostConfig, SystemdDeployment
+from tests.helpers.testhost import BX_UNIT_NAMES as UNIT_NAMES
+from tests.helpers.testhost import bringup, texec
+from tui.config.deployments import SystemdDeployment
+from tui.config.parts import FlagConfig, HostConfig
 from tui.managers import ManagerError, PermanentManagerError
 from tui.managers.systemd import SystemdManager
 from tui.transport.ssh import SshTransport
 
 pytestmark = pytest.mark.slow
 
-SLEEP = '-c "import time; time.sleep(3600)"'
-UNITS = {
-    # Environment= variables, a specifier, the `-` and `@` prefixes, quoting, escapes, %% and $$, a continuation
-    "bx-env.service": (
-        "[Unit]\nDescription=bringup test: a unit with variables\n[Service]\n"
-        'Environment=MODEL=/models/kimi "GREETING=hello  world"\n'
-        f"ExecStart=-@/usr/bin/python3 bx-server {SLEEP} \\\n"
-        "    --model-path ${MODEL} --served-model-name %N --greeting \"${GREETING}\" $$HOME \\\n"
-        "# a comment inside the continued line\n"
-        '    --chat-template "/etc/tmpl with space.jinja" --tag a\\x20b --pct 50%% \'single quoted\'\n'),
-    # a template: the instance's specifiers, the `+` prefix
-    "bx@.service": f"[Service]\nExecStart=+/usr/bin/python3 {SLEEP} --instance %i --name %N --unit %n\n",
-    # the `:` prefix: no variable expansion at all
-    "bx-colon.service": ("[Service]\nEnvironment=MODEL=/m\n"
-                         f"ExecStart=:/usr/bin/python3 {SLEEP} --literal ${{MODEL}} --dollars $$\n"),
-}
-UNIT_NAMES = ("bx-env.service", "bx@a.service", "bx-colon.service")
-
-
-def host(*argv: str, input: str | None = None) -> str:
-    res = subprocess.run(["bash", str(SCRIPT), "exec", *argv], capture_output=True, text=True, cwd=ROOT,
-                         timeout=60, input=input)
-    assert res.returncode == 0, f"{argv}: {res.returncode} {res.stderr}"
-    return res.stdout
-
-
 def argv_of(unit: str) -> list[str]:
     """The argv of the unit's running process, as the kernel has it."""
-    pid = host("systemctl", "show", "-p", "MainPID", "--value", unit).strip()
-    assert pid not in ("", "0"), f"{unit} is not running: {host('systemctl', 'status', unit, '--no-pager')}"
-    return host("cat", f"/proc/{pid}/cmdline").split("\0")[:-1]
+    pid = texec("systemctl", "show", "-p", "MainPID", "--value", unit).strip()
+    assert pid not in ("", "0"), f"{unit} is not running: {texec('systemctl', 'status', unit, '--no-pager')}"
+    return texec("cat", f"/proc/{pid}/cmdline").split("\0")[:-1]
 
 
 def restart(unit: str) -> list[str]:
-    host("systemctl", "restart", unit)
+    texec("systemctl", "restart", unit)
     return argv_of(unit)
 
 
-def clean() -> None:
-    for name in (*UNIT_NAMES, "bx@.service"):
-        host("sh", "-c", f"systemctl stop {name} 2>/dev/null; rm -rf /etc/systemd/system/{name} "
-                         f"/etc/systemd/system/{name}.d; true")
-    host("systemctl", "daemon-reload")
-
-
 @pytest.fixture
-def units() -> Iterator[None]:
-    clean()
-    for name, text in UNITS.items():
-        host("sh", "-c", f"cat > /etc/systemd/system/{name}", input=text)
-    host("systemctl", "daemon-reload")
-    yield
-    clean()
-
-
-@pytest.fixture
-async def transport(ssh_config: Path) -> AsyncIterator[SshTransport]:  # noqa: F811
+async def transport(ssh_config: Path) -> AsyncIterator[SshTransport]:
     t = SshTransport("testhost", config=[str(ssh_config)])
     yield t
     await t.close()
@@ -90,10 +48,10 @@ async def transport(ssh_config: Path) -> AsyncIterator[SshTransport]:  # noqa: F
 
 @pytest.mark.parametrize("unit", UNIT_NAMES)
 async def test_a_flag_set_keeps_every_other_word_and_going_back_restores_the_unit_exactly(
-        units: None, transport: SshTransport, unit: str) -> None:
-    host("systemctl", "start", unit)
+        bx_units: None, transport: SshTransport, unit: str) -> None:
+    texec("systemctl", "start", unit)
     before = await asyncio.to_thread(argv_of, unit)
-    cat_before = host("systemctl", "cat", unit)
+    cat_before = texec("systemctl", "cat", unit)
     mgr = SystemdManager(transport, unit)
     flags = await mgr.read_argv()
 
@@ -104,15 +62,15 @@ async def test_a_flag_set_keeps_every_other_word_and_going_back_restores_the_uni
 
     await mgr.write_argv(flags)  # a rollback to the unit's own flags
     assert await asyncio.to_thread(restart, unit) == before
-    assert host("systemctl", "cat", unit) == cat_before  # the unit as written, no drop-in of bringup's
-    assert host("ls", "-A", f"/etc/systemd/system/{unit}.d").split() == ["50-bringup.conf.previous",
+    assert texec("systemctl", "cat", unit) == cat_before  # the unit as written, no drop-in of bringup's
+    assert texec("ls", "-A", f"/etc/systemd/system/{unit}.d").split() == ["50-bringup.conf.previous",
                                                                          "bringup-previous.json"]
 
 
-async def test_what_the_unit_runs_for_those_words_is_what_its_author_meant(units: None) -> None:
+async def test_what_the_unit_runs_for_those_words_is_what_its_author_meant(bx_units: None) -> None:
     """The old rewrite (shlex, everything re-quoted) ran `${MODEL}` and `%N` as literal strings, lost the `-@`
     prefixes and turned `a\\x20b` into `ax20b`: here is what systemd runs for them, before and after a flag."""
-    host("systemctl", "start", "bx-env.service", "bx@a.service", "bx-colon.service")
+    texec("systemctl", "start", "bx-env.service", "bx@a.service", "bx-colon.service")
     env = await asyncio.to_thread(argv_of, "bx-env.service")
     assert env[:2] == ["bx-server", "-c"]  # `@`: the second word is argv[0]
     assert env[3:] == ["--model-path", "/models/kimi", "--served-model-name", "bx-env", "--greeting",
@@ -123,7 +81,7 @@ async def test_what_the_unit_runs_for_those_words_is_what_its_author_meant(units
     assert (await asyncio.to_thread(argv_of, "bx-colon.service"))[3:] == ["--literal", "${MODEL}", "--dollars", "$$"]
 
 
-async def test_a_change_to_a_variable_or_a_specifier_is_refused_naming_it(units: None,
+async def test_a_change_to_a_variable_or_a_specifier_is_refused_naming_it(bx_units: None,
                                                                           transport: SshTransport) -> None:
     mgr = SystemdManager(transport, "bx-env.service")
     flags = await mgr.read_argv()
@@ -137,17 +95,17 @@ async def test_a_change_to_a_variable_or_a_specifier_is_refused_naming_it(units:
     j = flags.index("--name")
     with pytest.raises(PermanentManagerError, match="the value of --name is %N, filled in by systemd"):
         await mgr.write_argv([*flags[:j], *flags[j + 2:]])
-    assert host("ls", "-A", "/etc/systemd/system/").count("bx") == 3  # no drop-in directory made for either
+    assert texec("ls", "-A", "/etc/systemd/system/").count("bx") == 3  # no drop-in directory made for either
 
 
 async def test_a_unit_bringup_cannot_rewrite_exactly_is_refused_with_nothing_written(
-        units: None, transport: SshTransport) -> None:
-    host("sh", "-c", "mkdir -p /etc/systemd/system/bx-env.service.d && "
+        bx_units: None, transport: SshTransport) -> None:
+    texec("sh", "-c", "mkdir -p /etc/systemd/system/bx-env.service.d && "
                      "cat > /etc/systemd/system/bx-env.service.d/override.conf",
          input="[Service]\nExecStart=\nExecStart=/usr/bin/python3 -c pass\n")
-    host("sh", "-c", "cat > /etc/systemd/system/bx-colon.service",
+    texec("sh", "-c", "cat > /etc/systemd/system/bx-colon.service",
          input="[Service]\nType=oneshot\nExecStart=/bin/true one\nExecStart=/bin/true two\n")
-    host("systemctl", "daemon-reload")
+    texec("systemctl", "daemon-reload")
     mgr = SystemdManager(transport, "bx-env.service")
     with pytest.raises(PermanentManagerError, match=r"ExecStart= is also set in /etc/systemd/system/bx-env\.service\.d/"
                                              r"override\.conf, which systemd reads after bringup's"):
@@ -155,11 +113,11 @@ async def test_a_unit_bringup_cannot_rewrite_exactly_is_refused_with_nothing_wri
     mgr = SystemdManager(transport, "bx-colon.service")
     with pytest.raises(PermanentManagerError, match="2 ExecStart= command lines in effect"):
         await mgr.write_argv([*await mgr.read_argv(), "--x"])
-    assert "50-bringup.conf" not in host("sh", "-c", "ls -A /etc/systemd/system/bx-*.d 2>/dev/null; true")
+    assert "50-bringup.conf" not in texec("sh", "-c", "ls -A /etc/systemd/system/bx-*.d 2>/dev/null; true")
 
 
-def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(units: None, tmp_path: Path,
-                                                                         ssh_config: Path) -> None:  # noqa: F811
+def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(bx_units: None, tmp_path: Path,
+                                                                         ssh_config: Path) -> None:
     """The same through `bringup restart --set` and `--unset` (no server to wait for: --no-wait)."""
     cfg = ConfigFile(
         state_dir=tmp_path / "state",
@@ -169,9 +127,9 @@ def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(units:
                                              extra_flags=[FlagConfig(name="bx-flag", kind="int"),
                                                           FlagConfig(name="model-path", kind="str")])},
     ).write(tmp_path / "bringup.toml")
-    host("systemctl", "start", "bx-env.service")
+    texec("systemctl", "start", "bx-env.service")
     before = argv_of("bx-env.service")
-    cat_before = host("systemctl", "cat", "bx-env.service")
+    cat_before = texec("systemctl", "cat", "bx-env.service")
     r = bringup(cfg, "restart", "bx", "--set", "bx-flag=7", "--yes", "--no-wait")
     assert r.returncode == 0, r.stdout + r.stderr
     assert argv_of("bx-env.service") == [*before, "--bx-flag", "7"]
@@ -181,14 +139,14 @@ def test_restart_set_over_ssh_keeps_the_units_words_and_unset_restores_it(units:
     r = bringup(cfg, "restart", "bx", "--unset", "bx-flag", "--yes", "--no-wait")
     assert r.returncode == 0, r.stdout + r.stderr
     assert argv_of("bx-env.service") == before
-    assert host("systemctl", "cat", "bx-env.service") == cat_before
+    assert texec("systemctl", "cat", "bx-env.service") == cat_before
 
 
 def tmp_listing() -> list[str]:
-    return sorted(host("sh", "-c", "ls -A /tmp /var/tmp").split())  # the two world-writable temp directories
+    return sorted(texec("sh", "-c", "ls -A /tmp /var/tmp").split())  # the two world-writable temp directories
 
 
-async def test_sudo_writes_leave_nothing_in_tmp_even_when_they_fail(units: None, ssh_config: Path) -> None:  # noqa: F811
+async def test_sudo_writes_leave_nothing_in_tmp_even_when_they_fail(bx_units: None, ssh_config: Path) -> None:
     """Through sudo, the drop-in goes through no temp file of a guessable name in /tmp (the old one stayed there,
     0644, when `sudo install` failed): it is made by `mktemp` next to its destination, 0600 (it holds the command
     line and its secrets; systemd reads it as root)."""
@@ -203,14 +161,14 @@ async def test_sudo_writes_leave_nothing_in_tmp_even_when_they_fail(units: None,
                     if not n.startswith("systemd-private-")}
 
         await mgr.write_argv([*flags, "--bx-flag", "1"])
-        assert host("stat", "-c", "%U %a", "/etc/systemd/system/bx-env.service.d/50-bringup.conf").split() == [
+        assert texec("stat", "-c", "%U %a", "/etc/systemd/system/bx-env.service.d/50-bringup.conf").split() == [
             "root", "600"]
         assert await new_in_tmp() == set()
         # a write that fails (its directory is a file): the error said, nothing left anywhere
-        host("sh", "-c", "rm -rf /etc/systemd/system/bx-env.service.d && touch /etc/systemd/system/bx-env.service.d")
+        texec("sh", "-c", "rm -rf /etc/systemd/system/bx-env.service.d && touch /etc/systemd/system/bx-env.service.d")
         with pytest.raises(ManagerError):
             await mgr.write_argv([*flags, "--bx-flag", "2"])
         assert await new_in_tmp() == set()
-        assert host("sh", "-c", "find /etc/systemd/system -name '.bringup.*'") == ""
+        assert texec("sh", "-c", "find /etc/systemd/system -name '.bringup.*'") == ""
     finally:
         await t.close()

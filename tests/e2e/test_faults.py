@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_remote import ROOT, host_up, reset_unit
-from tests.helpers.fault_harness import FAULTS, SCRIPT, Harness, sim_port, write_config
+from tests.helpers.fault_harness import FAULTS, Harness, sim_port, write_config
+from tests.helpers.testhost import host_up, reset_unit, ssh_config_at
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +22,7 @@ pytestmark = pytest.mark.slow
 def cfg(tmp_path: Path) -> Iterator[Path]:
     if not host_up():
         pytest.skip("the systemd test host is not up")
-    ssh = tmp_path / "ssh_config"
-    subprocess.run(["bash", str(SCRIPT), "ssh-config", str(ssh)], check=True, cwd=ROOT)
+    ssh = ssh_config_at(tmp_path / "ssh_config")
     reset_unit()
     yield write_config(tmp_path, ssh, sim_port())
     reset_unit()

@@ -8,46 +8,26 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tui.managers import LockHeld, PermanentManagerError
+from tests.helpers.wait import until
+from tui.managers import LockHeld
 from tui.managers.file_lock import FileLock
-
-
-async def test_a_link_at_the_locks_path_is_refused_and_nothing_is_written_through_it(tmp_path: Path) -> None:
-    victim = tmp_path / "victim"
-    victim.write_text("precious\n")
-    lock = tmp_path / "restart.lock"
-    lock.symlink_to(victim)
-    with pytest.raises(PermanentManagerError, match="symbolic link"):
-        async with FileLock(str(lock), "restart"):
-            pass
-    assert victim.read_text() == "precious\n"
-    assert await FileLock(str(lock), "watch").holder() is None  # read without following it either
-
-
-async def test_the_lock_is_0600_even_when_an_older_bringup_made_it_0644(tmp_path: Path) -> None:
-    path = tmp_path / "restart.lock"
-    async with FileLock(str(path), "restart"):
-        assert path.stat().st_mode & 0o777 == 0o600
-    path.chmod(0o644)
-    async with FileLock(str(path), "restart"):
-        assert path.stat().st_mode & 0o777 == 0o600
 
 
 def _hold(argv: list[str], path: Path) -> subprocess.Popen[bytes]:
     """A process that takes the lock, once it holds it (seen in the kernel's tables, never by trying it)."""
     proc = subprocess.Popen(argv)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if path.exists() and f":{path.stat().st_ino} " in Path("/proc/locks").read_text():
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the holder never took the lock")
+    try:
+        until("the holder to take the lock",
+              lambda: path.exists() and f":{path.stat().st_ino} " in Path("/proc/locks").read_text(), 10)
+    except AssertionError:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
 
 
 @pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) not installed")
@@ -76,9 +56,7 @@ async def test_a_bringup_holding_it_is_still_named_as_a_bringup(tmp_path: Path) 
             "asyncio.run(main())\n")
     holder = _hold([sys.executable, "-c", code, str(path)], path)
     try:
-        deadline = time.monotonic() + 10
-        while not path.read_bytes() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until("the holder's record written", path.read_bytes, 10)
         with pytest.raises(LockHeld, match=rf"another bringup is already restarting this deployment: \S+ \(pid "
                                            rf"{holder.pid}\) restart other"):
             async with FileLock(str(path), "restart"):

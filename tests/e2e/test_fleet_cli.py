@@ -14,8 +14,9 @@ import pytest
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
-from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
-from tui.config import HostConfig, ProbeConfig, parse_deployment
+from tests.helpers.simdeploy import process_deployment, sim_command, sim_host, two_on_one_box
+from tests.helpers.wait import slack
+from tui.config.settings import ProbeConfig
 
 pytestmark = pytest.mark.slow
 
@@ -23,25 +24,7 @@ pytestmark = pytest.mark.slow
 def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
     return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cfg.parent, stdin=subprocess.DEVNULL)
-
-
-def two_on_one_box(tmp: Path) -> Path:
-    """Two simulated servers sharing one 8-GPU box (GPUs 0-3 and 4-7, TP 4 each), and one on a host that is down."""
-    deps = {}
-    for name, gpus in (("sim-a", [0, 1, 2, 3]), ("sim-b", [4, 5, 6, 7])):
-        port = free_port()
-        cmd = sim_command(port, tmp / "simgpu")
-        cmd[cmd.index("--tp-size") + 1] = "4"
-        deps[name] = process_deployment([*cmd, "--sim-gpu-ids", ",".join(map(str, gpus))], port,
-                                        stop_timeout_s=20).model_copy(update={"gpus": gpus})
-    ssh_config = tmp / "ssh_config"
-    ssh_config.write_text(f"Host downhost\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
-    deps["far"] = parse_deployment({"host": "down", "manager": "systemd", "unit": "sglang.service",
-                                    "endpoint": f"http://127.0.0.1:{free_port()}"})
-    hosts = {"simhost": sim_host(tmp / "simgpu"), "down": HostConfig(ssh="downhost", ssh_config=str(ssh_config))}
-    return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
-                      deployments=deps).write(tmp / "config.toml")
+                          timeout=slack(timeout), env=env, cwd=cfg.parent, stdin=subprocess.DEVNULL)
 
 
 def test_status_all_and_waiting_for_several(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_fleet_cli import two_on_one_box
-from tests.e2e.test_terminal import Tmux, procs_with
 from tests.helpers.processes import kill_processes, sim_processes
-from tests.helpers.wait import until
+from tests.helpers.simdeploy import two_on_one_box
+from tests.helpers.tmux import Tmux, procs_with
+from tests.helpers.wait import slack, until
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -54,7 +54,7 @@ def test_fleet_overview_in_tmux(tmp_path: Path) -> None:
     # the shell prints the console's exit status and stays, so that the pane can be read after it quits
     cmd = f"{sys.executable} -m tui --config {cfg}; echo EXIT=$?; sleep 60"
     subprocess.run(["tmux", "-S", t.sock, "new-session", "-d", "-s", t.session, "-x", "140", "-y", "36",
-                    "-c", str(tmp_path), cmd], env=env, check=True, timeout=10)
+                    "-c", str(tmp_path), cmd], env=env, check=True, timeout=slack(10))
     try:
         # the overview, not a deployment: a row each, the sims stopped, the SSH host down
         t.wait_for("Deployments (3)", 20)

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.config_toml import ConfigFile
-from tui.config import HostConfig
+from tests.helpers.wait import slack
+from tui.config.parts import HostConfig
 from tui.managers import PermanentManagerError
 from tui.managers.docker import DockerManager
 from tui.transport.local import LocalTransport
@@ -75,7 +76,7 @@ def test_a_hosts_state_dir_others_can_write_is_refused_naming_it(tmp_path: Path)
                      ).write(tmp_path / "bringup.toml")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")} | {"PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), "status", "--json"], capture_output=True,
-                       text=True, timeout=60, env=env, cwd=tmp_path)
+                       text=True, timeout=slack(60), env=env, cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.strip().count("\n") == 0 and f"hosts.box.state_dir {shared}" in r.stderr, r.stderr
     assert "other users can write to it" in r.stderr

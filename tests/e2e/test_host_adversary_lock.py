@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_remote import ssh_config, texec  # noqa: F401 - fixtures
+from tests.helpers.testhost import as_mallory, texec
+from tests.helpers.wait import until, until_awaited
 from tui.managers import LockHeld, PermanentManagerError
 from tui.managers.remote_lock import RemoteLock
 from tui.managers.systemd import SystemdManager
@@ -43,20 +44,11 @@ def spawn(*argv: str, user: str = "") -> int:
 
 def holding(path: str, timeout: float = 10) -> None:
     """Wait until someone holds a flock on `path` (the kernel's table, without trying it)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def held() -> bool:
         ino = texec("sh", "-c", f"stat -c %i {path} 2>/dev/null || true").strip()
-        if ino and f":{ino} " in texec("cat", "/proc/locks"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no one holds {path}")
+        return bool(ino) and f":{ino} " in texec("cat", "/proc/locks")
 
-
-def as_mallory(*argv: str) -> tuple[int, str]:
-    out = texec("sh", "-c", " ".join(["runuser", "-u", "mallory", "--", *(f"'{a}'" for a in argv)])
-                + " 2>&1; echo rc=$?", check=False)
-    body, _, rc = out.rpartition("rc=")
-    return int(rc.strip() or 1), body
+    until(f"someone to hold {path}", held, timeout, every=0.1)
 
 
 @pytest.fixture
@@ -80,14 +72,14 @@ def host() -> Iterator[list[int]]:
 
 
 @pytest.fixture
-async def root(ssh_config: Path) -> AsyncIterator[SshTransport]:  # noqa: F811
+async def root(ssh_config: Path) -> AsyncIterator[SshTransport]:
     t = SshTransport("testhost", config=[str(ssh_config)])
     yield t
     await t.close()
 
 
 @pytest.fixture
-async def tester(ssh_config: Path) -> AsyncIterator[SshTransport]:  # noqa: F811
+async def tester(ssh_config: Path) -> AsyncIterator[SshTransport]:
     t = SshTransport("testhost-tester", config=[str(ssh_config)])
     yield t
     await t.close()
@@ -230,18 +222,19 @@ async def test_a_lock_held_by_another_bringup_is_still_named_as_that_bringup(
     assert texec("cat", f"{LOCK}.owner") == ""  # released: the record cleared, through sudo
 
 
-async def test_a_sudo_lock_goes_with_the_connection(host: list[int], root: SshTransport, ssh_config: Path) -> None:  # noqa: F811
+async def test_a_sudo_lock_goes_with_the_connection(host: list[int], root: SshTransport, ssh_config: Path) -> None:
     """The holder runs as root under sudo; a connection that goes (here: closed without releasing) ends it."""
     t = SshTransport("testhost-tester", config=[str(ssh_config)])
     lock = SystemdManager(t, UNIT, sudo=True).lock("restart")
     await lock.__aenter__()
     assert await lock.still_held()
     await t.close()
-    deadline = time.monotonic() + 20
-    while True:
+
+    async def taken() -> bool:
         try:
             async with SystemdManager(root, UNIT).lock("restart"):
-                break
+                return True
         except LockHeld:
-            assert time.monotonic() < deadline, "the holder outlived its connection"
-            await asyncio.sleep(0.3)
+            return False
+
+    await until_awaited("the lock free once its holder's connection is gone", taken, 20, every=0.3)

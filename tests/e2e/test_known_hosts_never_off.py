@@ -9,8 +9,8 @@ key. The files that do name the key are honoured as `ssh` honours them: several 
 alongside `UserKnownHostsFile none`, `~`, `%d`, `%u`, `%h`, `%p`, `${VAR}`.
 
 Against the real sshd of the test host (.ci/testhost.sh; skipped when it is not up, unless BRINGUP_TESTHOST=required).
-The fixture is named `testhost`, so these tests join the test host's xdist group (tests/conftest.py) and never run
-while another test stops that host's sshd.
+The fixture is `testhost` (tests/e2e/conftest.py), so these tests join the test host's xdist group
+(tests/conftest.py) and never run while another test stops that host's sshd.
 """
 
 from __future__ import annotations
@@ -22,29 +22,13 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from tests.e2e.test_ssh_faults import HostInfo, host_status
+from tests.helpers.testhost import HostInfo
 from tui.errors import PermanentError
 from tui.transport import TransportError
 from tui.transport.ssh import SshTransport
 from tui.transport.ssh_known_hosts import known_hosts_for
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def testhost() -> HostInfo:
-    """The test host's port, client key and host key lines, read without writing anything (as in test_ssh_faults)."""
-    st = host_status()
-    if not st:
-        if os.environ.get("BRINGUP_TESTHOST") == "required":
-            pytest.fail("BRINGUP_TESTHOST=required but the test host is not up (.ci/testhost.sh up)")
-        pytest.skip("the systemd test host is not up (bash .ci/testhost.sh build && bash .ci/testhost.sh up)")
-    port = int(st["ssh"].rsplit(":", 1)[1])
-    pubs = sorted(Path(st["rootfs"], "etc", "ssh").glob("ssh_host_*_key.pub"))
-    lines = [f"[127.0.0.1]:{port} {' '.join(p.read_text().split()[:2])}" for p in pubs]
-    assert lines, f"no host keys in {st['rootfs']}/etc/ssh"
-    return HostInfo(port, str(ROOT / ".testhost" / "keys" / "id_ed25519"), lines)
 
 
 @pytest.fixture

@@ -27,12 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
+from tests.helpers.wait import slack
 from tui.collectors.shared_generations import SharedGenerations
 from tui.engine.history import HistoryStore, history_path
 from tui.engine.incident_file import write_record
-from tui.lifecycle.history import Observed, RunRecord, record_of
+from tui.lifecycle.history import Observed, record_of
+from tui.lifecycle.run_record import RunRecord
 from tui.managers import PermanentManagerError
 from tui.managers.file_lock import FileLock
 from tui.model import Phase, Transition
@@ -43,14 +44,12 @@ RUNUSER = shutil.which("runuser")
 pytestmark = pytest.mark.skipif((os.geteuid() != 0 or RUNUSER is None)
                                 and os.environ.get("BRINGUP_ADVERSARY") != "required",
                                 reason="a second user needs root and runuser")
-make_bringup = conftest.make_bringup
-no_leftover_processes = conftest.no_leftover_processes
 HOSTILE = "nobody"
 
 
 def as_hostile(*argv: str) -> subprocess.CompletedProcess[str]:
     assert RUNUSER is not None
-    return subprocess.run([RUNUSER, "-u", HOSTILE, "--", *argv], capture_output=True, text=True, timeout=30)
+    return subprocess.run([RUNUSER, "-u", HOSTILE, "--", *argv], capture_output=True, text=True, timeout=slack(30))
 
 
 def hostile_reads(path: Path) -> bool:

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.multinode_hosts import UNIT, hosts_up, node_config, reset, th
-from tui.config import load
+from tests.helpers.wait import slack
+from tui.config.settings import load
 from tui.engine import Engine
 from tui.model import Phase
 
@@ -47,7 +48,7 @@ def conf(tmp_path: Path) -> Iterator[Path]:
 def bringup(cfg: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
     return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=cfg.parent, stdin=subprocess.DEVNULL)
+                          text=True, timeout=slack(timeout), env=env, cwd=cfg.parent, stdin=subprocess.DEVNULL)
 
 
 def test_two_hosts_up_then_a_restart_across_both_waits_for_the_slower_release(conf: Path) -> None:

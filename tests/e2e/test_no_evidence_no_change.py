@@ -27,7 +27,7 @@ from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup, Result, process_alive
 from tests.helpers.simdeploy import process_deployment, sim_host
 from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 
 pytestmark = pytest.mark.slow
 

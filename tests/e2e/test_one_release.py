@@ -10,12 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def test_flags_and_status_name_one_release_and_one_key(make_bringup: Callable[..., Bringup]) -> None:

@@ -19,11 +19,12 @@ import httpx
 import pytest
 
 from tests.helpers.ports import free_port
-from tui.bench import discover_model, one_request
+from tests.helpers.wait import slack
 from tui.collectors.bounded import BODY_MAX, METRICS_MAX, BodyTooLarge, fetch
 from tui.collectors.probes import Prober
 from tui.engine.throughput import ThroughputTracker
 from tui.lifecycle.presets import get_preset
+from tui.ops.bench import discover_model, one_request
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = b"x" * 65536
@@ -125,8 +126,9 @@ print(json.dumps({"details": details, "maxrss_kib": resource.getrusage(resource.
 def test_memory_stays_bounded_against_an_endless_answer(endless: str) -> None:
     """In a fresh process: its peak RSS with two probes against the endless server stays near an idle one's."""
     base = subprocess.run([sys.executable, "-c", CHILD.replace("details = asyncio.run(go())", "details = []"),
-                           endless], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    r = subprocess.run([sys.executable, "-c", CHILD, endless], cwd=ROOT, capture_output=True, text=True, timeout=60)
+                           endless], cwd=ROOT, capture_output=True, text=True, timeout=slack(60))
+    r = subprocess.run([sys.executable, "-c", CHILD, endless], cwd=ROOT, capture_output=True, text=True,
+                       timeout=slack(60))
     assert r.returncode == 0 and base.returncode == 0, r.stderr + base.stderr
     got, idle = json.loads(r.stdout), json.loads(base.stdout)
     assert all("1 MiB" in d for d in got["details"]), got

@@ -24,250 +24,35 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup
 from tests.helpers.ports import free_port
+from tests.helpers.reducer_events import DECODE_LINE_OF, SGLANG
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
-from tui.collectors import shared_generations
-from tui.collectors.metrics import MetricsRates, from_log_line
+from tests.helpers.wait import slack, until, until_async
+from tui.collectors.metrics import from_log_line
 from tui.collectors.probes import Prober, ProbeTokens
-from tui.config import ProbeConfig
-from tui.engine.cadence import Pace, ProbeCadence
-from tui.lifecycle.presets import get_preset
-from tui.model import Phase
-
-SGLANG = get_preset("sglang")
-_L = 'model_name="m",engine_type="unified",pp_rank="0",moe_ep_rank="0",tp_rank="0"'
-
-
-def page(decode: float | None, *, gauge: float = 0.0, running: int = 0, queued: int = 0) -> str:
-    lines = [f"sglang:gen_throughput{{{_L}}} {gauge}", f"sglang:num_running_reqs{{{_L}}} {running}",
-             f"sglang:num_queue_reqs{{{_L}}} {queued}"]
-    if decode is not None:
-        lines += ["# TYPE sglang:realtime_tokens_total counter", f'sglang:realtime_tokens_total{{{_L},mode="decode"}} '
-                                                                   f"{decode}"]
-    return "\n".join(lines) + "\n"
-
-
-def probe(ledger: ProbeTokens, began: float, ended: float, tokens: int, asked: int = 16) -> None:
-    ledger.ended(ledger.began(began, asked), ended, tokens)
-
-
-# ------------------------------------------------------------------------------------------------ the counter
-
-
-def test_a_counter_gain_of_only_probe_tokens_is_zero_tokens_per_second() -> None:
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    r.sample(page(1000.0), 100.0, ledger, 100.0)
-    probe(ledger, 100.2, 100.5, 16)
-    s = r.sample(page(1016.0), 101.0, ledger, 101.0)
-    assert s is not None and s.tokens_per_s == 0.0
-    # nothing ran since: still nothing, and the probe's tokens are not taken twice
-    s = r.sample(page(1016.0), 102.0, ledger, 102.0)
-    assert s is not None and s.tokens_per_s == 0.0
-
-
-def test_real_load_is_counted_without_the_probe_tokens_exactly() -> None:
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    r.sample(page(1000.0, running=2), 100.0, ledger, 100.0)
-    probe(ledger, 100.3, 100.6, 16)
-    s = r.sample(page(1216.0, running=2), 102.0, ledger, 102.0)  # 200 of load + the probe's 16, over 2 s
-    assert s is not None and s.tokens_per_s == pytest.approx(100.0)
-
-
-def test_a_probe_under_way_at_a_reading_is_taken_out_once_over_the_two_intervals() -> None:
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    r.sample(page(1000.0), 100.0, ledger, 100.0)
-    g = ledger.began(100.8, 16)
-    s = r.sample(page(1008.0), 101.0, ledger, 101.0)  # half of it counted when the page was read
-    assert s is not None and s.tokens_per_s == 0.0
-    ledger.ended(g, 101.2, 16)
-    s = r.sample(page(1108.0), 102.0, ledger, 102.0)  # the other half, and 92 of real work
-    assert s is not None and s.tokens_per_s == pytest.approx(92.0)
-
-
-def test_a_probe_sent_while_a_reading_is_on_its_way_is_no_throughput_in_it_nor_in_the_next() -> None:
-    """The engine sends its probe and its scrape on the same instants of its clock grid: a generation sent a moment
-    after the page was asked for can be counted, in part, by the time the server answers. An idle server showed
-    31.84 tok/s in the exporter for that moment (found in the suite once the two shared the grid)."""
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    r.sample(page(1000.0), 100.0, ledger, 100.0)
-    g = ledger.began(101.0005, 16)  # just after the page was asked for at 101.0
-    s = r.sample(page(1008.0), 101.02, ledger, 101.0)  # answered at 101.02 with half of the probe's tokens
-    assert s is not None and s.tokens_per_s == 0.0
-    ledger.ended(g, 101.3, 16)
-    s = r.sample(page(1108.0), 102.02, ledger, 102.0)  # the other half, and 92 of real work
-    assert s is not None and s.tokens_per_s == pytest.approx(92.0)
-    s = r.sample(page(1108.0), 103.02, ledger, 103.0)  # nothing since: nothing, the probe not taken twice
-    assert s is not None and s.tokens_per_s == 0.0
-
-
-def test_a_probe_before_the_first_reading_is_in_its_base_and_not_taken_from_later_load() -> None:
-    # `status`: its own probe, then two readings a second apart
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    probe(ledger, 99.0, 99.5, 16)
-    r.sample(page(1016.0, running=2), 100.0, ledger, 100.0)
-    s = r.sample(page(1146.0, running=2), 101.0, ledger, 101.0)
-    assert s is not None and s.tokens_per_s == pytest.approx(130.0)
-
-
-def test_without_a_ledger_the_figures_are_the_servers() -> None:
-    r = MetricsRates(SGLANG)
-    r.sample(page(1000.0), 100.0)
-    s = r.sample(page(1016.0), 101.0)
-    assert s is not None and s.tokens_per_s == pytest.approx(16.0)
-
-
-# ------------------------------------------------------------------------------------------------ the gauge
-
-
-def test_the_gauge_of_an_idle_server_at_first_sight_is_idle() -> None:
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    probe(ledger, 99.0, 99.2, 16)
-    s = r.sample(page(None, gauge=16.0), 100.0, ledger, 100.0)  # the probe's own interval, as SGLang figures it
-    assert s is not None and s.tokens_per_s == 0.0
-
-
-def test_the_gauge_of_a_busy_server_is_the_servers_figure() -> None:
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    s = r.sample(page(None, gauge=1635.0, running=32), 100.0, ledger, 100.0)
-    assert s is not None and s.tokens_per_s == pytest.approx(1635.0)
-    # the load ends: the same figure is the same interval, read the same way
-    s = r.sample(page(None, gauge=1635.0), 101.0, ledger, 101.0)
-    assert s is not None and s.tokens_per_s == pytest.approx(1635.0)
-    # a new interval closed while only a probe ran: idle
-    probe(ledger, 101.2, 101.4, 16)
-    s = r.sample(page(None, gauge=16.0), 102.0, ledger, 102.0)
-    assert s is not None and s.tokens_per_s == 0.0
-    s = r.sample(page(None, gauge=16.0), 103.0, ledger, 103.0)
-    assert s is not None and s.tokens_per_s == 0.0
-    # a new interval with no probe in it: real work, however short
-    s = r.sample(page(None, gauge=40.0), 104.0, ledger, 104.0)
-    assert s is not None and s.tokens_per_s == pytest.approx(40.0)
-
-
-def test_the_gauge_while_only_a_probe_runs_is_idle() -> None:
-    ledger, r = ProbeTokens(), MetricsRates(SGLANG)
-    r.sample(page(None, gauge=0.0), 100.0, ledger, 100.0)
-    g = ledger.began(100.5, 16)
-    s = r.sample(page(None, gauge=16.0, running=1), 101.0, ledger, 101.0)
-    assert s is not None and s.tokens_per_s == 0.0
-    ledger.ended(g, 101.1, 16)
-
-
-# ------------------------------------------------------------------------------------------------ the log line
-
-
-LINE = ("[2026-04-05 20:02:51] Decode batch, #running-req: {n}, #token: 120, token usage: 0.00, cuda graph: True, "
-        "gen throughput (token/s): 0.13, #queue-req: {q}")
-
-
-def test_a_decode_line_whose_only_request_is_the_probe_is_idle() -> None:
-    ledger = ProbeTokens()
-    probe(ledger, 100.0, 100.3, 4, asked=4)
-    s = from_log_line(SGLANG, LINE.format(n=1, q=0), 100.2, ledger)
-    assert s is not None and s.tokens_per_s == 0.0 and s.running == 0  # nothing but bringup's own
-    # and the probe's pace takes it as the server's word that it is idle, as it takes /metrics' gauges
-    cadence = ProbeCadence(slow_s=30.0)
-    cadence.sampled(s)
-    assert cadence.pace(101.0, Phase.READY) is Pace.SLOW
-
-
-def test_a_decode_line_written_as_the_probe_finished_is_idle_and_one_with_no_probe_about_keeps_its_figure() -> None:
-    """A line with nothing running any more (the interval's last request finished in its step), read back from the
-    log at `bringup exporter`'s start: the probe's own 40 tokens/s was its figure until the first scrape."""
-    ledger = ProbeTokens()
-    probe(ledger, 100.0, 100.3, 16)
-    s = from_log_line(SGLANG, LINE.format(n=0, q=0), 100.3, ledger)
-    assert s is not None and s.tokens_per_s == 0.0
-    s = from_log_line(SGLANG, LINE.format(n=0, q=0), 130.0, ledger)  # no probe about then: someone's work
-    assert s is not None and s.tokens_per_s == pytest.approx(0.13)
-
-
-@pytest.mark.parametrize(("n", "q", "at"), [(2, 0, 100.2), (1, 1, 100.2), (1, 0, 130.0)])
-def test_a_decode_line_with_other_work_keeps_its_figure(n: int, q: int, at: float) -> None:
-    ledger = ProbeTokens()
-    probe(ledger, 100.0, 100.3, 4, asked=4)
-    s = from_log_line(SGLANG, LINE.format(n=n, q=q), at, ledger)
-    assert s is not None and s.tokens_per_s == pytest.approx(0.13)
-
+from tui.config.settings import ProbeConfig
 
 # ------------------------------------------------------------------------------------- another bringup's generations
-
-
-def test_a_generation_another_bringup_sent_is_no_throughput_here(tmp_path: Path) -> None:
-    # `bringup restart` proved the new run with a generation, then exited; an exporter started after it reads the
-    # server's log back: the decode line of that generation is bringup's own, not the server's work
-    shared = tmp_path / "generations"
-    restart, exporter = ProbeTokens(shared), ProbeTokens(shared)
-    probe(restart, 100.0, 100.3, 4, asked=4)
-    s = from_log_line(SGLANG, LINE.format(n=1, q=0), 100.2, exporter)
-    assert s is not None and s.tokens_per_s == 0.0 and s.running == 0
-    # with another request beside it, the line is the server's
-    s = from_log_line(SGLANG, LINE.format(n=2, q=0), 100.2, exporter)
-    assert s is not None and s.tokens_per_s == pytest.approx(0.13)
-    # and never twice in the ledger that wrote it
-    assert restart.in_flight(100.0, 100.3) == 1
-
-
-def test_another_bringups_generation_after_this_ones_first_reading_is_taken_out_of_the_counter(tmp_path: Path) -> None:
-    shared = tmp_path / "generations"
-    console, status = ProbeTokens(shared), ProbeTokens(shared)
-    r = MetricsRates(SGLANG)
-    probe(status, 98.0, 98.5, 16)  # before the console's first reading: in its base already
-    r.sample(page(1016.0), 100.0, console, 100.0)
-    probe(status, 100.2, 100.5, 16)  # between its readings: bringup's own
-    s = r.sample(page(1032.0), 101.0, console, 101.0)
-    assert s is not None and s.tokens_per_s == 0.0
-    s = r.sample(page(1132.0), 102.0, console, 102.0)  # 100 of real work
-    assert s is not None and s.tokens_per_s == pytest.approx(100.0)
-
-
-def test_the_shared_file_survives_garbage_a_torn_line_and_a_rewrite(tmp_path: Path) -> None:
-    shared = tmp_path / "generations"
-    writer, reader = ProbeTokens(shared), ProbeTokens(shared)
-    shared.write_bytes(b"\xff\xfe not a line\n1 2\nx 5.0 4.0 3\n")  # unreadable, short, ended before it began
-    probe(writer, 100.0, 100.3, 4)
-    with open(shared, "a") as f:
-        f.write("someone 200.0 20")  # a line still being written
-    assert reader.in_flight(99.0, 101.0) == 1
-    assert reader.in_flight(199.0, 201.0) == 0
-    with open(shared, "a") as f:
-        f.write("0.5 7\n")  # now whole
-    assert reader.in_flight(199.0, 201.0) == 1
-    # a writer past the size bound keeps the last two minutes; a reader reads the new file, nothing twice
-    shared_generations.MAX_BYTES, was = 200, shared_generations.MAX_BYTES
-    try:
-        for i in range(8):
-            probe(writer, 300.0 + i, 300.2 + i, 4)
-    finally:
-        shared_generations.MAX_BYTES = was
-    assert shared.stat().st_size < 400
-    assert reader.in_flight(299.0, 310.0) == 8  # each once, though the rewritten file was read again
-    assert reader.in_flight(99.0, 101.0) == 0  # past KEEP_S, forgotten as a ledger forgets its own
-
-
-def test_a_shared_file_that_cannot_be_written_leaves_the_ledger_its_own(tmp_path: Path) -> None:
-    blocked = tmp_path / "a-file"
-    blocked.write_text("")
-    ledger = ProbeTokens(blocked / "generations")  # its folder is a file: nothing can be written there
-    probe(ledger, 100.0, 100.3, 4)
-    assert ledger.in_flight(100.0, 100.3) == 1
 
 
 def test_a_generation_left_when_its_command_exits_is_still_bringups_own_in_the_server(tmp_path: Path) -> None:
     # `bringup status` exits while its probe's generation is under way: the server goes on with it, and the next
     # process that reads its log or counters must know it is bringup's own
     async def scenario() -> tuple[float, float]:
+        received = asyncio.Event()
+
         async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.read(65536)
-            await asyncio.sleep(60)
+            received.set()
+            await asyncio.Event().wait()  # no answer, ever
 
         server = await asyncio.start_server(never_answers, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         p = Prober(f"http://127.0.0.1:{port}", timeout=2.0, generations_file=tmp_path / "generations")
         p.model_id = "m"
         task = asyncio.create_task(p.generate())
-        while p.generated.in_flight(0, time.time()) == 0:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)  # sent, and no answer
+        await until_async("the generation counted in flight", lambda: p.generated.in_flight(0, time.time()) > 0,
+                          every=0.01)
+        await asyncio.wait_for(received.wait(), slack(10))  # sent, and no answer
         left = time.time()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -280,7 +65,7 @@ def test_a_generation_left_when_its_command_exits_is_still_bringups_own_in_the_s
     other = ProbeTokens(tmp_path / "generations")
     assert other.in_flight(left, after) == 1
     assert other.in_flight(after + 5.0, after + 5.0) == 1  # the server may still be at it: as long again as given
-    s = from_log_line(SGLANG, LINE.format(n=1, q=0), after + 1.0, other)
+    s = from_log_line(SGLANG, DECODE_LINE_OF.format(n=1, q=0), after + 1.0, other)
     assert s is not None and s.tokens_per_s == 0.0
 
 
@@ -316,7 +101,7 @@ def _exporter(bu: Bringup) -> Iterator[str]:
     finally:
         p.terminate()
         try:
-            p.wait(20)
+            p.wait(slack(20))
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
@@ -349,18 +134,17 @@ def test_an_idle_server_probed_by_bringup_shows_no_throughput(tmp_path: Path) ->
         assert "throughput: 0.0 tok/s (metrics, idle)" in text.out, text.describe()
 
         with _exporter(bu) as url:
-            deadline = time.monotonic() + 60
-            while not _exported_tps(url)[0]:
-                assert time.monotonic() < deadline, "the exporter never said ready"
-                time.sleep(0.1)
+            until("the exporter to say ready", lambda: _exported_tps(url)[0], 60, every=0.1)
             # the exporter's engine probes once a second: read its figure until the server has answered five more
             # probes (every one of them in some interval between two of the exporter's scrapes of /metrics)
             start = _server_requests(bu)
             seen: list[float | None] = []
-            while _server_requests(bu) < start + 5 or len([x for x in seen if x is not None]) < 3:
-                assert time.monotonic() < deadline + 60, f"the probes did not run: {seen}"
+
+            def five_more_probes_seen() -> bool:
                 seen.append(_exported_tps(url)[1])
-                time.sleep(0.25)
+                return _server_requests(bu) >= start + 5 and len([x for x in seen if x is not None]) >= 3
+
+            until(lambda: f"the probes to run: {seen}", five_more_probes_seen, 60, every=0.25)
             figures = [x for x in seen if x is not None]
             assert figures and all(x == 0 for x in figures), seen
     finally:

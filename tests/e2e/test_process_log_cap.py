@@ -14,7 +14,9 @@ from pathlib import Path
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
-from tui.config import HostConfig, ProcessDeployment
+from tests.helpers.wait import slack
+from tui.config.deployments import ProcessDeployment
+from tui.config.parts import HostConfig
 from tui.managers.process import HEAD_BYTES, TAIL_BYTES, LogFile, ProcessManager, plan_read
 from tui.transport.local import LocalTransport
 
@@ -110,7 +112,7 @@ def test_status_of_a_run_with_a_large_log_is_bounded_in_memory_and_names_the_fai
                "print('maxrss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
     r = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "tui", "--config", str(cfg),
-                        "status", "d"], capture_output=True, text=True, timeout=120, env=env,
+                        "status", "d"], capture_output=True, text=True, timeout=slack(120), env=env,
                        cwd=Path(__file__).resolve().parents[2])
     out, _, rss = r.stdout.rpartition("maxrss_kib ")
     rss_mib = int(rss) / 1024

@@ -9,7 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tui.managers.process import ProcessManager, describe_command
+from tui.lifecycle.flags import describe_command
+from tui.managers.process import ProcessManager
 from tui.transport.local import LocalTransport
 
 

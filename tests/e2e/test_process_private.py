@@ -5,7 +5,6 @@ flags. Real supervisor, real server processes, real files."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import until_awaited
 from tui.managers.process import ProcessManager
 from tui.transport.local import LocalTransport
 
@@ -37,12 +37,11 @@ def cmdlines_with(needle: bytes) -> list[tuple[int, bytes]]:
 
 
 async def until_running(mgr: ProcessManager) -> int:
-    for _ in range(200):
+    async def pid() -> int | None:
         unit = await mgr.state()
-        if unit.running and unit.main_pid > 0:
-            return unit.main_pid
-        await asyncio.sleep(0.05)
-    raise AssertionError("the server never ran")
+        return unit.main_pid if unit.running and unit.main_pid > 0 else None
+
+    return await until_awaited("the server to run", pid, 10)
 
 
 async def test_the_environment_is_in_no_command_line_and_the_server_has_it(tmp_path: Path) -> None:
@@ -87,10 +86,10 @@ async def test_the_run_directory_is_0700_its_files_0600_and_another_user_reads_n
     await mgr.write_argv(server)
     async with mgr.lock("test"):
         await mgr.start(server)
-        for _ in range(200):
-            if not (await mgr.state()).running:
-                break
-            await asyncio.sleep(0.05)
+        async def ended() -> bool:
+            return not (await mgr.state()).running
+
+        await until_awaited("the server to end", ended, 10)
     unit = await mgr.state()
     log = run / "logs" / f"{unit.invocation}.log"
     assert "model weights" in log.read_text()

@@ -8,12 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def test_the_usual_column_is_of_runs_one_flag_apart_and_names_the_flag(make_bringup: Callable[..., Bringup]) -> None:

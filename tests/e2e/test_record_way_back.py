@@ -9,12 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def _record(bu: Bringup) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup, Result, process_alive
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 
 pytestmark = pytest.mark.slow
 

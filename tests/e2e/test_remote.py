@@ -13,86 +13,21 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.config_toml import ConfigFile
-from tests.helpers.simdeploy import ALL_GPUS, UNIT, hosts_on_testhost, sim_port_on_testhost, systemd_deployment
-from tui.config import FlagConfig, ProbeConfig, load
+from tests.helpers.simdeploy import UNIT
+from tests.helpers.testhost import bringup, invocation, require_up, texec
+from tests.helpers.wait import slack, until_async, until_awaited
+from tui.config.settings import load
 from tui.engine import Engine, LogsRead
-from tui.model import LogLine
+from tui.model import LogLine, Snapshot
 from tui.transport import TransportError
 from tui.transport.ssh import SshTransport
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / ".ci" / "testhost.sh"
 pytestmark = pytest.mark.slow
-
-
-def host_up() -> bool:
-    if not SCRIPT.exists():
-        return False
-    res = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, text=True, cwd=ROOT)
-    return res.returncode == 0 and "up" in res.stdout
-
-
-if not host_up():
-    if os.environ.get("BRINGUP_TESTHOST") == "required":
-        raise RuntimeError("BRINGUP_TESTHOST=required but the test host is not up (.ci/testhost.sh up)")
-    pytest.skip("the systemd test host is not up (bash .ci/testhost.sh build && bash .ci/testhost.sh up)",
-                allow_module_level=True)
-PORT = sim_port_on_testhost()
-
-
-def texec(*argv: str, check: bool = True) -> str:
-    res = subprocess.run(["bash", str(SCRIPT), "exec", *argv], capture_output=True, text=True, cwd=ROOT,
-                         timeout=60)
-    if check and res.returncode != 0:
-        raise AssertionError(f"{argv}: {res.returncode} {res.stderr}")
-    return res.stdout
-
-
-def reset_unit() -> None:
-    texec("sh", "-c", f"systemctl stop {UNIT}; rm -rf /etc/systemd/system/{UNIT}.d; systemctl daemon-reload; "
-          f"systemctl reset-failed {UNIT} 2>/dev/null; rm -rf /var/lib/bringup-sim/holders; "
-          f"rm -f /tmp/pwned /run/lock/bringup-* /run/bringup/{UNIT}.lock*", check=False)
-
-
-@pytest.fixture(scope="module")
-def ssh_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = tmp_path_factory.mktemp("ssh") / "config"
-    subprocess.run(["bash", str(SCRIPT), "ssh-config", str(cfg)], check=True, cwd=ROOT)
-    return cfg
-
-
-@pytest.fixture
-def conf(tmp_path: Path, ssh_config: Path) -> Iterator[Path]:
-    reset_unit()
-    scenario = FlagConfig(name="scenario", kind="choice", choices=["dflash-graph-crash", "oom-on-fast-restart",
-                                                                   "stale-health", "hang-loading",
-                                                                   "crash-while-serving"])
-    cfg = ConfigFile(
-        state_dir=tmp_path / "state", probe=ProbeConfig(interval_s=0.3),
-        hosts=hosts_on_testhost(ssh_config, tester=True),
-        deployments={
-            "as-tester": systemd_deployment(PORT, "tester", gpus=ALL_GPUS, release_tolerance_mib=512),
-            "no-sudo": systemd_deployment(PORT, "tester-nosudo"),
-            "remote": systemd_deployment(PORT, gpus=ALL_GPUS, release_tolerance_mib=512, release_timeout_s=120,
-                                         extra_flags=[scenario]),
-        }).write(tmp_path / "bringup.toml")
-    yield cfg
-    reset_unit()
-    left = texec("sh", "-c", "ps -eo pid,args | grep -E 'journalctl|nvidia_smi|nvidia-smi|sleep 2147483647|flock' "
-                 "| grep -v grep || true")
-    assert left.strip() == "", f"bringup left commands running on the host:\n{left}"
-
-
-def bringup(cfg: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
-    return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=cfg.parent)
+require_up()
 
 
 def status(cfg: Path) -> dict[str, object]:
@@ -102,10 +37,6 @@ def status(cfg: Path) -> dict[str, object]:
 
 def phases(st: dict[str, object]) -> list[str]:
     return [t["phase"] for t in st["timeline"]]  # type: ignore[index, union-attr]
-
-
-def invocation() -> str:
-    return texec("systemctl", "show", "-p", "InvocationID", "--value", UNIT).strip()
 
 
 def test_restart_then_wait_reaches_ready(conf: Path) -> None:
@@ -163,7 +94,7 @@ def test_stale_health_never_gives_a_false_ready(conf: Path) -> None:
     for line in proc.stdout:
         if '"ready: a generation' in line:
             ready_at = time.time()
-    assert proc.wait(timeout=120) == 0
+    assert proc.wait(timeout=slack(120)) == 0
     new = invocation()
     assert new != old and ready_at is not None
     fired = texec("journalctl", f"_SYSTEMD_INVOCATION_ID={new}", "-o", "json", "--no-pager")
@@ -186,7 +117,7 @@ def test_two_restarts_at_once_one_is_refused(conf: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-m", "tui", "--config", str(conf), "restart", "remote", "--yes"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=conf.parent)
              for _ in range(2)]
-    outs = [(p.wait(timeout=120), p.stdout.read() if p.stdout else "") for p in procs]
+    outs = [(p.wait(timeout=slack(120)), p.stdout.read() if p.stdout else "") for p in procs]
     codes = sorted(c for c, _ in outs)
     assert codes[0] == 0 and codes[1] != 0, outs
     refused = next(o for c, o in outs if c != 0)
@@ -242,21 +173,27 @@ async def test_journal_survives_dropped_connections_without_loss_or_duplicates(c
     lines: list[LogLine] = []  # every line the engine sends its listeners, as the console gets them
     w.subscribe(lambda u: lines.extend(u.lines) if isinstance(u, LogsRead) else None)
     await w.start()
+
+    def journal() -> list[str]:
+        return [json.loads(x)["__CURSOR"] for x in texec(
+            "journalctl", f"_SYSTEMD_INVOCATION_ID={w.state.invocation}", "-o", "json", "--no-pager").splitlines()]
+
+    async def caught_up() -> bool:  # give or take the last second of lines
+        return len([ln for ln in lines if ln.invocation == w.state.invocation]) >= len(
+            await asyncio.to_thread(journal)) - 20
+
     try:
-        t0 = time.monotonic()
-        while not lines and time.monotonic() - t0 < 20:
-            await asyncio.sleep(0.2)
-        for _ in range(3):  # cut our SSH connection on the host side while lines stream
+        await until_async("a first journal line", lambda: lines, 20, every=0.2)
+        for _ in range(3):  # cut our SSH connection on the host side while lines stream: the fault's own pace
             await asyncio.sleep(2.5)
             await asyncio.to_thread(texec, "sh", "-c", "pkill -KILL -f 'sshd: root@' || true", check=False)
-        await asyncio.sleep(4)
+        await until_awaited("the engine to catch up with the journal", caught_up, 30, every=0.5)
         inv = w.state.invocation
         got = [ln.cursor for ln in lines if ln.invocation == inv]
         reconnects = w.transport.connections - 1  # type: ignore[attr-defined]
     finally:
         await w.close()
-    truth = [json.loads(x)["__CURSOR"] for x in texec(
-        "journalctl", f"_SYSTEMD_INVOCATION_ID={inv}", "-o", "json", "--no-pager").splitlines()]
+    truth = journal()
     assert reconnects >= 2, "the connection was not actually cut and re-opened"
     assert len(got) == len(set(got)), "a journal line was delivered twice"
     assert got == truth[: len(got)], "a journal line was lost or reordered"
@@ -389,21 +326,31 @@ async def test_a_crash_loop_under_restart_always_keeps_the_last_failure(conf: Pa
     w = Engine(settings, "remote", settings.deployments["remote"])
     await w.start()
     try:
-        t0, snap = time.monotonic(), w.snapshot()
-        while time.monotonic() - t0 < 90:
-            snap = w.snapshot()
-            if snap.crash_loop is not None and snap.crash_loop.failed >= 2 and snap.failure is None:
-                break  # two runs failed, and the third is starting: the moment the failure used to be lost
-            await asyncio.sleep(0.2)
-        restarts = int(texec("systemctl", "show", "-p", "NRestarts", "--value", UNIT).strip())
+        def looping() -> Snapshot | None:  # two runs failed, and the third is starting: where the failure was lost
+            s = w.snapshot()
+            return s if s.crash_loop is not None and s.crash_loop.failed >= 2 and s.failure is None else None
+
+        snap = await until_async(lambda: f"a crash loop seen (phase {w.snapshot().phase}, restarts by systemd: "
+                                 f"{texec('systemctl', 'show', '-p', 'NRestarts', '--value', UNIT).strip()})",
+                                 looping, 90, every=0.2)
         # a later look of its own (`status`), while the loop goes on: the runs before the one it sees are the
         # run history's, which the watching engine wrote as each run failed
         st: dict[str, object] = {}
         text = ""
-        while time.monotonic() - t0 < 120 and not st.get("crash_loop"):
+
+        async def json_says_it() -> bool:
+            nonlocal st
             st = await asyncio.to_thread(status, conf)
-        while time.monotonic() - t0 < 120 and "CRASH LOOP" not in text:
+            return bool(st.get("crash_loop"))
+
+        async def words_say_it() -> bool:
+            nonlocal text
             text = (await asyncio.to_thread(bringup, conf, "status", "remote")).stdout
+            return "CRASH LOOP" in text
+
+        await until_awaited(lambda: f"status --json to show the crash loop: {st.get('phase')} {st.get('failure')}",
+                            json_says_it, 30, every=0)
+        await until_awaited(lambda: f"status to say CRASH LOOP: {text}", words_say_it, 30, every=0)
     finally:
         await w.close()
     got = st.get("crash_loop")
@@ -414,7 +361,7 @@ async def test_a_crash_loop_under_restart_always_keeps_the_last_failure(conf: Pa
     assert "; the last: cuda-graph in " in text and ": torch.AcceleratorError: " in text, text
     assert "the last run failed in " in text or "\nfailed in " in text, "the last failure's excerpt and hint"
     loop = snap.crash_loop
-    assert loop is not None, f"no crash loop seen ({restarts} restarts by systemd); phase {snap.phase}"
+    assert loop is not None
     assert loop.failed >= 2 and snap.failure is None
     assert loop.last.kind == "cuda-graph" and "disable-cuda-graph" in loop.last.hint
     assert "torch.AcceleratorError" in loop.cause

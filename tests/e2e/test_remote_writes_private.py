@@ -17,9 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.test_exec_start_testhost import host, units  # noqa: F401 - fixtures
-from tests.e2e.test_host_adversary_lock import as_mallory
-from tests.e2e.test_remote import ssh_config  # noqa: F401 - fixtures
+from tests.helpers.testhost import as_mallory, texec
 from tui.managers import PermanentManagerError
 from tui.managers.docker import DockerManager
 from tui.managers.systemd import SystemdManager
@@ -34,28 +32,28 @@ SECRET = "sk-remote-canary-0600"
 
 
 def owner_mode(path: str) -> list[str]:
-    return host("stat", "-c", "%U %a", path).split()
+    return texec("stat", "-c", "%U %a", path).split()
 
 
 @pytest.fixture
 def arena() -> Iterator[str]:
     """A directory every user of the host can write (root's, 1777, as /tmp), a victim directory (root's, 0755: /etc's
     stand-in) and a victim file in it."""
-    top = host("mktemp", "-d", "/tmp/bx-arena-XXXXXX").strip()
-    host("sh", "-c", f"chmod 1777 {top} && mkdir -m 755 {top}-victim && printf 'precious\\n' > {top}-victim/f")
+    top = texec("mktemp", "-d", "/tmp/bx-arena-XXXXXX").strip()
+    texec("sh", "-c", f"chmod 1777 {top} && mkdir -m 755 {top}-victim && printf 'precious\\n' > {top}-victim/f")
     yield top
-    host("rm", "-rf", top, f"{top}-victim")
+    texec("rm", "-rf", top, f"{top}-victim")
 
 
 def victim_untouched(top: str) -> None:
-    assert host("stat", "-c", "%U %a", f"{top}-victim").split() == ["root", "755"]
-    assert host("ls", "-A", f"{top}-victim").split() == ["f"]
-    assert host("cat", f"{top}-victim/f") == "precious\n"
+    assert texec("stat", "-c", "%U %a", f"{top}-victim").split() == ["root", "755"]
+    assert texec("ls", "-A", f"{top}-victim").split() == ["f"]
+    assert texec("cat", f"{top}-victim/f") == "precious\n"
 
 
 @pytest.mark.parametrize("as_who", ["root", "sudo"])
 async def test_the_drop_in_and_the_saved_command_lines_are_roots_0600_and_read_back(
-        units: None, ssh_config: object, as_who: str) -> None:  # noqa: F811
+        bx_units: None, ssh_config: object, as_who: str) -> None:
     t = SshTransport("testhost" if as_who == "root" else "testhost-tester", config=[str(ssh_config)])
     try:
         mgr = SystemdManager(t, UNIT, sudo=as_who == "sudo")
@@ -68,30 +66,30 @@ async def test_the_drop_in_and_the_saved_command_lines_are_roots_0600_and_read_b
             assert owner_mode(f"{DROPIN}/{name}") == ["root", "600"], name
             rc, out = as_mallory("cat", f"{DROPIN}/{name}")
             assert rc != 0 and SECRET not in out, name
-        assert SECRET in host("cat", f"{DROPIN}/50-bringup.conf")
+        assert SECRET in texec("cat", f"{DROPIN}/50-bringup.conf")
         mgr._argv = None
         assert await mgr.read_argv() == second  # read back through sudo where it is root that way
         assert await mgr.read_saved_argv("ready") == second
-        assert await mgr.read_saved_argv("previous") == json.loads(host("cat", f"{DROPIN}/bringup-previous.json"))
+        assert await mgr.read_saved_argv("previous") == json.loads(texec("cat", f"{DROPIN}/bringup-previous.json"))
     finally:
         await t.close()
 
 
-async def test_an_ssh_write_is_0600_whatever_the_umask_and_its_directory_0700(ssh_config: object) -> None:  # noqa: F811
+async def test_an_ssh_write_is_0600_whatever_the_umask_and_its_directory_0700(ssh_config: object) -> None:
     t = SshTransport("testhost-tester", config=[str(ssh_config)])
     try:
         d = (await t.run(["mktemp", "-d"])).text.strip()
         await t.write_file(f"{d}/made/override.yml", b"command: [--api-key, x]\n")
-        assert host("stat", "-c", "%a", f"{d}/made/override.yml").strip() == "600"
-        assert host("stat", "-c", "%a", f"{d}/made").strip() == "700"
+        assert texec("stat", "-c", "%a", f"{d}/made/override.yml").strip() == "600"
+        assert texec("stat", "-c", "%a", f"{d}/made").strip() == "700"
         await t.write_file(f"{d}/shown", b"x", mode=0o644)
-        assert host("stat", "-c", "%a", f"{d}/shown").strip() == "644"
+        assert texec("stat", "-c", "%a", f"{d}/shown").strip() == "644"
         await t.run(["rm", "-r", d])
     finally:
         await t.close()
 
 
-async def test_an_ssh_write_through_a_planted_directory_link_is_refused(arena: str, ssh_config: object) -> None:  # noqa: F811
+async def test_an_ssh_write_through_a_planted_directory_link_is_refused(arena: str, ssh_config: object) -> None:
     assert as_mallory("ln", "-s", f"{arena}-victim", f"{arena}/records")[0] == 0
     t = SshTransport("testhost", config=[str(ssh_config)])  # root
     try:
@@ -103,7 +101,7 @@ async def test_an_ssh_write_through_a_planted_directory_link_is_refused(arena: s
 
 
 async def test_a_link_planted_at_dockers_state_dir_is_refused_and_its_target_keeps_its_mode(
-        arena: str, ssh_config: object) -> None:  # noqa: F811
+        arena: str, ssh_config: object) -> None:
     assert as_mallory("mkdir", "-m", "777", f"{arena}/deployments")[0] == 0
     assert as_mallory("ln", "-s", f"{arena}-victim", f"{arena}/deployments/llm")[0] == 0
     t = SshTransport("testhost", config=[str(ssh_config)])  # root: the chmod that reached /etc

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import slack
 from tui.lifecycle.replay import binary_kind, replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ DECODE = ("[2025-10-22 10:{m:02d}:{s:02d} TP0] Decode batch. #running-req: 1, #t
 def run_replay(tmp_path: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PATH": "/usr/bin:/bin"}
     r = subprocess.run([sys.executable, "-m", "tui", "replay", *args], input=stdin, capture_output=True, cwd=ROOT,
-                       env=env, timeout=120)
+                       env=env, timeout=slack(120))
     return subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(), r.stderr.decode())
 
 
@@ -76,7 +77,7 @@ def test_a_large_log_replays_in_bounded_memory(tmp_path: Path) -> None:
         argv = [sys.executable, "-m", "tui", "replay", str(log) if how == "file" else "-", "--json"]
         with open(log, "rb") as stdin:
             # measured by a small launcher: a child's peak RSS counts its parent's pages at the fork (pytest's)
-            r = subprocess.run([sys.executable, "-c", PEAK, *argv], cwd=ROOT, capture_output=True, timeout=300,
+            r = subprocess.run([sys.executable, "-c", PEAK, *argv], cwd=ROOT, capture_output=True, timeout=slack(300),
                                stdin=stdin if how == "stdin" else subprocess.DEVNULL,
                                env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
         assert r.returncode == 0, (how, r)

@@ -14,15 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e import test_cli_e2e
 from tests.helpers.e2e import Bringup
 from tui.managers.process import ProcessManager
 from tui.transport.local import LocalTransport
 
 pytestmark = pytest.mark.slow
-# the end-to-end tests' fixtures: a Bringup per test, and no simulated server left behind
-make_bringup = test_cli_e2e.make_bringup
-no_leftover_processes = test_cli_e2e.no_leftover_processes
 
 
 def test_a_second_restart_while_the_first_follows_its_new_run_is_refused_and_names_the_change(

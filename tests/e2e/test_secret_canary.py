@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from tests import conftest
 from tests.helpers.config_toml import ConfigFile
+from tests.helpers.console_app import screen_text
 from tests.helpers.e2e import Bringup, free_port
 from tests.helpers.pilot import until as until_pilot
 from tests.helpers.simdeploy import FlagConfig, process_deployment, sim_host
 from tests.helpers.wait import until
-from tui.app import ControlConsoleApp
-from tui.config import load
+from tui.config.settings import load
+from tui.console.control import ControlConsoleApp
 from tui.console.overview import CONSOLE_MODE
 from tui.model import Phase
 from tui.screens.confirm import ConfirmScreen
@@ -46,8 +46,6 @@ from tui.screens.sweep import SweepScreen, sweep_screen_of
 
 pytestmark = pytest.mark.slow
 
-make_bringup = conftest.make_bringup
-no_leftover_processes = conftest.no_leftover_processes
 
 #: each canary, and the markers that find it in any spelling: plain ASCII with no quote, before and after its
 #: awkward characters (JSON, repr and shell quoting change only those), so a value hidden in part is found too
@@ -158,7 +156,7 @@ async def console_text(bu: CanaryBringup, results: Path) -> str:
     async with app.run_test(size=(220, 60)) as pilot:
         try:
             def shown() -> str:
-                return "\n".join(s.text for s in app.screen._compositor.render_strips())
+                return screen_text(app)
 
             async def on(cls: type, what: str) -> str:
                 assert await until_pilot(pilot, lambda: isinstance(app.screen, cls), 30), f"no {what}:\n{shown()}"

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from tests.helpers.ports import free_port
+from tests.helpers.wait import until_async
 from tui.cli.serve import Gate
 
 TOKEN = "t0ken-of-the-test-0123456789abcdef"
@@ -130,8 +131,7 @@ async def test_an_open_console_keeps_its_session_until_the_end_of_its_life(gated
     _, _, sid = await login(url)
     clock.release.clear()
     console = asyncio.ensure_future(get(url + "ws", sid, gate.cookie))
-    while gate.sessions[sid].consoles != 1:
-        await asyncio.sleep(0.01)
+    await until_async("the console counted in its session", lambda: gate.sessions[sid].consoles == 1, every=0.01)
     clock.now += 300  # idle far past 60 s, but with its console open
     assert await get(url, sid, gate.cookie) == 200
     clock.now += 200

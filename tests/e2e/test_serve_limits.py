@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from tests.helpers.browser import Served, serve
 from tests.helpers.simdeploy import write_config
+from tests.helpers.wait import until
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +34,8 @@ def cfg(tmp_path: Path) -> Iterator[Path]:
 
 
 def wait_consoles(served: Served, n: int, timeout: float = 30) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while len(found := served.consoles()) != n:
-        assert time.monotonic() < deadline, f"{len(found)} consoles, not {n}: {found}"
-        time.sleep(0.05)
-    return found
+    until(lambda: f"{n} consoles: {served.consoles()}", lambda: len(served.consoles()) == n, timeout)
+    return served.consoles()
 
 
 async def first_data(ws: aiohttp.ClientWebSocketResponse) -> bytes:

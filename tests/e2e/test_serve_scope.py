@@ -16,25 +16,13 @@ import aiohttp
 import pytest
 
 from tests.helpers.browser import Served, _cmdline, serve
-from tests.helpers.simdeploy import write_config
+from tests.helpers.simdeploy import HIDDEN, config_with_another, write_config
 
 pytestmark = pytest.mark.slow
 
 #: a name found nowhere else on the console's screen (not in "another bringup...", not in a path)
-HIDDEN = "zz-hidden-dep"
 #: the terminal's control sequences (CSI, OSC, and two-byte escapes): what is left is the text drawn
 _CONTROL = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-
-
-def config_with_another(tmp_path: Path) -> Path:
-    """The simulated deployment `sim` (never started: the console only watches it) and HIDDEN, a second one."""
-    path = write_config(tmp_path)
-    text = path.read_text()
-    block = re.search(r"(?ms)^\[deployments\.sim\]\n.*?(?=^\[(?!deployments\.sim[.\]])|\Z)", text)
-    assert block, text
-    other = block[0].replace("[deployments.sim", f'[deployments."{HIDDEN}"')
-    path.write_text(text + "\n" + other)
-    return path
 
 
 class Session:

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from tests.helpers.browser import live_in_group
 from tests.helpers.ports import free_port
+from tests.helpers.wait import slack, until_async
 from tui.cli import serve_session
 from tui.cli.serve import Gate, make_server
 
@@ -135,20 +136,15 @@ async def test_a_session_over_the_cap_is_refused_at_once(tmp_path: Path, http: a
         second = await http.ws_connect(served.url + "ws")
         pids = [(await next_data(ws))["pid"] for ws in (first, second)]
         async with http.ws_connect(served.url + "ws") as third:
-            msg = await asyncio.wait_for(third.receive(), 10)  # told, not left waiting
+            msg = await asyncio.wait_for(third.receive(), slack(10))  # told, not left waiting
             assert msg.type == aiohttp.WSMsgType.BINARY and b"2 console sessions open already" in msg.data
-            msg = await asyncio.wait_for(third.receive(), 10)
+            msg = await asyncio.wait_for(third.receive(), slack(10))
             assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == aiohttp.WSCloseCode.TRY_AGAIN_LATER
         assert len(served.server.consoles) == 2  # type: ignore[attr-defined]
         # a closed tab frees its place: its console quits, and the next session gets one
         await first.close()
-        deadline = time.monotonic() + 30
-        while not gone(int(str(pids[0]))):
-            assert time.monotonic() < deadline, "the closed session's console did not quit"
-            await asyncio.sleep(0.05)
-        while len(served.server.consoles) > 1:  # type: ignore[attr-defined]
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+        await until_async("the closed session's console to quit", lambda: gone(int(str(pids[0]))), 30)
+        await until_async("its place freed", lambda: len(served.server.consoles) <= 1, 30)  # type: ignore[attr-defined]
         async with http.ws_connect(served.url + "ws") as again:
             assert "pid" in await next_data(again)
         await second.close()
@@ -172,8 +168,6 @@ async def test_a_console_that_ignores_quit_and_sigterm_is_killed_with_its_group(
         await served.stop()  # the server stops with the session open: the browser never said goodbye
     assert time.monotonic() - started < 15
     # SIGKILL was sent before stop() returned; the kernel ends a spinning process at its next scheduling
-    deadline = time.monotonic() + 5
-    while live := live_in_group(pid):
-        assert time.monotonic() < deadline, f"the console's group outlived the server: {live} (console {pid})"
-        await asyncio.sleep(0.05)
+    await until_async(lambda: f"the console's group gone with the server: {live_in_group(pid)} (console {pid})",
+                      lambda: not live_in_group(pid), 5)
     assert gone(pid) and gone(child)

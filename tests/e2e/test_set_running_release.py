@@ -10,12 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def test_restart_set_takes_a_flag_of_the_running_release(make_bringup: Callable[..., Bringup]) -> None:

@@ -20,75 +20,12 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.e2e import free_port
+from tests.helpers.sim_process import Sim
 from tests.helpers.wait import slack, until
 from tui.sim import gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-
-class Sim:
-    """One sim server process with its stdout collected line by line by a reader thread."""
-
-    def __init__(self, state: Path, *args: str, scale: float = 0.05) -> None:
-        self.port = free_port()
-        cmd = [sys.executable, "-m", "tui.sim", "--port", str(self.port), "--time-scale", str(scale),
-               "--sim-state-dir", str(state), "--tp", "2", *args]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.lines: list[str] = []
-        self.err = ""
-        self.readers = [threading.Thread(target=f, daemon=True) for f in (self._read_out, self._read_err)]
-        for t in self.readers:
-            t.start()
-
-    def _read_out(self) -> None:
-        assert self.proc.stdout
-        for line in self.proc.stdout:
-            self.lines.append(line.decode().rstrip("\n"))
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr
-        self.err = self.proc.stderr.read().decode()  # bytes: text mode would turn tqdm's \r into \n
-
-    @property
-    def out(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for(self, text: str, timeout: float = 8.0) -> None:
-        end = time.time() + slack(timeout)
-        while text not in self.out:
-            if time.time() > end or self.proc.poll() is not None:
-                self.readers[0].join(1)
-                assert text in self.out, self.out[-3000:]
-            time.sleep(0.01)
-
-    def http(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, bytes]:
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data,
-                                     {"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-
-    def finish(self, timeout: float = 8.0) -> int:
-        """Wait for the exit and for the last output lines (`timeout` only bounds the wait: stretched by slack)."""
-        rc = self.proc.wait(slack(timeout))
-        for t in self.readers:
-            t.join(2)
-        return rc
-
-    def term(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.finish(5)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(5)
 
 
 @pytest.fixture
@@ -107,7 +44,7 @@ def sims(tmp_path: Path) -> Iterator[Callable[..., Sim]]:
 
 def smi(state: Path, *args: str, n: int = 8) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "tui.sim.nvidia_smi", "--sim-state-dir", str(state), "--sim-gpus", str(n), *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=10)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=slack(10))
 
 
 def used(state: Path, n: int = 8) -> list[int]:
@@ -164,8 +101,7 @@ def test_no_graphs_speculative_load_and_metrics_agree(sims: Any) -> None:
     assert "Capture" not in s.out and s.out.count("TP0] Load weight end.") == 2
     s.wait_for("accept len: ")
     n = len([x for x in s.lines if "Decode batch" in x])
-    while len([x for x in s.lines if "Decode batch" in x]) < n + 2:
-        time.sleep(0.05)
+    until("two decode lines more", lambda: len([x for x in s.lines if "Decode batch" in x]) >= n + 2)
     code, body = s.http("/metrics")
     text = body.decode()
     assert code == 200 and "# TYPE sglang:gen_throughput gauge" in text and "sglang:spec_accept_length{" in text
@@ -175,10 +111,9 @@ def test_no_graphs_speculative_load_and_metrics_agree(sims: Any) -> None:
     def printed_throughputs() -> list[float]:
         return [float(x.split("gen throughput (token/s): ")[1].split(",")[0]) for x in s.lines if "Decode b" in x]
 
-    deadline = time.monotonic() + 5  # the gauge may be set a moment before its decode line is printed
-    while gauge not in printed_throughputs() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    printed = printed_throughputs()
+    # the gauge may be set a moment before its decode line is printed
+    printed = until(lambda: f"the gauge's {gauge} in a decode line", lambda: gauge in printed_throughputs()
+                    and printed_throughputs(), 5, every=0.02)
     assert gauge in printed and 38 * 3 < gauge < 38 * 4 * 2.6 * 0.75 * 1.3, (gauge, printed)
     last = [x for x in s.lines if "Decode batch" in x][-1]
     kv = dict(f.rsplit(": ", 1) for f in last.split("] ", 1)[1].split(", ")[1:])
@@ -192,10 +127,8 @@ def test_no_graphs_speculative_load_and_metrics_agree(sims: Any) -> None:
     def later() -> list[str]:
         return [x for x in s.http("/metrics")[1].decode().splitlines() if 'mode="decode"' in x]
 
-    deadline = time.monotonic() + 5  # the decode counter grows while the load runs
-    while decode_count(later()) <= decode_count(decode_total) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert decode_count(later()) > decode_count(decode_total)
+    until("the decode counter to grow while the load runs", lambda: decode_count(later()) > decode_count(decode_total),
+          5)
 
 
 def test_http_states_models_streaming(sims: Any) -> None:
@@ -268,14 +201,14 @@ def test_stale_health_answers_models_after_sigterm(sims: Any) -> None:
     assert s.http("/v1/models")[0] == 200 and s.http("/health")[0] == 200
     assert s.http("/generate", {"text": "x"})[0] == 503
     assert s.proc.poll() is None
-    assert s.finish(5) == 0 and len(s.lines) == n
+    assert s.finish() == 0 and len(s.lines) == n
 
 
 def test_crash_while_serving_and_hang_loading(sims: Any, tmp_path: Path) -> None:
     c = sims("--scenario", "crash-while-serving", "--disable-cuda-graph", "--skip-server-warmup")
     c.wait_for("fired up")
     assert c.http("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}})[0] == 200  # it served
-    assert c.finish(5) == -signal.SIGKILL
+    assert c.finish() == -signal.SIGKILL
     assert "Subprocess scheduler_3 (pid=" in c.out and "SIGQUIT received. signum=3, frame=None." in c.out
     h = sims("--scenario", "hang-loading", "--sim-gpu-ids", "4,5")
     h.wait_for("Load weight begin")
@@ -363,7 +296,7 @@ def test_each_release_parses_its_own_flags(sims: Any) -> None:
     unstamped (logging is not set up yet when they parse), where 0.5.23's is stamped (set up at import)."""
     def parse(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "tui.sim", *args, "--help"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=30)
+                              text=True, timeout=slack(30))
     bad = parse("--cuda-graph-max-bs", "64")
     assert bad.returncode == 2 and ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
                                     "--cuda-graph-max-bs-prefill") in bad.stderr, bad.stderr
@@ -412,11 +345,11 @@ def test_metrics_of_each_release_have_its_labels_and_count_a_request_when_it_fin
     t = threading.Thread(target=lambda: done.append(s.http("/v1/chat/completions", {
         "messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 120, "stream": True})[1]))
     t.start()
-    while not any(x.labels.get("mode") == "decode" for x in page().get("sglang:realtime_tokens", [])):
-        time.sleep(0.02)
+    until("decoding", lambda: any(x.labels.get("mode") == "decode" for x in page().get("sglang:realtime_tokens", [])),
+          every=0.02)
     mid = page()  # decoding: the scheduler's counter moves every step, the tokenizer's wait for the finish
     assert "sglang:spec_verify_calls" not in mid and "sglang:generation_tokens" not in mid, sorted(mid)
-    t.join(30)
+    t.join(slack(30))
     assert done and done[0].endswith(b"data: [DONE]\n\n")
     end = page()
     ranks = {"engine_type", "model_name", "tp_rank", "pp_rank", "moe_ep_rank"}

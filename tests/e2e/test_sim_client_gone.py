@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_sim import Sim
+from tests.helpers.sim_process import Sim
 
 pytestmark = pytest.mark.slow
 

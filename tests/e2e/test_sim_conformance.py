@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.e2e import free_port
+from tests.helpers.wait import slack
 from tui.lifecycle.presets import get_preset
 from tui.lifecycle.presets.facts import LogFormat, ReleaseFacts, log_formats, releases
 from tui.sim import server as sim_server
@@ -110,11 +111,11 @@ def _run(release: str, state: Path) -> Run:
         return {f.name: f.samples for f in fams}
 
     try:
-        end = time.monotonic() + 60
+        end = time.monotonic() + slack(60)
         while not any("fired up and ready" in x for x in list(run.lines)):
             if proc.poll() is not None:
                 for t in readers:
-                    t.join(5)
+                    t.join(slack(5))
                 stderr = b"".join(errs).decode(errors="replace")[-2000:]
                 raise AssertionError("\n".join([*run.lines[-20:], f"exit {proc.returncode}; stderr: {stderr}"]))
             assert time.monotonic() < end, "\n".join(run.lines[-20:])
@@ -128,7 +129,7 @@ def _run(release: str, state: Path) -> Run:
             assert time.monotonic() < end
             time.sleep(0.02)
         run.pages["decoding"] = page()
-        chat.join(30)
+        chat.join(slack(30))
         assert done == [200]
         assert _get(port, "/generate", {"text": "abc", "sampling_params": {"max_new_tokens": 16}})[0] == 200
         run.pages["finished"] = page()
@@ -137,13 +138,13 @@ def _run(release: str, state: Path) -> Run:
             run.answers[path] = _get(port, path)[0]
         run.version = json.loads(_get(port, "/server_info")[1])["version"]
         proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
+        proc.wait(slack(10))
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(5)
+            proc.wait(slack(5))
         for t in readers:
-            t.join(5)
+            t.join(slack(5))
     run.err = b"".join(errs).decode()
     return run
 

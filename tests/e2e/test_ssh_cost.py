@@ -3,34 +3,33 @@ host read at one moment go out as one `systemctl show` (tui/managers/systemd_sho
 unit's state, a unit that is not there is that reader's error only, and a fleet's engines read on a shared grid so
 their readings do coincide. The link's cipher is AES-GCM unless the ssh_config chooses.
 
-Only reads: the units read are the host's own (sshd, journald), so these tests run next to any other."""
+Only reads: the units read are the host's own (sshd, journald), so these tests run next to any other. The
+batch's own rules on stand-in transports: tests/unit/test_systemd_show_batch.py."""
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_remote import ROOT, SCRIPT, texec
+from tests.helpers.testhost import require_up, ssh_config_at, texec
 from tests.helpers.wait import until_async
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 from tui.engine.build import make_transport
 from tui.managers import PermanentManagerError
 from tui.managers.systemd import SystemdManager
-from tui.managers.systemd_show import ShowBatch, batch_for, split_blocks
-from tui.transport import CommandResult
+from tui.managers.systemd_show import batch_for
 
 pytestmark = pytest.mark.slow
+require_up()
 HOST_UNITS = ("ssh.service", "systemd-journald.service")
 
 
 @pytest.fixture
 async def transport(tmp_path: Path) -> AsyncIterator[object]:
-    cfg = tmp_path / "ssh-config"
-    subprocess.run(["bash", str(SCRIPT), "ssh-config", str(cfg)], check=True, cwd=ROOT)
+    cfg = ssh_config_at(tmp_path / "ssh-config")
     t = make_transport(HostConfig(ssh="testhost", ssh_config=str(cfg)))
     yield t
     await t.close()
@@ -93,69 +92,6 @@ async def test_a_reading_nobody_waits_for_any_more_is_not_sent(transport: object
     await asyncio.sleep(0)
     assert batch.commands == before
     assert (await m.state()).active == "active" and batch.commands == before + 1
-
-
-class _Blocking:
-    """A transport whose command never answers until told (a stand-in for a slow host: the real one is above)."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.cancelled = False
-
-    async def run(self, argv: list[str], **_: object) -> CommandResult:
-        self.started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            self.cancelled = True
-            raise
-        raise AssertionError("unreachable")
-
-
-async def test_a_command_whose_readers_have_all_gone_is_cancelled() -> None:
-    t = _Blocking()
-    b = ShowBatch(t)  # type: ignore[arg-type]
-    readers = [asyncio.ensure_future(b.show(u, ["-p", "Id"])) for u in ("a.service", "b.service")]
-    await asyncio.wait_for(t.started.wait(), 5)
-    readers[0].cancel()
-    await asyncio.sleep(0)
-    assert not t.cancelled  # one reader still waits
-    readers[1].cancel()
-    assert await until_async("the command cancelled", lambda: t.cancelled, 5)
-
-
-class _Refusing:
-    """A transport whose batch answer cannot be split (a stand-in: the real host covers the batch itself above)."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    async def run(self, argv: list[str], **_: object) -> CommandResult:
-        self.calls.append(list(argv))
-        units = [a for a in argv if a.endswith(".service")]
-        if len(units) > 1:
-            return CommandResult(0, b"ActiveState=active\n", b"")  # one block for two units
-        if units == ["bad.service"]:
-            return CommandResult(1, b"", b"Failed to get properties: Access denied")
-        return CommandResult(0, f"Id={units[0]}\nActiveState=active\n".encode(), b"")
-
-
-async def test_a_batch_that_does_not_split_is_asked_unit_by_unit() -> None:
-    t = _Refusing()
-    b = ShowBatch(t)  # type: ignore[arg-type]
-    good, bad = await asyncio.gather(b.show("good.service", ["-p", "Id"]), b.show("bad.service", ["-p", "Id"]))
-    assert len(t.calls) == 3 and b.commands == 3
-    assert good.rc == 0 and "Id=good.service" in good.text
-    assert bad.rc == 1 and "Access denied" in bad.error_text
-
-
-def test_split_blocks() -> None:
-    assert split_blocks("A=1\nB=2\n\nA=3\nB=\n\n") == ["A=1\nB=2", "A=3\nB="]
-    assert split_blocks("") == []
 
 
 async def test_the_link_prefers_aes_gcm_unless_the_ssh_config_chooses(transport: object, tmp_path: Path) -> None:

@@ -14,12 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import os
 import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,130 +24,13 @@ import asyncssh
 import pytest
 
 from tests.helpers.e2e import free_port
-from tests.helpers.wait import until_async
+from tests.helpers.ssh_proxy import Proxy
+from tests.helpers.testhost import HostInfo, write_ssh_config
+from tests.helpers.wait import until_async, until_awaited
 from tui.errors import PermanentError
 from tui.transport import TransportError, process_alive
 from tui.transport.ssh import KEEPALIVE_COUNT_MAX, KEEPALIVE_INTERVAL_S, SshTransport
 from tui.transport.ssh_errors import classify
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / ".ci" / "testhost.sh"
-
-
-def host_status() -> dict[str, str]:
-    """`.ci/testhost.sh status` as a dict ({} when the test host is not up)."""
-    if not SCRIPT.exists():
-        return {}
-    res = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, text=True, cwd=ROOT)
-    if res.returncode != 0 or res.stdout.split()[:1] != ["up"]:
-        return {}
-    return dict(ln.split("=", 1) for ln in res.stdout.splitlines() if "=" in ln)
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    port: int
-    key: str
-    known_hosts: list[str]  # the host's key lines, "[127.0.0.1]:PORT TYPE BASE64"
-
-
-@pytest.fixture(scope="module")
-def testhost() -> HostInfo:
-    """What `.ci/testhost.sh ssh-config` would write, read without writing anything: that command rewrites the
-    shared .testhost/keys/known_hosts, which a test running in parallel may be reading."""
-    st = host_status()
-    if not st:
-        if os.environ.get("BRINGUP_TESTHOST") == "required":
-            pytest.fail("BRINGUP_TESTHOST=required but the test host is not up (.ci/testhost.sh up)")
-        pytest.skip("the systemd test host is not up (bash .ci/testhost.sh build && bash .ci/testhost.sh up)")
-    port = int(st["ssh"].rsplit(":", 1)[1])
-    pubs = sorted(Path(st["rootfs"], "etc", "ssh").glob("ssh_host_*_key.pub"))
-    lines = [f"[127.0.0.1]:{port} {' '.join(p.read_text().split()[:2])}" for p in pubs]
-    assert lines, f"no host keys in {st['rootfs']}/etc/ssh"
-    return HostInfo(port, str(ROOT / ".testhost" / "keys" / "id_ed25519"), lines)
-
-
-class Proxy:
-    """A loopback TCP proxy to the test host's sshd. `blackhole()` stops forwarding in both directions while every
-    socket stays open (a network that swallows packets, a host that hung): the connections of that moment never
-    carry a byte again, and new ones are accepted but get nothing. `resume()` lets new connections through."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
-        self.blackholed = False
-        self.to_client = 0  # bytes forwarded from the host since the start
-        self.swallowed_from_client = 0  # bytes the client sent into the blackhole
-        self._server: asyncio.Server | None = None
-        self._dead: list[dict[str, Any]] = []
-        self._writers: list[asyncio.StreamWriter] = []
-        self._handlers: set[asyncio.Task[Any]] = set()
-
-    async def start(self) -> Proxy:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    def blackhole(self) -> None:
-        self.blackholed = True
-        for pair in self._dead:
-            pair["dead"] = True
-
-    def resume(self) -> None:
-        self.blackholed = False
-
-    async def _pump(self, r: asyncio.StreamReader, w: asyncio.StreamWriter, pair: dict[str, Any],
-                    down: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := await r.read(65536):
-                if pair["dead"]:
-                    if not down:
-                        self.swallowed_from_client += len(data)
-                    continue
-                if down:
-                    self.to_client += len(data)
-                w.write(data)
-                await w.drain()
-        if not pair["dead"]:
-            w.close()
-
-    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._handlers.add(task)
-        pair: dict[str, Any] = {"dead": self.blackholed}
-        self._dead.append(pair)
-        self._writers.append(cw)
-        if pair["dead"]:
-            with contextlib.suppress(OSError):
-                while data := await cr.read(65536):
-                    self.swallowed_from_client += len(data)
-            return
-        try:
-            ur, uw = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            cw.close()
-            return
-        self._writers.append(uw)
-        await asyncio.gather(self._pump(cr, uw, pair, False), self._pump(ur, cw, pair, True))
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for w in self._writers:
-            w.transport.abort()
-        live = [t for t in self._handlers if not t.done()]
-        if live:  # they end once their sockets are gone; a handler left pending is cancelled noisily at loop close
-            await asyncio.wait(live, timeout=5)
-
-
-def write_config(tmp: Path, port: int, key: str, known_hosts: str, *, name: str = "th") -> Path:
-    kh = tmp / "known_hosts"
-    kh.write_text(known_hosts)
-    cfg = tmp / "ssh_config"
-    cfg.write_text(f"Host {name}\n    HostName 127.0.0.1\n    Port {port}\n    User root\n    IdentityFile {key}\n"
-                   f"    IdentitiesOnly yes\n    UserKnownHostsFile {kh}\n    GlobalKnownHostsFile /dev/null\n")
-    return cfg
 
 
 @pytest.fixture
@@ -159,7 +39,7 @@ async def proxied(testhost: HostInfo, tmp_path: Path) -> AsyncIterator[tuple[Pro
     proxy = await Proxy(testhost.port).start()
     pinned = "".join(ln.replace(f"[127.0.0.1]:{testhost.port}", f"[127.0.0.1]:{proxy.port}") + "\n"
                      for ln in testhost.known_hosts)
-    t = SshTransport("th", config=[str(write_config(tmp_path, proxy.port, testhost.key, pinned))])
+    t = SshTransport("th", config=[str(write_ssh_config(tmp_path, proxy.port, testhost.key, pinned))])
     try:
         yield proxy, t
     finally:
@@ -218,14 +98,13 @@ async def test_a_blackholed_link_is_declared_dead_within_15_s_then_reconnects(
     assert t.status == "connected" and t.connections == 2 and t.last_seen > cut
 
 
-
 async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(
         testhost: HostInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """sftp-server answers a bare "Failure" to the read of a /proc/PID file whose process exited after the open
     (ESRCH): that is a file gone, not an error to show (it failed `bringup restart` through the local transport).
     The remote process is killed and reaped between the open and the first read."""
     pinned = "".join(ln + "\n" for ln in testhost.known_hosts)
-    t = SshTransport("th", config=[str(write_config(tmp_path, testhost.port, testhost.key, pinned))])
+    t = SshTransport("th", config=[str(write_ssh_config(tmp_path, testhost.port, testhost.key, pinned))])
     try:
         pid = int((await t.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 </dev/null & echo $!"])).text.strip())
         assert await process_alive(t, pid)
@@ -235,10 +114,10 @@ async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(
         async def read_after_the_exit(self: asyncssh.SFTPClientFile, *args: Any, **kwargs: Any) -> Any:
             if not answers:
                 await t.run(["kill", "-9", str(pid)])
-                deadline = time.monotonic() + 10
-                while (await t.run(["test", "-e", f"/proc/{pid}"])).rc == 0:
-                    assert time.monotonic() < deadline, f"pid {pid} still in /proc 10 s after kill -9"
-                    await asyncio.sleep(0.05)
+                async def reaped() -> bool:
+                    return (await t.run(["test", "-e", f"/proc/{pid}"])).rc != 0
+
+                await until_awaited(f"pid {pid} gone from /proc after kill -9", reaped, 10)
             try:
                 data = await real_read(self, *args, **kwargs)
             except asyncssh.SFTPError as e:
@@ -259,7 +138,7 @@ async def test_a_proc_file_whose_process_exits_while_it_is_read_reads_as_gone(
 async def test_read_files_over_sftp_reads_each_in_order_and_says_which_are_gone(testhost: HostInfo,
                                                                                  tmp_path: Path) -> None:
     pinned = "".join(ln + "\n" for ln in testhost.known_hosts)
-    t = SshTransport("th", config=[str(write_config(tmp_path, testhost.port, testhost.key, pinned))])
+    t = SshTransport("th", config=[str(write_ssh_config(tmp_path, testhost.port, testhost.key, pinned))])
     try:
         d = (await t.run(["mktemp", "-d"])).text.strip()
         await t.write_file(f"{d}/a", b"first")
@@ -326,8 +205,8 @@ async def test_a_read_cut_short_by_a_dead_link_leaves_no_task_exception_behind(
 async def test_a_changed_host_key_says_changed_and_is_permanent(testhost: HostInfo, tmp_path: Path) -> None:
     other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[:2]
     name = f"[127.0.0.1]:{testhost.port}"
-    cfg = write_config(tmp_path, testhost.port, testhost.key, f"# pinned by hand\n{name} {' '.join(other)}\n",
-                       name="testhost")
+    cfg = write_ssh_config(tmp_path, testhost.port, testhost.key, f"# pinned by hand\n{name} {' '.join(other)}\n",
+                           name="testhost")
     t = SshTransport("testhost", config=[str(cfg)])
     err = await failure(t)
     await t.close()
@@ -345,8 +224,8 @@ async def test_a_changed_host_key_says_changed_and_is_permanent(testhost: HostIn
 async def test_an_unknown_host_key_is_permanent_and_names_the_files_in_use(testhost: HostInfo,
                                                                          tmp_path: Path) -> None:
     other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[:2]
-    cfg = write_config(tmp_path, testhost.port, testhost.key, f"otherhost {' '.join(other)}\n",  # not this host
-                       name="testhost")
+    cfg = write_ssh_config(tmp_path, testhost.port, testhost.key, f"otherhost {' '.join(other)}\n",  # not this host
+                           name="testhost")
     t = SshTransport("testhost", config=[str(cfg)])
     err = await failure(t)
     status = t.status
@@ -364,8 +243,8 @@ async def test_an_unknown_host_key_is_permanent_and_names_the_files_in_use(testh
 async def test_authentication_refused_is_permanent(testhost: HostInfo, tmp_path: Path) -> None:
     stranger = tmp_path / "id_ed25519"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
-    cfg = write_config(tmp_path, testhost.port, str(stranger), "".join(ln + "\n" for ln in testhost.known_hosts),
-                       name="testhost")
+    cfg = write_ssh_config(tmp_path, testhost.port, str(stranger), "".join(ln + "\n" for ln in testhost.known_hosts),
+                           name="testhost")
     t = SshTransport("testhost", config=[str(cfg)])
     err = await failure(t)
     await t.close()
@@ -373,7 +252,6 @@ async def test_authentication_refused_is_permanent(testhost: HostInfo, tmp_path:
 
 
 # ---------------------------------------------------------------------------------------------- transient or not
-
 
 
 async def test_a_refused_port_is_not_permanent(tmp_path: Path) -> None:

@@ -23,8 +23,10 @@ import pytest
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
+from tests.helpers.wait import slack
 from tui.cli.report import render_status, snapshot_dict
-from tui.config import DeploymentConfig, load, parse_deployment
+from tui.config.deployments import DeploymentConfig, parse_deployment
+from tui.config.settings import load
 from tui.model import Phase, Snapshot
 
 #: a stand-in for the docker CLI: the container's name says which error it gives
@@ -59,7 +61,8 @@ def bringup(tmp: Path, cfg: Path, *args: str) -> subprocess.CompletedProcess[str
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run([sys.executable, "-m", "tui", *args[:1], "--config", str(cfg), *args[1:]],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=slack(120), env=env, cwd=tmp,
+                          stdin=subprocess.DEVNULL)
 
 
 def rows(r: subprocess.CompletedProcess[str]) -> dict[str, dict[str, object]]:

@@ -7,14 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import conftest
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.e2e import Bringup
 from tests.helpers.simdeploy import process_deployment, sim_host
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 def test_status_sums_only_the_deployments_gpus(make_bringup: Callable[..., Bringup]) -> None:

@@ -17,7 +17,7 @@ from tests.helpers.preloaded import Preloaded
 from tests.helpers.simdeploy import sim_host
 from tests.helpers.wait import until_async
 from tui.collectors.gpu_smi import SmiSource
-from tui.config import load
+from tui.config.settings import load
 from tui.engine import Engine
 from tui.transport.local import LocalTransport
 

@@ -17,14 +17,13 @@ from typing import Any
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
+from tests.helpers.sweep_records import MATRIX, RESTORE, clean
+from tui.ops.bench import MAX_CONCURRENCY
 from tui.sweep.results import read_results
 
 pytestmark = pytest.mark.slow
 
-make_bringup = conftest.make_bringup
-no_leftover_processes = conftest.no_leftover_processes
 
 #: 20 s of simulated release at time scale 0.1: 2 s after each stop before the GPUs are back at baseline
 SLOW_RELEASE = ("--sim-release-delay", "20")
@@ -178,3 +177,39 @@ def test_ctrl_c_stops_after_the_current_step_and_resume_measures_nothing_twice(
     assert rep.rc == 0, rep.describe()
     assert "3 configurations x 2 cells" in rep.out and "(restore)" not in rep.out, rep.describe()
     assert "end: restore the original flags: done" in rep.out, rep.describe()
+
+
+def test_sweep_refuses_a_concurrency_bench_would_refuse(make_bringup: Callable[..., Bringup],
+                                                        tmp_path: Path) -> None:
+    bu = make_bringup()
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[[configs]]\nname = "x"\n' + MATRIX.replace("[1, 8]", "[100000]"))
+    r = bu.run("sweep", bu.name, str(plan), "--dry-run")
+    assert r.rc == 2, r.describe()
+    assert f"matrix.concurrency[0]: 100000 streams at once is more than the {MAX_CONCURRENCY}" in r.err, \
+        r.describe()
+
+
+def test_a_one_configuration_sweep_says_its_counts_in_words(make_bringup: Callable[..., Bringup],
+                                                            tmp_path: Path) -> None:
+    """The runner's own lines, end to end: one configuration, one cell of one request, one warmup request; the
+    restore's lines labelled `(restore):`, as the records and the report's `end:` call it."""
+    bu = make_bringup()
+    bu.bring_up(timeout=60)
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[[configs]]\nname = "base"\n[matrix]\nprompt_tokens = [16]\noutput_tokens = [8]\n'
+                    'concurrency = [1]\nrequests = 1\nwarmup_requests = 1\n')
+    out = tmp_path / "results"
+    r = bu.run("sweep", bu.name, str(plan), "--out", str(out), "--yes", timeout=120)
+    assert r.rc == 0, r.describe()
+    assert "base: warmup   1/1 warmup request in " in r.out, r.describe()
+    assert "sweep done: 1 valid cell, 0 invalid, 0 configurations failed" in r.out, r.describe()
+    clean(r.out)
+    lines = r.out.splitlines()
+    last_cell = max(i for i, ln in enumerate(lines) if ln.startswith("  cell base "))
+    restore = [ln for ln in lines[last_cell:] if ln.startswith("  [")]  # every step after the configurations
+    assert restore and all(ln[8:].startswith(f"{RESTORE}: ") for ln in restore), r.describe()
+    assert any(f"{RESTORE}: restore " in ln for ln in restore), r.describe()
+    rep = bu.run("sweep", "report", str(out))
+    assert "1 configuration x 1 cell, 1 measured" in rep.out and "end: restore the original flags:" in rep.out, \
+        rep.describe()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers.e2e import Bringup
-from tests.unit.test_numbers_from_our_files import BAD_CELLS, cell, write_results
+from tests.helpers.sweep_records import BAD_CELLS, cell, write_results
 
 
 def test_sweep_report_reads_past_a_planted_infinity_and_says_so(tmp_path: Path) -> None:

@@ -8,12 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 
 pytestmark = pytest.mark.slow
 
-no_leftover_processes = conftest.no_leftover_processes
 
 PLAN = """
 name = "words"

@@ -7,57 +7,16 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.simdeploy import free_port
+from tests.helpers.tmux import TMUX_S, Tmux, ppid, procs_with
+from tests.helpers.wait import slack, until
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
-
-
-def procs_with(text: str) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd and int(p.name) != os.getpid() and "tmux" not in cmd:
-            out.append(int(p.name))
-    return out
-
-
-def _ppid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-class Tmux:
-    def __init__(self, tmp: Path) -> None:
-        self.sock = str(tmp / "tmux.sock")
-        self.session = "bringup-test"
-
-    def __call__(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True,
-                              timeout=10).stdout
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", self.session)
-
-    def wait_for(self, text: str, timeout: float) -> float:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if text in self.screen():
-                return time.monotonic() - t0
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} not on screen after {timeout} s:\n{self.screen()}")
 
 
 @pytest.fixture
@@ -72,7 +31,7 @@ def start_demo(tmp_path: Path, env: dict[str, str]) -> Tmux:
     t = Tmux(tmp_path)
     cmd = f"{sys.executable} -m tui demo --time-scale 0.2"  # each test has its own tmux server
     subprocess.run(["tmux", "-S", t.sock, "new-session", "-d", "-s", t.session, "-x", "120", "-y", "36",
-                    "-c", str(tmp_path), cmd], env=env, check=True, timeout=10)
+                    "-c", str(tmp_path), cmd], env=env, check=True, timeout=slack(TMUX_S))
     return t
 
 
@@ -90,19 +49,14 @@ def test_new_user_demo_in_tmux(tmp_path: Path, demo_env: dict[str, str]) -> None
         t.wait_for("Restart demo on local?", 10)
         t("send-keys", "-t", t.session, "y")
         t.wait_for("✓ release", 20)  # the step done, not the word in the dialog
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # READY again, for a new run
+        def ready_again() -> bool:  # READY again, for a new run
             screen = t.screen()
-            if "READY" in screen and "Restart demo on local?" not in screen and \
-                    [ln for ln in screen.splitlines() if "run " in ln] != inv_before:
-                break
-            time.sleep(0.2)
-        assert "READY" in screen and [ln for ln in screen.splitlines() if "run " in ln] != inv_before, screen
+            return "READY" in screen and "Restart demo on local?" not in screen and \
+                [ln for ln in screen.splitlines() if "run " in ln] != inv_before
+
+        until(lambda: f"READY again, for a new run:\n{t.screen()}", ready_again, 60, every=0.2)
         t("send-keys", "-t", t.session, "q")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and procs_with(str(tmp_path / "state")):
-            time.sleep(0.2)
-        assert procs_with(str(tmp_path / "state")) == [], "the demo server was not stopped on quit"
+        until("the demo server stopped on quit", lambda: not procs_with(str(tmp_path / "state")), 20, every=0.2)
     finally:
         t("kill-server")
         for pid in procs_with(str(tmp_path)):
@@ -115,15 +69,13 @@ def test_sighup_ends_app_and_demo_server(tmp_path: Path, demo_env: dict[str, str
         t.wait_for("GPUs", 15)
         t.wait_for("LOADING", 30)
         pane = int(t("display-message", "-p", "-t", t.session, "#{pane_pid}").strip())
-        app_pids = [pane, *(p for p in procs_with("-m tui demo") if _ppid(p) == pane)]
+        app_pids = [pane, *(p for p in procs_with("-m tui demo") if ppid(p) == pane)]
         assert any("tui" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in app_pids)
         t("kill-server")  # the terminal goes away: the app gets SIGHUP
-        deadline = time.monotonic() + 20
         alive = lambda: [p for p in app_pids if Path(f"/proc/{p}").exists()]  # noqa: E731
-        while time.monotonic() < deadline and (alive() or procs_with(str(tmp_path / "state"))):
-            time.sleep(0.2)
-        assert alive() == [], "the console kept running after SIGHUP"
-        assert procs_with(str(tmp_path / "state")) == [], "the demo server outlived the console"
+        until("the console gone after SIGHUP", lambda: not alive(), 20, every=0.2)
+        until("the demo server gone with the console", lambda: not procs_with(str(tmp_path / "state")), 20,
+              every=0.2)
     finally:
         t("kill-server")
         for pid in procs_with(str(tmp_path)):
@@ -138,11 +90,9 @@ def test_sigterm_quits_like_q_and_stops_the_demo_server(tmp_path: Path, demo_env
         pane = int(t("display-message", "-p", "-t", t.session, "#{pane_pid}").strip())
         assert procs_with(str(tmp_path / "state")), "the demo server is not running"
         os.kill(pane, 15)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and (Path(f"/proc/{pane}").exists() or procs_with(str(tmp_path / "state"))):
-            time.sleep(0.2)
-        assert not Path(f"/proc/{pane}").exists(), "the console kept running after SIGTERM"
-        assert procs_with(str(tmp_path / "state")) == [], "the demo server outlived the console"
+        until("the console gone after SIGTERM", lambda: not Path(f"/proc/{pane}").exists(), 20, every=0.2)
+        until("the demo server gone with the console", lambda: not procs_with(str(tmp_path / "state")), 20,
+              every=0.2)
     finally:
         t("kill-server")
         for pid in procs_with(str(tmp_path)):

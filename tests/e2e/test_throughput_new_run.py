@@ -11,17 +11,14 @@ from dataclasses import replace
 
 import pytest
 
-from tests import conftest
 from tests.helpers.e2e import Bringup
 from tests.helpers.wait import until_async
-from tui.config import load
+from tui.config.settings import load
 from tui.console.shown import Shown
 from tui.engine import Engine, PhaseChanged
 from tui.model import Snapshot, ThroughputSample
 
 pytestmark = pytest.mark.slow
-
-no_leftover_processes = conftest.no_leftover_processes
 
 
 async def test_a_new_run_starts_with_no_throughput_of_the_old(make_bringup: Callable[..., Bringup]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import slack
 from tui.transport import TransportError, local, process_alive
 from tui.transport.local import LocalTransport
 
@@ -51,7 +52,7 @@ def _pgid_members(pgid: int) -> list[int]:
 
 
 async def _gone(check, timeout: float = 3.0) -> list[int]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slack(timeout)
     left = check()
     while left and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -60,8 +61,9 @@ async def _gone(check, timeout: float = 3.0) -> list[int]:
 
 
 async def _appeared(check, timeout: float = 5.0) -> list[int]:
-    """Waits until `check` finds something (a process started), up to `timeout` seconds; what it found, or []."""
-    deadline = time.monotonic() + timeout
+    """Waits until `check` finds something (a process started), up to `timeout` seconds (stretched by `slack`);
+    what it found, or []."""
+    deadline = time.monotonic() + slack(timeout)
     found = check()
     while not found and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
@@ -212,7 +214,6 @@ async def test_read_files_reads_each_in_order_and_says_which_are_gone(tmp_path: 
     assert await t.read_files([]) == []
     with pytest.raises(TransportError, match=r"cannot read .*: Is a directory"):  # not a file gone: an error
         await t.read_files([str(tmp_path / "a"), str(tmp_path)])
-
 
 
 async def test_a_run_cancelled_twice_has_reaped_its_command_when_it_returns(marker: str) -> None:

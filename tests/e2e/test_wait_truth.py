@@ -25,7 +25,7 @@ from tests.helpers.e2e import Bringup
 from tests.helpers.ports import free_port
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
 from tests.helpers.wait import slack
-from tui.config import ProbeConfig
+from tui.config.settings import ProbeConfig
 
 pytestmark = pytest.mark.slow
 

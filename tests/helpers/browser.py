@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.ports import free_port
+from tests.helpers.wait import slack
 
 CHROMIUM = "/usr/bin/chromium"
 #: headless, and no traffic of Chromium's own (updates, sync, safe browsing): the tests reach 127.0.0.1 only
@@ -141,7 +142,9 @@ class Screen:
         return str(self.page.evaluate(_ROWS) or "")
 
     def wait_for(self, what: str, pred: Callable[[str], bool], timeout: float = 60.0) -> str:
-        """Poll the screen (every 50 ms) until `pred` holds; the last screen in the failure otherwise."""
+        """Poll the screen (every 50 ms) until `pred` holds; the last screen in the failure otherwise (`timeout`
+        stretched by `slack`)."""
+        timeout = slack(timeout)
         deadline = time.monotonic() + timeout
         text = ""
         while time.monotonic() < deadline:
@@ -235,7 +238,7 @@ def console_processes(cfg: Path) -> list[int]:
 
 def wait_consoles(cfg: Path, n: int, timeout: float = 30.0) -> list[int]:
     """Wait until exactly `n` served consoles run on `cfg` (a closed session's console takes a moment to quit)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slack(timeout)
     while len(found := console_processes(cfg)) != n:
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(found)} served consoles, not {n}: {found}")
@@ -272,7 +275,7 @@ def serve(cfg: Path, *args: str) -> Iterator[Served]:
                 out = p.stdout
                 reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
                 reader.start()
-                reader.join(30)
+                reader.join(slack(30))
                 m = re.search(r"access token \(printed only now\): (\S+)", line[0] if line else "")
                 assert m, "no access token printed\n" + log.read_text()
                 token = m[1]
@@ -280,7 +283,7 @@ def serve(cfg: Path, *args: str) -> Iterator[Served]:
         finally:
             p.send_signal(signal.SIGTERM)
             try:
-                rc = p.wait(timeout=30)
+                rc = p.wait(timeout=slack(30))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()

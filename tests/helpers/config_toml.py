@@ -1,4 +1,4 @@
-"""Config files for the tests, built from bringup's own config model (tui/config.py) and written as TOML.
+"""Config files for the tests, built from bringup's own config model (tui/config/) and written as TOML.
 
 Building the hosts and deployments as `HostConfig` / `DeploymentConfig` validates them as bringup will, so a test's
 config cannot drift from the model unnoticed (a renamed key fails here, at construction, not as a puzzling
@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.config import DeploymentConfig, HostConfig, ProbeConfig
+from tui.config.deployments import DeploymentConfig
+from tui.config.parts import HostConfig
+from tui.config.settings import ProbeConfig
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 

@@ -98,3 +98,6 @@ LOG_LINES = [
     "[2026-05-29 17:03:40 TP0 EP0] WARNING: [bold]markup[/] in a log line is shown as written",
     *DFLASH_EXCERPT,
 ]
+
+
+SUB = "k26-dflash @ gpu-box  sglang-k26-dflash.service  SGLang 0.5.23  [read-only]  esc: all deployments"

@@ -31,6 +31,7 @@ from tests.helpers.ports import free_port
 from tests.helpers.preloaded import Forked, Preloaded
 from tests.helpers.processes import kill_processes, process_alive, sim_processes, wait_no_sim_processes
 from tests.helpers.simdeploy import process_deployment, sim_command, sim_host
+from tests.helpers.wait import slack
 
 __all__ = ["READY_LINE", "Bringup", "Poller", "Proc", "Result", "free_port", "kill_processes", "parse_json_stream",
            "process_alive", "sim_processes", "toml_list", "toml_str", "wait_no_sim_processes"]
@@ -136,8 +137,10 @@ class Proc:
             return "\n".join(x for _, x in self.err_lines)
 
     def wait_for(self, pattern: str, timeout: float = 15.0, stream: str = "out") -> tuple[float, str]:
-        """Arrival time and text of the first output line matching the regex `pattern`."""
+        """Arrival time and text of the first output line matching the regex `pattern` (`timeout` only bounds the
+        wait: stretched by `slack`)."""
         rx = re.compile(pattern)
+        timeout = slack(timeout)
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
@@ -154,6 +157,7 @@ class Proc:
         return any(t.is_alive() for t in self._threads)
 
     def finish(self, timeout: float = 30.0) -> Result:
+        timeout = slack(timeout)
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -161,14 +165,14 @@ class Proc:
             raise AssertionError(f"{self.label}: still running after {timeout:g}s\n--- stdout ---\n"
                                  f"{self.out[-4000:]}\n--- stderr ---\n{self.err[-4000:]}") from None
         for t in self._threads:
-            t.join(5)
+            t.join(slack(5))
         return Result(self.cmd, rc, self.out + "\n", self.err + "\n", time.time() - self.t0)
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
+            self.proc.wait(slack(5))
 
 
 @dataclass
@@ -278,8 +282,10 @@ class Bringup:
     def run(self, *args: str, timeout: float = 40.0, config: Path | bool | None = True,
             env: dict[str, str] | None = None, cwd: Path | None = None, fresh: bool = False) -> Result:
         """The command run to its end. Forked from a process with bringup's modules loaded (tests/helpers/
-        preloaded.py) unless `fresh` or $BRINGUP_TESTS_FRESH=1: then a new `python -m tui`, start-up and all."""
+        preloaded.py) unless `fresh` or $BRINGUP_TESTS_FRESH=1: then a new `python -m tui`, start-up and all.
+        `timeout` bounds the command on an idle machine: stretched by `slack`."""
         cmd = self.cmd(*args, config=config)
+        timeout = slack(timeout)
         t0 = time.time()
         p: subprocess.Popen[bytes] | Forked
         server = None if fresh or os.environ.get("BRINGUP_TESTS_FRESH") == "1" else Preloaded.get()
@@ -330,7 +336,7 @@ class Bringup:
     def http_get(self, path: str, timeout: float = 1.0, port: int | None = None) -> tuple[int, bytes]:
         url = f"http://127.0.0.1:{port or self.port}{path}"
         try:
-            with _OPENER.open(url, timeout=timeout) as r:
+            with _OPENER.open(url, timeout=slack(timeout)) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -352,7 +358,7 @@ class Poller:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(5)
+        self._thread.join(slack(5))
 
     def _run(self) -> None:
         while not self._stop.is_set():

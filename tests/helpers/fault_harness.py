@@ -36,7 +36,8 @@ from typing import Any
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.simdeploy import ALL_GPUS, UNIT, hosts_on_testhost, sim_port_on_testhost, systemd_deployment
-from tui.config import ProbeConfig, load
+from tests.helpers.wait import slack
+from tui.config.settings import ProbeConfig, load
 from tui.engine import Engine, LogsRead
 from tui.model import LogLine, Phase
 
@@ -51,14 +52,14 @@ ACTIONS = {("flags", "done"), ("stop", "running"), ("start", "running")}
 
 def texec(*argv: str, timeout: float = 60, check: bool = False) -> str:
     res = subprocess.run(["bash", str(SCRIPT), "exec", *argv], capture_output=True, text=True, cwd=ROOT,
-                         timeout=timeout)
+                         timeout=slack(timeout))
     if check and res.returncode != 0:
         raise RuntimeError(f"{argv}: {res.returncode} {res.stderr}")
     return res.stdout
 
 
 def testhost(*args: str, timeout: float = 240) -> None:
-    subprocess.run(["bash", str(SCRIPT), *args], check=True, cwd=ROOT, timeout=timeout, capture_output=True)
+    subprocess.run(["bash", str(SCRIPT), *args], check=True, cwd=ROOT, timeout=slack(timeout), capture_output=True)
 
 
 def host_unit() -> tuple[str, bool]:
@@ -122,7 +123,7 @@ class Cmd:
 
     async def finish(self, timeout: float = 240) -> int:
         try:
-            rc = await asyncio.wait_for(asyncio.to_thread(self.proc.wait), timeout)
+            rc = await asyncio.wait_for(asyncio.to_thread(self.proc.wait), slack(timeout))
         except TimeoutError:
             self.proc.kill()
             rc = await asyncio.to_thread(self.proc.wait)
@@ -160,7 +161,7 @@ class Console:
         self.tmux("set-option", "-t", "faults", "remain-on-exit", "on")
 
     def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
-        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True, timeout=10,
+        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True, timeout=slack(10),
                               env=env).stdout
 
     async def check(self, w: Engine) -> list[str]:

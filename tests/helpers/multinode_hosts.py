@@ -10,7 +10,10 @@ from pathlib import Path
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
-from tui.config import HostConfig, NodeConfig, ProbeConfig, SystemdDeployment
+from tests.helpers.wait import slack
+from tui.config.deployments import SystemdDeployment
+from tui.config.parts import HostConfig, NodeConfig
+from tui.config.settings import ProbeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "testhost.sh"
@@ -28,7 +31,7 @@ def _env(second: bool) -> dict[str, str]:
 
 def th(second: bool, *args: str, check: bool = True, inp: str | None = None) -> str:
     """`.ci/testhost.sh ARGS` on the first host or the second."""
-    res = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=60,
+    res = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=slack(60),
                          env=_env(second), input=inp)
     if check and res.returncode != 0:
         raise AssertionError(f"testhost {'B' if second else 'A'} {args}: {res.returncode} {res.stderr}")

@@ -13,20 +13,15 @@ from typing import Any
 
 from tests.helpers.config_toml import ConfigFile
 from tests.helpers.ports import free_port
-from tui.config import (
-    DeploymentConfig,
-    FlagConfig,
-    HostConfig,
-    ProbeConfig,
-    ProcessDeployment,
-    Settings,
-    SystemdDeployment,
-    load,
-)
+from tui.config.deployments import DeploymentConfig, ProcessDeployment, SystemdDeployment, parse_deployment
+from tui.config.parts import FlagConfig, HostConfig
+from tui.config.settings import ProbeConfig, Settings, load
 
 __all__ = [
+    "HIDDEN",
     "ConfigFile",
     "FlagConfig",
+    "config_with_another",
     "free_port",
     "hosts_on_testhost",
     "process_deployment",
@@ -35,6 +30,7 @@ __all__ = [
     "sim_host",
     "sim_port_on_testhost",
     "systemd_deployment",
+    "two_on_one_box",
     "write_config",
 ]
 
@@ -107,3 +103,36 @@ def write_config(tmp: Path, *, scenario: str = "", time_scale: float = 0.1, sim_
 
 def settings_for(tmp: Path, **kw: Any) -> Settings:
     return load(str(write_config(tmp, **kw)))
+
+
+def two_on_one_box(tmp: Path) -> Path:
+    """Two simulated servers sharing one 8-GPU box (GPUs 0-3 and 4-7, TP 4 each), and one on a host that is down."""
+    deps = {}
+    for name, gpus in (("sim-a", [0, 1, 2, 3]), ("sim-b", [4, 5, 6, 7])):
+        port = free_port()
+        cmd = sim_command(port, tmp / "simgpu")
+        cmd[cmd.index("--tp-size") + 1] = "4"
+        deps[name] = process_deployment([*cmd, "--sim-gpu-ids", ",".join(map(str, gpus))], port,
+                                        stop_timeout_s=20).model_copy(update={"gpus": gpus})
+    ssh_config = tmp / "ssh_config"
+    ssh_config.write_text(f"Host downhost\n    HostName 127.0.0.1\n    Port {free_port()}\n    User nobody\n")
+    deps["far"] = parse_deployment({"host": "down", "manager": "systemd", "unit": "sglang.service",
+                                    "endpoint": f"http://127.0.0.1:{free_port()}"})
+    hosts = {"simhost": sim_host(tmp / "simgpu"), "down": HostConfig(ssh="downhost", ssh_config=str(ssh_config))}
+    return ConfigFile(state_dir=tmp / "state", probe=ProbeConfig.model_validate({"interval_s": 0.3}), hosts=hosts,
+                      deployments=deps).write(tmp / "config.toml")
+
+
+#: the second deployment of `config_with_another`
+HIDDEN = "zz-hidden-dep"
+
+
+def config_with_another(tmp_path: Path) -> Path:
+    """The simulated deployment `sim` (never started: the console only watches it) and HIDDEN, a second one."""
+    path = write_config(tmp_path)
+    text = path.read_text()
+    block = re.search(r"(?ms)^\[deployments\.sim\]\n.*?(?=^\[(?!deployments\.sim[.\]])|\Z)", text)
+    assert block, text
+    other = block[0].replace("[deployments.sim", f'[deployments."{HIDDEN}"')
+    path.write_text(text + "\n" + other)
+    return path

@@ -79,3 +79,17 @@ async def until_async(what: What, cond: Callable[[], T | None], timeout: float =
         if time.monotonic() >= deadline:
             raise _fail(what, timeout, last)
         await sleep(every)
+
+
+async def until_awaited(what: What, cond: Callable[[], Awaitable[T | None]], timeout: float = 30.0, *,
+                        every: float = 0.05) -> T:
+    """As `until_async`, for a condition that must itself be awaited (a command on a host, a read over a link)."""
+    timeout = slack(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        last = await cond()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise _fail(what, timeout, last)
+        await asyncio.sleep(every)

@@ -1,5 +1,5 @@
-"""Configuration (tui/config.py): discovery order, validation messages that name file/key/problem, env overrides,
-and the always-present `demo` deployment."""
+"""Configuration (tui/config/settings.py): discovery order, validation messages that name file/key/problem, env
+overrides, and the always-present `demo` deployment."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tui.config import DEMO, ConfigError, discover, load
+from tests.helpers.wait import slack
+from tui.config.demo import DEMO
+from tui.config.parts import ConfigError
+from tui.config.settings import discover, load
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -352,7 +355,7 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=slack(60))
 
 
 def test_cli_broken_config_after_subcommand_exits_2_with_one_line(tmp_path: Path) -> None:

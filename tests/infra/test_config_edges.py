@@ -1,4 +1,4 @@
-"""Input at the edges of the configuration (tui/config.py): the shipped ./config.toml sets nothing and never shadows
+"""Input at the edges of the configuration (tui/config/): the shipped ./config.toml sets nothing and never shadows
 the user's own file; every message about what is configured names the file in use, as an absolute path; every
 BRINGUP_* variable bringup reads and every number of the config models is checked, and a bad one is one line naming
 the variable or the key, exit 2, no traceback (`--version` works whatever they say). Also the edges of `--set` and of
@@ -21,20 +21,11 @@ import pytest
 from pydantic import BaseModel
 
 from tests.helpers.ports import free_port
-from tui.config import (
-    DEMO,
-    ConfigError,
-    DeploymentConfig,
-    FlagConfig,
-    HostConfig,
-    NodeConfig,
-    ProbeConfig,
-    Settings,
-    UIConfig,
-    discover,
-    load,
-)
-from tui.deployments import MANAGERS
+from tests.helpers.wait import slack
+from tui.config.demo import DEMO
+from tui.config.deployments import MANAGERS, DeploymentConfig
+from tui.config.parts import ConfigError, FlagConfig, HostConfig, NodeConfig
+from tui.config.settings import ProbeConfig, Settings, UIConfig, discover, load
 from tui.lifecycle.flags import parse_changes, unknown_flag
 from tui.lifecycle.presets import FlagValueError, get_preset
 
@@ -71,7 +62,7 @@ def bringup(tmp: Path, *args: str, env: dict[str, str] | None = None, cwd: Path 
     """`python -m tui ...` as a user runs it: a home, config and state of its own, only the variables given."""
     base = {"HOME": str(tmp / "home"), "XDG_CONFIG_HOME": str(tmp / "xdg"), "XDG_STATE_HOME": str(tmp / "state"),
             "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BRINGUP_DEMO_PORT": str(free_port())}
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=slack(60),
                           cwd=cwd or tmp / "work", env={**base, **(env or {})})
 
 

@@ -16,7 +16,8 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, BeforeValidator
 
-from tui import config, deployments
+from tests.helpers.wait import slack
+from tui.config import deployments, parts, settings
 from tui.guard.numbers import config_real, config_whole
 from tui.sweep import plan
 from tui.sweep.plan import PlanError, parse_plan
@@ -58,18 +59,18 @@ def models_unguarded(model: type[BaseModel], seen: set[type] | None = None) -> l
 
 
 def test_every_number_of_the_config_and_the_plan_is_of_a_guarded_type() -> None:
-    roots: list[type[BaseModel]] = [config.Settings, *deployments.MANAGERS.values(), plan.PlanFile]
+    roots: list[type[BaseModel]] = [settings.Settings, *deployments.MANAGERS.values(), plan.PlanFile]
     seen: set[type] = set()
     found = [x for m in roots for x in models_unguarded(m, seen)]
-    assert not found, ("numbers taken from a config or a plan must be tui.deployments.Real / Whole (or the plan's): "
+    assert not found, ("numbers taken from a config or a plan must be tui.config.parts.Real / Whole (or the plan's): "
                        + ", ".join(found))
-    assert config.ProbeConfig in seen and plan.Slo in seen and deployments.NodeConfig in seen  # the walk walks
+    assert settings.ProbeConfig in seen and plan.Slo in seen and parts.NodeConfig in seen  # the walk walks
 
 
 def test_the_walk_finds_a_plain_number() -> None:
     class Loose(BaseModel):
         timeout_s: float | None = None
-        ok: deployments.Real = 1.0
+        ok: parts.Real = 1.0
         flag: bool = False
     assert models_unguarded(Loose) == ["Loose.timeout_s"]
 
@@ -80,7 +81,7 @@ def status(tmp: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]
     base = {"HOME": str(tmp), "XDG_CONFIG_HOME": str(tmp / "xdg"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "tui", "flags", "--config", str(cfg), "--json", "x"], cwd=tmp,
-                          env=base | env, capture_output=True, text=True, timeout=60)
+                          env=base | env, capture_output=True, text=True, timeout=slack(60))
 
 
 DEP = '[deployments.x]\nmanager = "none"\nendpoint = "http://127.0.0.1:9"\n'

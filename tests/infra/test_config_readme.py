@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.ports import free_port
+from tests.helpers.wait import slack
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PY = ROOT / ".venv" / "bin" / "python"
@@ -42,7 +43,8 @@ def test_the_documented_simulated_deployment_works_outside_the_checkout(tmp_path
     elsewhere.mkdir()
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(tmp_path / "state"),
            "BRINGUP_DEMO_PORT": str(free_port())}
-    r = subprocess.run(["bash", "-euc", _snippet()], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["bash", "-euc", _snippet()], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=slack(60))
     assert r.returncode == 0, r.stderr
     cfg = home / ".config" / "bringup" / "config.toml"
     text = cfg.read_text()
@@ -53,7 +55,7 @@ def test_the_documented_simulated_deployment_works_outside_the_checkout(tmp_path
 
     def bringup(*args: str, cwd: Path = elsewhere) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
+                              timeout=slack(120), env={**env, "PYTHONPATH": str(ROOT)})
 
     try:
         r = bringup("start", "sim-a")

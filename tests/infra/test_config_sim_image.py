@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.config import load
+from tests.helpers.wait import slack
+from tui.config.settings import load
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "sim-image.sh"
@@ -49,7 +50,7 @@ def run(tmp: Path, *args: str, engines: tuple[str, ...] = ("docker",), **env: st
     out.mkdir(exist_ok=True)
     bindir = _bin(tmp, engines)
     return subprocess.run([shutil.which("bash") or "/bin/bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=60, env={"PATH": str(bindir), "STUB_OUT": str(out), "HOME": str(tmp), **env})
+                          timeout=slack(60), env={"PATH": str(bindir), "STUB_OUT": str(out), "HOME": str(tmp), **env})
 
 
 def test_syntax() -> None:
@@ -81,7 +82,7 @@ def test_the_image_is_the_simulator_on_a_python_base(tmp_path: Path, engine: str
     assert not any("__pycache__" in f for f in files), files
     # the context is enough to run the simulator (the image's python3 has nothing else)
     probe = subprocess.run([sys.executable, "-c", "import tui.sim.server, tui.sim.nvidia_smi; "
-                            "print(tui.sim.server.__file__)"], capture_output=True, text=True, timeout=60,
+                            "print(tui.sim.server.__file__)"], capture_output=True, text=True, timeout=slack(60),
                            env={"PYTHONPATH": str(ctx), "PATH": os.environ.get("PATH", "")}, cwd=tmp_path)
     assert probe.returncode == 0 and probe.stdout.startswith(str(ctx)), probe
     # the deployment printed: a valid config of that image, on this engine, the simulated nvidia-smi by its path
@@ -109,5 +110,5 @@ def test_without_an_engine_it_says_what_it_needs(tmp_path: Path) -> None:
     r = run(tmp_path, engines=())
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr == "sim-image: needs docker (its daemon running) or podman; neither answers here\n"
-    r = subprocess.run(["bash", str(SCRIPT), "lxc"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["bash", str(SCRIPT), "lxc"], capture_output=True, text=True, timeout=slack(60))
     assert r.returncode == 1 and "usage:" in r.stderr and "lxc" in r.stderr

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import slack
+
 ROOT = Path(__file__).resolve().parents[2]
 OTHER_UID = 4242
 
@@ -19,7 +21,7 @@ def status(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"HOME": str(cwd), "XDG_CONFIG_HOME": str(cwd / "xdg"), "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "tui", *args, "status", "--json"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=slack(60))
 
 
 def warnings(r: subprocess.CompletedProcess[str]) -> list[str]:

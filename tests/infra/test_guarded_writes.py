@@ -61,6 +61,14 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the container manager's records on another host, through the transport's guarded write (0600)"),
     ("tui/managers/process.py", "self.transport.write_file(self._p(name)"): (
         "the process manager's records on another host, through the transport's guarded write (0600)"),
+    ("tui/managers/slurm.py", "await self.transport.write_file(self._p(name), data)"): (
+        "the Slurm manager's records on the login host, through the transport's guarded write (0600) in the "
+        "directory remote_dir.py made"),
+    ("tui/managers/slurm_script.py", "stamp >>{log}"): (
+        "text of the batch script sbatch runs on the cluster, not a command bringup runs: the job writes its "
+        "server's output on its node, into the output directory bringup made 0700 the guarded way"),
+    ("tui/managers/slurm_script.py", 'srun = " ".join(["srun"'): (
+        "text of the batch script (srun's `bash -c` of the node script, quoted): run by the job on the cluster"),
     ("tui/managers/compose.py", "self.transport.write_file(f\"{self.compose_dir}/{OVERRIDE}\""): (
         "the Compose override, through the transport's guarded write, 0600: the compose tool reads it as the "
         "user bringup acts as"),

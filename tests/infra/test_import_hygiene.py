@@ -8,16 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.wait import slack
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MODULES = (
-    "tui.engine", "tui.cli", "tui.config", "tui.model", "tui.lifecycle.lines", "tui.lifecycle.reducer",
+    "tui.engine", "tui.cli", "tui.config.settings", "tui.model", "tui.lifecycle.lines", "tui.lifecycle.reducer",
     "tui.lifecycle.replay", "tui.lifecycle.presets.sglang", "tui.lifecycle.presets.vllm", "tui.ops.restart",
     "tui.lifecycle.flags", "tui.managers.process", "tui.transport.local", "tui.transport.lines", "tui.sim.server",
-    "tui.exporter", "tui.cli.exporter",
+    "tui.exporter.collector", "tui.cli.exporter",
 )
 # every module of these packages, including ones added later
-PACKAGES = ("tui.collectors", "tui.transport", "tui.lifecycle", "tui.ops", "tui.managers", "tui.engine")
+PACKAGES = ("tui.collectors", "tui.transport", "tui.lifecycle", "tui.ops", "tui.managers", "tui.engine", "tui.exporter")
 
 _SCRIPT = """
 import importlib, json, pkgutil, sys
@@ -36,7 +38,7 @@ print(json.dumps({"imported": imported, "textual": sorted(k for k in sys.modules
 
 def test_engine_modules_do_not_import_textual() -> None:
     p = subprocess.run([sys.executable, "-c", _SCRIPT, ",".join(MODULES), ",".join(PACKAGES)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=slack(120))
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     imported = set(out["imported"])
@@ -50,7 +52,7 @@ def test_engine_modules_do_not_import_textual() -> None:
 def test_the_check_would_notice_textual() -> None:
     # guard against a check that can never fail: importing textual itself must show up
     p = subprocess.run([sys.executable, "-c", _SCRIPT, "textual", "tui.ops"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=slack(120))
     assert p.returncode == 0, p.stderr
     assert "textual" in json.loads(p.stdout.strip().splitlines()[-1])["textual"]
 
@@ -63,7 +65,7 @@ def test_a_bringup_command_does_not_load_the_command_line_of_httpx() -> None:
               "print(json.dumps({'click_installed': importlib.util.find_spec('click') is not None, "
               "'loaded': sorted(m for m in ('click', 'pygments', 'httpx._main', 'rich.syntax') "
               "if sys.modules.get(m) is not None), 'main': callable(httpx.main)}))")
-    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=slack(120))
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["click_installed"], "click is not installed here: this check cannot fail"

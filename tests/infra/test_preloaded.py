@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.preloaded import Preloaded
+from tests.helpers.wait import slack
 
 
 def both(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[tuple[int, bytes, bytes], tuple[int, bytes, bytes]]:
     real = subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, timeout=60)
+                          capture_output=True, timeout=slack(60))
     forked = Preloaded.get().start(args, cwd=cwd, env=env)
     out, err = forked.communicate(60)
     assert forked.returncode is not None
@@ -64,5 +65,5 @@ def test_a_fork_server_whose_worker_is_gone_leaves_nothing_in_the_temporary_dire
     assert Path(server.socket).exists()
     assert server.proc.stdin is not None
     server.proc.stdin.close()  # what the worker's exit does
-    assert server.proc.wait(timeout=30) == 0
+    assert server.proc.wait(timeout=slack(30)) == 0
     assert not directory.exists()

@@ -178,7 +178,7 @@ def test_the_scan_would_notice() -> None:
 
 #: the literal server names allowed outside the presets: a deployment's default preset and the demo's deployment
 #: (the simulated server is SGLang's), both in configuration
-_NAME_LITERALS = {"tui/deployments.py": 1, "tui/demo_deployment.py": 1}
+_NAME_LITERALS = {"tui/config/deployments.py": 1, "tui/config/demo.py": 1}
 
 
 def test_server_names_are_written_only_in_the_presets() -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.wait import slack
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "testhost.sh"
 IS_ROOT = os.geteuid() == 0
@@ -24,7 +26,7 @@ needs_root = pytest.mark.skipif(not IS_ROOT, reason="the script runs as root onl
 
 def run(script: Path, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("TESTHOST_")}
-    return subprocess.run(["bash", str(script), *argv], capture_output=True, text=True, timeout=60,
+    return subprocess.run(["bash", str(script), *argv], capture_output=True, text=True, timeout=slack(60),
                           env={**base, **(env or {})})
 
 
@@ -39,6 +41,20 @@ def test_syntax() -> None:
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
 def test_shellcheck() -> None:
     res = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout
+
+
+#: the Slurm test cluster's script (three test hosts of SCRIPT; tests/e2e/test_slurm_cluster.py runs it for real)
+SLURM_SCRIPT = ROOT / ".ci" / "slurm.sh"
+
+
+def test_slurm_script_syntax() -> None:
+    assert subprocess.run(["bash", "-n", str(SLURM_SCRIPT)]).returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_slurm_script_shellcheck() -> None:
+    res = subprocess.run(["shellcheck", str(SLURM_SCRIPT)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
 
 
@@ -62,7 +78,8 @@ def test_unsupported_layout_is_refused(layout: str) -> None:
         pytest.skip("this machine is not a supported host itself")
     setup, why = LAYOUTS[layout]
     res = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                          f'{setup} && exec bash "$0" check', str(SCRIPT)], capture_output=True, text=True, timeout=30)
+                          f'{setup} && exec bash "$0" check', str(SCRIPT)], capture_output=True, text=True,
+                         timeout=slack(30))
     assert res.returncode == 1, res
     assert res.stderr.startswith("[testhost] error: unsupported host: ") and why in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1
@@ -77,7 +94,7 @@ def test_systemd_as_pid1_is_refused(tmp_path: Path) -> None:
     init.write_text(f'#!/bin/bash\nbash {SCRIPT} check\nexit $?\n')
     init.chmod(0o755)
     res = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", str(init)], capture_output=True, text=True,
-                         timeout=30)
+                         timeout=slack(30))
     assert res.returncode == 1 and "systemd is PID 1" in res.stderr, res
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 from tui.engine.gpus import BACKGROUND_PIDS_S, SETTLED_PIDS_S, SPAWNING_PIDS_S, GpuTracker
 from tui.engine.unit import BACKGROUND_HOLDER_S, HOLDER_S, UnitFollower
 from tui.lifecycle.reducer import LifecycleState

@@ -7,29 +7,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers.past_runs import ARGV, NOW_START, T0, history, past_run
 from tui.lifecycle.eta import estimate, eta_words, progress_fraction
-from tui.lifecycle.history import Observed, RunRecord, options, record_of
+from tui.lifecycle.history import options
+from tui.lifecycle.run_record import RunRecord
 from tui.model import EtaMatch, NoEta, Phase, PhaseEta, Transition
-
-T0 = 1_800_000_000.0
-ARGV = ("python3", "-m", "sglang.launch_server", "--model-path", "/m/k26", "--tp-size", "8")
-#: three past runs: starting 5 s, loading 60/70/80 s, graph capture 20 s, warmup 10 s -> ready after 95/105/115 s
-LOADING = (60.0, 70.0, 80.0)
-
-
-def past_run(i: int, loading: float, argv: tuple[str, ...] = ARGV) -> RunRecord:
-    at = T0 + i * 1000
-    marks = [(Phase.STARTING, 0.0), (Phase.LOADING, 5.0), (Phase.GRAPH_CAPTURE, 5.0 + loading),
-             (Phase.WARMUP, 25.0 + loading), (Phase.READY, 35.0 + loading)]
-    tl = tuple(Transition(p, at + dt) for p, dt in marks)
-    return record_of(Observed("k26", f"past{i}", at, argv, tl, Phase.READY, tl[-1].at), None)
-
-
-def history(argv: tuple[str, ...] = ARGV) -> list[RunRecord]:
-    return [past_run(i, x, argv) for i, x in enumerate(LOADING)]
-
-
-NOW_START = T0 + 10_000
 
 
 def eta_in(runs: list[RunRecord], phase: Phase, elapsed: float, *, argv: tuple[str, ...] = ARGV,

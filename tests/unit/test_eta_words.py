@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from tests.unit.test_eta import ARGV, NOW_START, history
+from tests.helpers.past_runs import ARGV, NOW_START, history
 from tui.lifecycle.eta import based_on_words, estimate, eta_words, key_groups
 from tui.lifecycle.history import options
 from tui.lifecycle.presets import get_preset

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tui.managers import PermanentManagerError
-from tui.managers.exec_line import ExecLineError, Origins, assignments, parse, quote, read, rewrite, unit_exec, values
+from tui.managers.exec_line import ExecLineError, assignments, parse, quote, read
+from tui.managers.exec_start import Origins, rewrite, unit_exec, values
 from tui.managers.systemd import SystemdManager, exec_start_from_cat
 from tui.transport import CommandResult
 

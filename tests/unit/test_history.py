@@ -12,20 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tui.engine.history import HistoryStore
-from tui.lifecycle.history import (
-    MAX_RUNS,
-    Observed,
-    RunEnd,
-    RunRecord,
-    Span,
-    flags_diff,
-    from_dict,
-    going_back,
-    options,
-    record_of,
-    to_dict,
-    upsert,
-)
+from tui.lifecycle.history import MAX_RUNS, Observed, flags_diff, going_back, options, record_of, upsert
+from tui.lifecycle.run_record import RunEnd, RunRecord, Span, from_dict, to_dict
 from tui.model import Failure, FailureKind, Phase, Transition
 
 T0 = 1_800_000_000.0

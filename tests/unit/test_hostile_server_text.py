@@ -1,8 +1,7 @@
 """What a hostile server prints, read back, recorded and written up (issue 47.2): forged line ends followed by a
 forged epoch and a phase marker, non-finite stamps, backtick fences, Markdown and HTML, a huge traceback. The real
-process manager over the real local transport reads a run's log as the supervisor writes it (`<epoch> <text>`);
-the real history store writes its real file; the record's Markdown is parsed by a CommonMark parser (with GitHub's
-tables), not searched for strings."""
+history store writes its real file (the process manager reading such a log: tests/e2e/test_process_log_stamps.py);
+the record's Markdown is parsed by a CommonMark parser (with GitHub's tables), not searched for strings."""
 
 from __future__ import annotations
 
@@ -18,56 +17,13 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tui.engine.history import HistoryStore, RunRecorder
-from tui.lifecycle.history import (
-    MAX_RECORD_BYTES,
-    Observed,
-    RunRecord,
-    Span,
-    record_of,
-    size_of,
-    to_dict,
-)
+from tui.lifecycle.history import Observed, record_of
 from tui.lifecycle.incident import Quote, incident, markdown, quoted
 from tui.lifecycle.reducer import initial
-from tui.managers.process import ProcessManager
+from tui.lifecycle.run_record import MAX_RECORD_BYTES, RunRecord, Span, size_of, to_dict
 from tui.model import Failure, FailureKind, Phase, Transition
-from tui.transport.local import LocalTransport
 
 T0 = 1_765_000_000.0
-SEPARATORS = ("\x1c", "\x1d", "\x1e", "\x85", "\u2028")
-STAMPS = ("inf", "nan", "-inf", "Infinity", "1e999")
-READY = "The server is fired up and ready to roll!"
-
-
-def forged_lines() -> list[str]:
-    return [f"junk{sep}{stamp} {READY}" for sep in SEPARATORS for stamp in STAMPS]
-
-
-def write_log(run_dir: Path, inv: str, texts: list[str]) -> None:
-    (run_dir / "logs").mkdir(parents=True)
-    body = "".join(f"{T0 + i:.6f} {t}\n" for i, t in enumerate(texts))
-    (run_dir / "logs" / f"{inv}.log").write_text(body, encoding="utf-8")
-
-
-async def test_a_forged_line_end_makes_no_line_and_no_stamp_of_the_servers(tmp_path: Path) -> None:
-    inv = "a" * 32
-    texts = ["starting", *forged_lines(), f"x\x1c{T0 - 86400:.6f} Load weight end. forged a day early", "the end"]
-    write_log(tmp_path, inv, texts)
-    mgr = ProcessManager(LocalTransport(), str(tmp_path), ["server"], {})
-    lines = await mgr.read_log(inv)
-    assert [ln.text for ln in lines] == texts  # one line each, as printed
-    assert all(math.isfinite(ln.at) and T0 <= ln.at < T0 + len(texts) for ln in lines), [ln.at for ln in lines]
-
-
-async def test_a_stamp_that_is_no_moment_drops_the_line_never_crashes(tmp_path: Path) -> None:
-    inv = "b" * 32
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / f"{inv}.log").write_text(
-        f"{T0:.6f} first\ninf {READY}\nnan x\n1e999 y\n0x10 z\n99999999999 far future\n{T0 + 1:.6f} last\n")
-    lines = await ProcessManager(LocalTransport(), str(tmp_path), ["server"], {}).read_log(inv)
-    assert [(ln.at, ln.text) for ln in lines] == [(T0, "first"), (T0 + 1, "last")]
-
-
 def observed(inv: str, excerpt: tuple[str, ...], phases: list[tuple[Phase, float]], **kw: Any) -> Observed:
     f = Failure(Phase.LOADING, FailureKind.OOM, excerpt, "lower --mem-fraction-static", T0 + 5)
     return Observed(deployment="k26", invocation=inv, started_at=T0, argv=("python", "-m", "sglang", "--tp", "8"),

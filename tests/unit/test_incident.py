@@ -9,8 +9,9 @@ import pytest
 
 from tui.engine.history import HistoryStore, history_path
 from tui.engine.incident_file import write_record
-from tui.lifecycle.history import ActionRecord, GpuStep, Observed, RunRecord, previous_of, record_of, upsert
+from tui.lifecycle.history import Observed, previous_of, record_of, upsert
 from tui.lifecycle.incident import NoSuchRun, incident, markdown, pick, record_command
+from tui.lifecycle.run_record import ActionRecord, GpuStep, RunRecord
 from tui.model import Failure, FailureKind, Phase, Transition
 
 T0 = 1_800_000_000.0

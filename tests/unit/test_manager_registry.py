@@ -1,6 +1,6 @@
 """Manager kinds are chosen through one registry, capabilities are declared, and permanence is a type.
 
-The deployment config is a union discriminated on `manager` (tui/deployments.py); each variant builds its manager
+The deployment config is a union discriminated on `manager` (tui/config/deployments.py); each variant builds its manager
 through managers/registry.py. What a manager or a transport can do beyond the protocol is a declared protocol
 (`LogHistory`, `Link`, `Forwarding`) asked with isinstance; an error that waiting will not fix derives from
 `tui.errors.PermanentError`; what a manager tells during a step reaches the caller through the `report` argument.
@@ -17,8 +17,9 @@ from typing import Any, Literal
 import pytest
 
 from tui.cli.fleet import _read_error_code
-from tui.config import ConfigError, HostConfig, Settings, load, parse_deployment
-from tui.deployments import MANAGERS, Deployment, DeploymentConfig
+from tui.config.deployments import MANAGERS, Deployment, DeploymentConfig, parse_deployment
+from tui.config.parts import ConfigError, HostConfig
+from tui.config.settings import Settings, load
 from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
 from tui.managers import LockHeld, LogHistory, Manager, ManagerError, PermanentManagerError, Report, unreported
@@ -28,6 +29,7 @@ from tui.managers.multinode import MultiNodeManager, Node, _named
 from tui.managers.none import NoManager
 from tui.managers.process import ProcessManager
 from tui.managers.registry import KINDS, Place, build_manager
+from tui.managers.slurm import SlurmManager
 from tui.managers.systemd import SystemdManager
 from tui.model import LogLine, Step, UnitState
 from tui.ops.restart import _reporting
@@ -43,6 +45,7 @@ TABLES: dict[str, tuple[dict[str, Any], type]] = {
     "none": ({}, NoManager),
     "docker": ({"container": "sglang"}, DockerManager),
     "compose": ({"compose_dir": "/srv/llm", "service": "sglang"}, ComposeManager),
+    "slurm": ({"command": ["python3", "-m", "sglang.launch_server"], "output_dir": "/shared/bringup"}, SlurmManager),
 }
 
 
@@ -90,7 +93,7 @@ def test_an_unknown_manager_is_one_config_line_naming_the_known_ones(tmp_path: P
     with pytest.raises(ConfigError) as e:
         load(str(cfg))
     assert str(e.value) == (f"{cfg.resolve()}: deployments.k.manager: Input should be 'systemd', 'process', 'none', "
-                            "'docker' or 'compose'")
+                            "'docker', 'compose' or 'slurm'")
 
 
 def test_a_key_of_another_manager_names_the_managers_it_is_for(tmp_path: Path) -> None:

@@ -9,50 +9,19 @@ or absent, with a note where one can be shown, never a crash."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.sweep_records import BAD_CELLS, NOW, cell, write_results
 from tui.collectors.shared_generations import SharedGenerations
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 from tui.engine.gpus import GpuTracker
 from tui.managers.lock_record import lock_info_from
 from tui.sweep.charts import render_report
 from tui.sweep.results import CellMetrics, read_results
 from tui.transport.local import LocalTransport
-
-NOW = 1_780_000_000.0
-
-
-def cell(metrics: dict[str, Any], **over: Any) -> dict[str, Any]:
-    rec = {"type": "cell", "config": "base", "cell": "p128-o64-c1-r0", "prompt_tokens": 128, "output_tokens": 64,
-           "concurrency": 1, "repeat": 0, "valid": True, "reason": "", "attempt": 1, "invocation": "inv1",
-           "metrics": {"completed": 4, "failed": 0, "duration_s": 2.0, "tok_s_total": 128.0, "req_s": 2.0,
-                       **metrics}, "at": NOW}
-    rec.update(over)
-    return rec
-
-
-BAD_CELLS = [
-    cell({"completed": math.inf}),  # json.dumps writes Infinity: int(inf) raised OverflowError, uncaught
-    cell({"duration_s": "nan"}),
-    cell({"tok_s_total": "inf"}),
-    cell({"req_s": True}),
-    cell({"completed": 1e308}),
-    cell({}, concurrency="1_0"),
-    cell({}, at="-inf"),
-]
-
-
-def write_results(d: Path, records: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
-    d.mkdir()
-    (d / "sweep.json").write_text(json.dumps(meta or {"deployment": "sim", "started_at": NOW, "pid": 1,
-                                                      "configs": ["base"], "cells": ["p128-o64-c1-r0"],
-                                                      "status": "done"}))
-    (d / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return d
 
 
 @pytest.mark.parametrize("bad", BAD_CELLS, ids=["completed-Infinity", "duration-nan-text", "tok_s-inf-text",

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import pytest
 
 from tui.cli.args import UsageError, build_parser
-from tui.config import HostConfig, ProcessDeployment
+from tui.config.deployments import ProcessDeployment
+from tui.config.parts import HostConfig
 from tui.exit_codes import ExitCode
 from tui.model import GpuSample, GpuSnapshot, Outcome, Phase, Result, Step, UnitState
 from tui.ops.errors import ReleaseUnverified

@@ -1,4 +1,5 @@
-"""Replay (tui/lifecycle/replay.py and `bringup replay`) over real public logs, against what a human concluded.
+"""Replay (tui/lifecycle/replay.py) over real public logs, against what a human concluded (`bringup replay` itself,
+a process of its own: tests/e2e/test_replay_cli.py).
 
 tests/fixtures/logs/expected.json holds, per log, the preset, final phase, phases seen, failure kind/phase and
 substrings the failure excerpt must contain. The reducer only moves forward, so repeated or backward phases in
@@ -10,8 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -219,55 +218,6 @@ def test_replay_never_raises(lines: list[str]) -> None:
     json.dumps(r.as_dict())
 
 
-# ------------------------------------------------------------------------------------------------ CLI
-
-
-def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
-    return subprocess.run([sys.executable, "-m", "tui", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=60)
-
-
-def test_cli_replay_json() -> None:
-    p = _cli("replay", str(LOGS / "sglang_warmup_fail_502.log"), "--json")
-    assert p.returncode == 1, "a failed replay exits 1"
-    d = json.loads(p.stdout)
-    assert {"final", "phases", "failure"} <= set(d)
-    assert d["final"] == "failed"
-    assert d["failure"]["kind"] == "warmup"
-    assert [x["phase"] for x in d["phases"]][-1] == "failed"
-
-
-def test_cli_replay_json_not_failed_exits_0() -> None:
-    p = _cli("replay", str(LOGS / "sglang_tp8_capture_in_progress.log"), "--json")
-    assert p.returncode == 0
-    d = json.loads(p.stdout)
-    assert d["final"] == "graph-capture"
-    assert d["failure"] is None
-
-
-def test_cli_replay_missing_file_exits_2_with_one_line() -> None:
-    p = _cli("replay", "/nonexistent")
-    assert p.returncode == 2
-    err = p.stderr.strip().splitlines()
-    assert len(err) == 1, p.stderr
-    assert "/nonexistent" in err[0]
-    assert "Traceback" not in p.stderr
-
-
-def test_cli_replay_odd_files(tmp_path: Path) -> None:
-    """Binary garbage is refused in one line; a 5 MB single line is read (cut) and replayed."""
-    f = tmp_path / "odd.log"
-    f.write_bytes(os.urandom(200_000) + b"\n\x00\xff" * 1000)
-    p = _cli("replay", str(f), "--json")
-    assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1 and "binary" in p.stderr
-    f.write_bytes(b"[2026-06-02 08:00:20 TP0] Load weight begin. " + b"x" * 5_000_000)
-    p = _cli("replay", str(f), "--json")
-    assert p.returncode in (0, 1) and "Traceback" not in p.stderr
-    assert json.loads(p.stdout)["final"] == "loading"
-
-
 @settings(max_examples=60, deadline=None)
 @given(name=st.sampled_from(sorted(EXPECTED)), cuts=st.lists(st.integers(min_value=0, max_value=5000), max_size=30),
        probe=st.booleans())
@@ -295,13 +245,6 @@ def test_reduce_lines_is_reduce_line_by_line(name: str, cuts: list[int], probe: 
             batched, batch = reduce_lines(batched, batch, preset), []
             assert batched == one, f"{name}: differs after event {i}"
     assert reduce_lines(batched, batch, preset) == one
-
-
-def test_replay_text_labels_its_columns() -> None:
-    p = _cli("replay", str(LOGS / "sglang_tp8_capture_in_progress.log"))
-    lines = p.stdout.splitlines()
-    assert lines[1].split() == ["PHASE", "BEGAN", "LASTED"], p.stdout
-    assert lines[2].split()[0] == "starting" and lines[2].split()[1].startswith("+"), p.stdout
 
 
 # ------------------------------------------------------------------------------------------------ systemd as text
@@ -384,26 +327,6 @@ def test_uvicorn_words_are_not_systemds() -> None:
     evs = list(events_from_lines(["INFO:     Started server process [3831493]",
                                   "Started server process [3831493]"]))
     assert all(isinstance(e, LogLine) for e in evs)
-
-
-# ------------------------------------------------------------------------------------------------ --json errors
-
-
-@pytest.mark.parametrize("kind", ["missing", "binary", "unrecognised", "empty"])
-def test_cli_replay_json_errors_are_json_on_stdout(kind: str, tmp_path: Path) -> None:
-    f = tmp_path / "x.log"
-    if kind == "binary":
-        f.write_bytes(b"\x00\x01\x02" * 100)
-    elif kind == "unrecognised":
-        f.write_text("hello\nworld\n")
-    elif kind == "empty":
-        f.write_text("")
-    path = "/nonexistent/x.log" if kind == "missing" else str(f)
-    p = _cli("replay", path, "--json")
-    assert p.returncode == 2
-    d = json.loads(p.stdout)
-    assert set(d) == {"error", "code"} and d["code"] == 2 and d["error"]
-    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
 def test_vllms_logger_prefix_alone_tells_the_preset() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tui.cli.report import render_status, snapshot_dict
-from tui.exporter import flags_label
+from tui.exporter.collector import flags_label
 from tui.lifecycle.flags import diff
 from tui.lifecycle.presets.registry import PRESETS
 from tui.lifecycle.secrets import REDACTED, is_secret, redact_argv, redact_flags, redact_text, unredact_argv

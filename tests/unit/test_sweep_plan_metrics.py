@@ -13,8 +13,10 @@ import pytest
 
 from tui.lifecycle.presets import get_preset
 from tui.sweep.counters import spec_counters
+from tui.sweep.estimate import estimate_s
 from tui.sweep.metrics import RequestTiming, SloSpec, SpecCounters, accept_from_counters, cell_metrics, percentile
-from tui.sweep.plan import Plan, PlanError, build_prompt, estimate_s, parse_plan
+from tui.sweep.plan import Plan, PlanError, parse_plan
+from tui.sweep.prompts import build_prompt
 from tui.sweep.results import CellRecord, read_results
 from tui.sweep.summary import summary_csv, summary_md
 

@@ -24,7 +24,9 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from tui.config import DEMO, ConfigError, Settings, load
+from tui.config.demo import DEMO
+from tui.config.parts import ConfigError
+from tui.config.settings import Settings, load
 from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
 from tui.guard.files import UnsafeLocation, check_own_dir
@@ -74,7 +76,7 @@ def _need_terminal(what: str) -> None:
 def run_console(settings: Settings, deployment: str | list[str] | None, read_only: bool, only: bool = False) -> int:
     """One deployment named: its console; several: the overview of those; none: the only one, or all. `only`: the
     console shows the named deployments and no other (`bringup serve`'s sessions)."""
-    from tui.app import run_app
+    from tui.console.run import run_app
 
     names = [deployment] if isinstance(deployment, str) else list(deployment or [])
     if only and not names:
@@ -191,7 +193,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                                getattr(args, "console_only", False))
         if args.cmd == "demo" and not args.headless:
             _need_terminal("demo")
-            from tui.app import run_app
+            from tui.console.run import run_app
 
             return run_app(settings, DEMO, read_only=settings.read_only, demo_keep=args.keep)
         return int(run_async(HANDLERS[args.cmd](settings, args)))

@@ -20,7 +20,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tui.config import DeploymentConfig, Settings
+from tui.config.deployments import DeploymentConfig
+from tui.config.settings import Settings
 from tui.exit_codes import ExitCode
 from tui.guard.redact import BOOK
 from tui.lifecycle.secrets import redact_argv, redact_flags
@@ -92,8 +93,8 @@ async def cmd_restart(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _protocol(settings: Settings, args: argparse.Namespace, *, restart: bool) -> int:
     from tui.engine import Engine
+    from tui.engine.settle import running_release
     from tui.ops import restart as protocol
-    from tui.settle import running_release
 
     if settings.read_only:
         raise UsageError("read-only mode: restarts and flag changes are disabled (--read-only, read_only in the config "

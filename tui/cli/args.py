@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from tui import __version__
-from tui.config import DEMO_PORT
+from tui.config.demo import DEMO_PORT
 from tui.exit_codes import ExitCode as X
 from tui.guard.numbers import real, whole
 from tui.lifecycle.presets.registry import display_names, preset_names

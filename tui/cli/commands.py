@@ -8,7 +8,8 @@ import sys
 import time
 from typing import Any
 
-from tui.config import ConfigError, Settings
+from tui.config.parts import ConfigError
+from tui.config.settings import Settings
 from tui.exit_codes import ExitCode
 from tui.guard.numbers import whole
 from tui.model import Phase
@@ -19,7 +20,7 @@ from .report import error, out, print_failure, render_status, snapshot_dict
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
-    from tui.settle import settle
+    from tui.engine.settle import settle
 
     from .fleet import deployment_gpus
 
@@ -50,7 +51,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_flags(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine import Engine
-    from tui.settle import learn_release
+    from tui.engine.settle import learn_release
 
     name, dep = settings.deployment(args.deployment)
     w = Engine(settings, name, dep)
@@ -114,8 +115,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
-    from tui.bench import MAX_CONCURRENCY, BenchError, bench, render
     from tui.engine import Engine
+    from tui.ops.bench import MAX_CONCURRENCY, BenchError, bench, render
 
     try:
         levels = [whole(x, "--concurrency", text=True) for x in args.concurrency.split(",") if x.strip()]

@@ -1,4 +1,4 @@
-"""`bringup exporter`: the fleet's engines, headless, with their truth served at /metrics (tui/exporter.py)."""
+"""`bringup exporter`: the fleet's engines, headless, with their truth served at /metrics (tui/exporter/)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import contextlib
 import signal
 import sys
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.exit_codes import ExitCode
 
 from .args import UsageError
+from .listen import ListenError, parse_listen
 from .report import error, out
 
 
@@ -19,7 +20,7 @@ async def cmd_exporter(settings: Settings, args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server  # loaded by this command only, not by `bringup --help`
 
     from tui.engine.fleet import Fleet, deployment_names
-    from tui.exporter import ListenError, parse_listen, registry_for
+    from tui.exporter.collector import registry_for
 
     try:
         host, port = parse_listen(args.listen, args.allow_remote)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from tui.collectors.probes import error_words
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
 from tui.lifecycle.nodes import host_names, node_name, split_gpu
@@ -83,7 +83,7 @@ def _row(d: dict[str, Any]) -> str:
 
 async def cmd_status_all(settings: Settings, args: argparse.Namespace) -> int:
     from tui.engine.fleet import Fleet
-    from tui.settle import settle
+    from tui.engine.settle import settle
 
     fleet = Fleet(settings)
     if not fleet.engines:

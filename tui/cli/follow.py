@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tui.config import DEMO, Settings
+from tui.config.demo import DEMO
+from tui.config.settings import Settings
 from tui.exit_codes import ExitCode
-from tui.ops.wait import wait
+from tui.ops.wait import WaitEvent, WaitOutcome, wait
 
 from .wait_lines import WaitLines, wait_exit_code
 
@@ -43,8 +47,6 @@ async def cmd_wait(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     """The demo without the console: its phases as `wait` prints them, and its server stopped at the end unless
     `--keep` (Ctrl-C or `kill <pid>` too)."""
-    from tui.demo import run_demo
-
     lines = WaitLines(DEMO, args.json)
 
     def watching(w: Engine) -> None:  # its second start on has an ETA from the first
@@ -54,3 +56,30 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         return ExitCode.TERMINATED
     return wait_exit_code(outcome)
+
+
+async def run_demo(settings: Settings, on_event: Callable[[WaitEvent], None], *, keep: bool,
+                   timeout: float, watching: Callable[[Engine], None] | None = None) -> WaitOutcome:
+    """The demo without the console: start it as configured (tui/ops/demo.py), follow it to ready (or failed) with
+    `on_event` told every step, and stop the server this call started unless `keep`. `kill <pid>` ends it as Ctrl-C
+    does: the task is cancelled, the server it started stopped, and the cancellation goes on to the caller."""
+    from tui.engine import STALE_AFTER_S, Engine
+    from tui.ops.demo import prepare, stop_demo
+
+    w = Engine(settings, DEMO, settings.deployments[DEMO])
+    if watching is not None:  # the caller reads what the engine knows beside the wait's events (its ETA)
+        watching(w)
+    started = False
+    loop = asyncio.get_running_loop()
+    me = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        if me is not None:
+            loop.add_signal_handler(signal.SIGTERM, me.cancel)
+    try:
+        started = await prepare(w)
+        await w.start()
+        return await wait(w, timeout, on_event, stale_after=STALE_AFTER_S)
+    finally:
+        if started and not keep:
+            await stop_demo(w)
+        await w.close()

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.engine.incident_file import write_record
 from tui.exit_codes import ExitCode
 from tui.guard.files import UnsafeLocation

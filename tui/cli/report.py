@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.guard.text import split_lines
 from tui.lifecycle.nodes import host_names, node_name, split_gpu, split_pid
 from tui.lifecycle.secrets import redact_argv, redact_flags

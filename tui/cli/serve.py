@@ -43,10 +43,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.exit_codes import ExitCode
 
 from .args import UsageError
+from .listen import ListenError, is_loopback, parse_listen
 from .report import error, out
 from .serve_session import DEFAULT_SIZE, Console, all_stopped, clamp_size
 
@@ -97,8 +98,6 @@ def served_names(settings: Settings, given: list[str]) -> list[str]:
 
 
 def _loopback_name(host_header: str) -> bool:
-    from tui.exporter import is_loopback
-
     host = urlsplit("//" + host_header).hostname or ""
     return is_loopback(host)
 
@@ -279,8 +278,6 @@ def make_server(argv: list[str], title: str, gate: Gate, max_sessions: int) -> A
 
 async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from aiohttp import web  # loaded by this command only, not by `bringup --help`
-
-    from tui.exporter import ListenError, is_loopback, parse_listen
 
     try:
         host, port = parse_listen(args.listen, allow_remote=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.exit_codes import ExitCode
 from tui.guard.numbers import real_or_none
 from tui.words import plural
@@ -40,7 +40,7 @@ def _dry_run(name: str, plan: Any, as_json: bool, ready_after_s: Sequence[float]
     """`ready_after_s`: the start-to-ready seconds of the deployment's runs on record that reached ready, oldest
     first: the restart's figure is the history's, not a guess (issue 51: 300 s assumed where the history knew 28 s)."""
     from tui.lifecycle.eta import duration
-    from tui.sweep.plan import ASSUMED_DECODE_TOK_S, estimate_s, restart_figure
+    from tui.sweep.estimate import ASSUMED_DECODE_TOK_S, estimate_s, restart_figure
     from tui.sweep.summary import flag_words
 
     restart = restart_figure(ready_after_s)
@@ -85,11 +85,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
-    from tui.bench import MAX_CONCURRENCY
     from tui.engine import Engine
+    from tui.engine.settle import running_release
     from tui.guard.files import UnsafeLocation
     from tui.guard.files import out_dir as out_dir_guarded
-    from tui.settle import running_release
+    from tui.ops.bench import MAX_CONCURRENCY
     from tui.sweep.plan import PlanError, load_plan
     from tui.sweep.recorder import Recorder
     from tui.sweep.results import RECORDS_FILE, default_results_dir, read_results

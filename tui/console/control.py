@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 from textual import work
 from textual.screen import Screen
 
+from tui.console.messages import RestartFinished, RestartStepped
 from tui.console.overview import CONSOLE_MODE
 from tui.console.port import ConsoleEngine
 from tui.console.screen import ConsoleScreen, ControlConsoleScreen
 from tui.console.viewer import ConsoleApp
 from tui.lifecycle.flags import FlagChange
 from tui.managers import ManagerError
-from tui.messages import RestartFinished, RestartStepped
 from tui.model import Outcome, Result, Step
 from tui.ops import restart as protocol
 from tui.ops.change import ChangePlan, ChangeRefused, Refusal, last_ready, moved_since, plan_change

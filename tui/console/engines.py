@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.console.port import ConsoleEngine, ConsoleFleet
 from tui.engine import Engine
 from tui.engine.fleet import Fleet
@@ -23,9 +23,9 @@ def open_fleet(settings: Settings, names: Sequence[str]) -> ConsoleFleet:
 
 
 async def prepare_demo(w: ConsoleEngine, say: Callable[[str], None]) -> bool:
-    """The built-in demo's server, started if it does not run as configured (tui/demo.py `prepare`): True when
+    """The built-in demo's server, started if it does not run as configured (tui/ops/demo.py `prepare`): True when
     this call started it, so the console stops it on exit."""
-    from tui.demo import prepare
+    from tui.ops.demo import prepare
 
     assert isinstance(w, Engine), "the demo runs on an engine this module built"
     return await prepare(w, say)

@@ -25,7 +25,7 @@ def keymap_problem(scopes: Iterable[type], keys: dict[str, str]) -> str:
     `scopes` (the app's class, its screens' classes) has -- a typo there would leave the key as it was without a
     word -- or two actions of one scope on one key (Textual would silently take one of them, and the other, restart
     say, would have no key at all)."""
-    from tui.config import did_you_mean
+    from tui.config.settings import did_you_mean
 
     declared = [declared_keys(c) for c in scopes]
     known = {a for d in declared for a in d}

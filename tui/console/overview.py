@@ -7,10 +7,10 @@ switching is instant and closes nothing; the console only changes which engine i
 
 from __future__ import annotations
 
-from tui.config import Settings
+from tui.config.settings import Settings
 from tui.console.port import ConsoleFleet
 from tui.model import Phase
-from widgets.fleet import FleetRow, row_for
+from widgets.fleet_rows import FleetRow, row_for
 
 #: the app's modes: the console of one deployment, and the overview of them all (with several)
 CONSOLE_MODE = "console"

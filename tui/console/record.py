@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tui.config import DeploymentConfig
+from tui.config.deployments import DeploymentConfig
 from tui.engine.incident_file import write_record
 from tui.lifecycle.incident import NoSuchRun, record_command
 from tui.model import Phase, Snapshot
@@ -47,9 +47,10 @@ def write_incident_record(state_dir: Path, deployment: str, snap: Snapshot,
     return Notice("incident record written:\n" + "\n".join(path_lines(str(path))))
 
 
-#: the characters a line of a toast holds at its narrowest (Textual's 60 columns, less its padding and border,
-#: and less at 80 columns: 75 % of them, app.tcss)
-TOAST_TEXT_WIDTH = 54
+#: the characters a line of a toast holds at its narrowest: the console at 80 columns, where the toasts keep to
+#: the right half, less their bar and padding (app.tcss; tests/console/test_failure_toast_narrow.py reads it off
+#: the screen)
+TOAST_TEXT_WIDTH = 36
 
 
 def path_lines(path: str, width: int = TOAST_TEXT_WIDTH) -> list[str]:

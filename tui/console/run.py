@@ -11,7 +11,8 @@ import signal
 import sys
 import threading
 
-from tui.config import DEMO, Settings
+from tui.config.demo import DEMO
+from tui.config.settings import Settings
 from tui.console.control import ControlConsoleApp
 from tui.console.viewer import ConsoleApp
 from tui.engine import Engine
@@ -22,7 +23,7 @@ from tui.transport.local import kill_all_children
 
 
 def _stop_demo(settings: Settings, name: str) -> None:
-    from tui.demo import stop_demo
+    from tui.ops.demo import stop_demo
 
     async def _stop() -> None:
         w = Engine(settings, name, settings.deployments[name])
@@ -50,7 +51,7 @@ def check_keymap(settings: Settings) -> None:
     """`[ui] keys` checked against every screen's actions before the console starts (ConfigError: one line)."""
     if not settings.ui.keys:
         return
-    from tui.config import ConfigError
+    from tui.config.parts import ConfigError
     from tui.console.keys import keymap_problem
     from tui.console.screen import ControlConsoleScreen
     from tui.screens.confirm import ConfirmScreen

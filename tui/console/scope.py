@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tui.config import Settings
+from tui.config.settings import Settings
 
 
 def only(settings: Settings, names: Sequence[str]) -> Settings:

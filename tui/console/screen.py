@@ -60,6 +60,9 @@ class ConsoleScreen(Screen[None]):
     """The read-only console's screen: watching, filtering and help; the acting keys only say they are off."""
 
     AUTO_FOCUS = "#log"
+    #: below 100 columns the log takes the left half: the toasts keep to the right half (app.tcss), over the
+    #: throughput panel, so that a failure's toast never covers the log it is about (issue 51)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
         # the full console's action keys, here: each says it is off rather than doing nothing. No description:
         # neither the bar, the help nor the palette lists them (the help says read-only mode is on); the same ids

@@ -5,11 +5,12 @@ The app holds the deployment: its engine, what the engine reported, the actions 
 engine and routes what it reports to the screen, which holds the panels and the keys and draws them itself. It does no
 parsing and no I/O of its own. The engine runs on the app's event loop, driven through the Protocol of what the
 console uses of it (tui/console/port.py; built in tui/console/engines.py), and reports through a listener that posts
-its typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type; bursts of a kind that
-carries the whole picture coalesce (tui/messages.py). That is the one way in: the picture the panels draw between the
-other updates comes as one too, every second (`PictureTaken`), and nothing of the engine is read at the tick. The
-full console, with the actions that change the deployment, is a subclass (tui/console/control.py) with its own screen,
-so in read-only mode those actions do not exist at all rather than being disabled; their keys only say so.
+its typed updates, all as one message type (`EngineUpdated`), dispatched on the update's type; bursts of a kind
+that carries the whole picture coalesce (tui/console/messages.py). That is the one way in: the picture the panels
+draw between the other updates comes as one too, every second (`PictureTaken`), and nothing of the engine is read at
+the tick. The full console, with the actions that change the deployment, is a subclass (tui/console/control.py) with
+its own screen, so in read-only mode those actions do not exist at all rather than being disabled; their keys only
+say so.
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.console import Console
-from textual import actions, work
-from textual.actions import ActionParseResult
-from textual.app import App, ScreenStackError, SystemCommand
-from textual.dom import DOMNode
-from textual.notifications import SeverityLevel
+from textual import work
+from textual.app import ScreenStackError, SystemCommand
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from tui.config import Settings
-from tui.console import gate, scope
+from tui.config.settings import Settings
+from tui.console import scope
 from tui.console.engines import open_engine, open_fleet, prepare_demo
-from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN, choices, fleet_rows, picker_phases
+from tui.console.messages import EngineUpdated, RestartStepped
+from tui.console.navigation import NavigatingApp
+from tui.console.overview import CONSOLE_MODE, FLEET_MODE, FLEET_SCREEN
 from tui.console.port import ConsoleEngine, ConsoleFleet
 from tui.console.record import record_offer, write_incident_record
 from tui.console.screen import ConsoleScreen
@@ -54,15 +54,10 @@ from tui.engine.updates import (
     Update,
 )
 from tui.exit_codes import ExitCode, signalled
-from tui.guard.redact import scrub
 from tui.lifecycle.presets.registry import PRESETS
 from tui.managers import ManagerError
-from tui.messages import EngineUpdated, RestartStepped
 from tui.model import LockInfo, Phase, Snapshot
 from tui.screens.fleet import FleetScreen
-from tui.screens.picker import PickerScreen
-from tui.screens.sweep import sweep_screen_of
-from widgets.fleet import FleetRow
 from widgets.gpus import memory_budget
 from widgets.lifecycle import release_text
 
@@ -71,7 +66,7 @@ from widgets.lifecycle import release_text
 PLOT_EVERY_S = 5.0
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(NavigatingApp):
     """The read-only console: watching, filtering and help, no actions that change the deployment."""
 
     CSS_PATH = Path(__file__).resolve().parent.parent / "app.tcss"
@@ -85,12 +80,6 @@ class ConsoleApp(App[int]):
     #: the console screen's class: its keys are the console's (the palette lists them, the keymap is checked
     #: against them)
     SCREEN: ClassVar[type[ConsoleScreen]] = ConsoleScreen
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
-        """Every notification of the console and its screens (theirs call this one) through the one redactor
-        (tui/guard/redact.py): a restart's failure, a flag's change and a server's words may name a secret."""
-        super().notify(scrub(message), title=scrub(title), severity=severity, timeout=timeout, markup=markup)
 
     def __init__(self, settings: Settings, deployment: str, *, live: bool = True, demo: bool = False,
                  fleet: Sequence[str] = (), only: Sequence[str] = ()) -> None:
@@ -316,38 +305,6 @@ class ConsoleApp(App[int]):
                     "console keeps running", title=f"{self.deployment}: {event.worker.name} failed",
                     severity="error", timeout=30, markup=False)
 
-    # ------------------------------------------------------------------ the read-only gate (tui/console/gate.py)
-
-    def _resolve_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None,
-                       namespaces: Any) -> tuple[str, str]:
-        """An action's name and the module of the method it would run ("" when none), found as Textual finds
-        it: the namespace named (app, screen, focused, or one the caller maps), else the default one."""
-        where, name, _ = actions.parse(action) if isinstance(action, str) else action
-        target: Any = default_namespace or self
-        if where:
-            target = (namespaces or {}).get(where)
-            if target is None and where in ("app", "screen", "focused"):  # Textual's own action targets
-                with contextlib.suppress(ScreenStackError):
-                    target = getattr(self, where)
-        method = getattr(target, f"_action_{name}", None) or getattr(target, f"action_{name}", None)
-        return name, str(getattr(method, "__module__", "") or "")
-
-    def refusal(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
-                namespaces: Any = None) -> str | None:
-        """What the read-only console says instead of running `action`; None when it may run."""
-        name, module = self._resolve_action(action, default_namespace, namespaces)
-        return gate.refusal(name, module, read_only=self.read_only)
-
-    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
-                         namespaces: Any = None) -> bool:
-        """Every action (keys of every screen and widget, the palette, the overview's action keys, links) comes
-        through here: in read-only mode, one that changes or writes anything says so and does nothing."""
-        why = self.refusal(action, default_namespace, namespaces)
-        if why is not None:
-            self.notify(why, severity="warning", timeout=6, markup=False)
-            return True  # handled: the key is answered, by the refusal
-        return await super().run_action(action, default_namespace, namespaces)
-
     # ------------------------------------------------------------------ rendering
 
     @property
@@ -466,96 +423,6 @@ class ConsoleApp(App[int]):
                                          self.shown.snap, dep)
         self.notify(notice.text, severity=notice.severity, timeout=12 if notice.severity == "information" else 8,
                     markup=False)
-
-    # ------------------------------------------------------------------ other deployments: picker and overview
-
-    def action_pick(self) -> None:
-        names = choices(self.settings)  # the deployments this console may show (`only`), no other
-        if len(names) <= 1:
-            self.notify(f"this console shows {self.deployment} only" if names else "no deployment is configured")
-            return
-
-        def chosen(name: str | None) -> None:
-            if name and name != self.deployment and not self._busy_with_another(name):
-                self.seen_phases[self.deployment] = (self.shown.snap.phase, self.clock())
-                self.open_watch(name)
-
-        dep = self.settings.deployments.get(self.deployment)
-        where = f"{self.deployment} on {dep.host_label}" if dep is not None else self.deployment
-        phases = picker_phases([n for n, _ in names], shown=self.deployment, shown_phase=self.shown.snap.phase,
-                               fleet=self.fleet, seen=self.seen_phases, now=self.clock())
-        self.push_screen(PickerScreen(names, self.deployment, phases, title=f"Deployments · showing {where}"),
-                         chosen)
-
-    def start_fleet(self, live: bool) -> None:
-        """Start every deployment's engine (when live) and show the overview, the fleet mode's screen."""
-        if self.fleet is None:
-            return
-        if live:
-            self.fleet.start()
-        self.install_screen(FleetScreen(self.fleet_rows, read_only=self.read_only, clock=lambda: self.clock()),
-                            name=FLEET_SCREEN)
-        self.add_mode(FLEET_MODE, FLEET_SCREEN)
-        self.switch_mode(FLEET_MODE)
-
-    def fleet_rows(self) -> list[FleetRow]:
-        """Every deployment's row as of now: what the engines have read, no I/O."""
-        return fleet_rows(self.fleet, self.action_notes, self.clock())
-
-    def on_console_screen_overview_asked(self) -> None:
-        if self.fleet is not None:
-            self.switch_mode(FLEET_MODE)
-
-    def _busy_with_another(self, name: str) -> bool:
-        """A restart runs here on another deployment: its steps, result and rollback offer are drawn on the
-        deployment this console shows, so it goes on showing that one until the restart ends."""
-        if self.restarting and name != self.deployment:
-            self.notify(f"a restart of {self.deployment} is running: one deployment at a time from this console "
-                        "until it ends", title=name, severity="warning", markup=False)
-            return True
-        return False
-
-    def on_fleet_screen_open_asked(self, m: FleetScreen.OpenAsked) -> None:
-        if self._busy_with_another(m.name):
-            return
-        self.open_watch(m.name)
-        self.switch_mode(CONSOLE_MODE)
-
-    async def on_fleet_screen_action_asked(self, m: FleetScreen.ActionAsked) -> None:
-        """The console's own action, on the selected row's deployment: the console shows it from now on (its
-        restart's steps are drawn there), and the action's binding is the console screen's, so the read-only
-        console says "read-only" and the full one asks the same confirmation, naming deployment and host."""
-        if self._busy_with_another(m.name):
-            return
-        self.open_watch(m.name)
-        binding = next((b for b in self.SCREEN.own_bindings() if b.id == m.action), None)
-        if binding is not None:
-            await self.run_action(binding.action, self.console_screen)
-
-    # ------------------------------------------------------------------ sweeps
-
-    def look_for_sweep(self) -> None:
-        """A sweep of the deployment that started meanwhile opens its view, once. Never over a dialog nor over
-        the overview: an operator answering a restart question keeps the question; the view opens at the next
-        look."""
-        if self.current_mode != CONSOLE_MODE or len(self.screen_stack) > 1:
-            return
-        found = self.sweeps.newly_running(self.deployment)
-        if found is None:
-            return
-        self.push_screen(sweep_screen_of(self, found))
-        self.notify(f"a sweep of {self.deployment} is running: its view is open (Esc: back to the console, S: "
-                    "the sweep again)", title="sweep", timeout=8, markup=False)
-
-    def action_sweep(self) -> None:
-        """The running sweep of this deployment, else its latest one (S again, in the view, closes it)."""
-        found = self.sweeps.to_show(self.deployment)
-        if found is None:
-            self.notify(f"no sweep of {self.deployment} found under {self.settings.state_path()}: `bringup sweep "
-                        f"{self.deployment} PLAN` runs one, and its view opens here by itself", title="sweep",
-                        timeout=8, markup=False)
-            return
-        self.push_screen(sweep_screen_of(self, found))
 
     # ------------------------------------------------------------------ the palette
 

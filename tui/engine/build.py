@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tui.collectors.probes import Prober
-from tui.config import DeploymentConfig, HostConfig, Settings
+from tui.config.deployments import DeploymentConfig
+from tui.config.parts import HostConfig
+from tui.config.settings import Settings
 from tui.lifecycle.nodes import gpu_key
 from tui.lifecycle.presets import Preset
 from tui.managers import Manager
@@ -16,6 +18,7 @@ from tui.managers.registry import Place, build_manager
 from tui.transport import Forwarding, Transport
 from tui.transport.local import LocalTransport
 
+from .gpu_sampler import GpuSampler
 from .host_gpus import HostGpuStream
 
 
@@ -42,6 +45,20 @@ class NodeLink:
     host: HostConfig
     transport: Transport
     gpus: HostGpuStream
+
+
+def open_links(settings: Settings, dep: DeploymentConfig, transport: Transport
+               ) -> tuple[list[NodeLink], list[NodeLink]]:
+    """A deployment over several nodes watched alone: a connection and a GPU stream per node host (the head's
+    connection is `transport`, the engine's own). Each node's link (head first), and the links opened, one per host
+    (the engine's to close)."""
+    by_host: dict[str, NodeLink] = {}
+    for n in dep.nodes:
+        if n.host not in by_host:
+            cfg = settings.host(n.host)
+            tr = transport if n.host == dep.host else make_transport(cfg)
+            by_host[n.host] = NodeLink(n.host, cfg, tr, HostGpuStream(GpuSampler(cfg, tr)))
+    return [by_host[n.host] for n in dep.nodes], list(by_host.values())
 
 
 def make_multinode(settings: Settings, name: str, dep: DeploymentConfig, preset: Preset,

@@ -9,7 +9,7 @@ and the listeners, task supervision, and what a stream's readings mean for the o
 
 Every stream is built like the log's follower: what it reads is handed to it, what it finds comes back through a
 callback, so no stream module imports this one. What code above the engine reads of it (the protocols, `bringup
-status`, the exporter) is the small surface at the end of this class; a front end reads the `Snapshot` and the
+status`, the exporter) is the small surface it inherits (surface.py); a front end reads the `Snapshot` and the
 typed updates (updates.py).
 """
 
@@ -18,23 +18,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from tui.config import DeploymentConfig, Settings
-from tui.guard.redact import BOOK
+from tui.config.deployments import DeploymentConfig
+from tui.config.settings import Settings
 from tui.lifecycle.eta import key_groups
-from tui.lifecycle.flags import current_values
 from tui.lifecycle.lines import LineKind
 from tui.lifecycle.presets import FlagSpec, Preset, get_preset
-from tui.lifecycle.presets.facts import resolve
 from tui.lifecycle.reducer import LifecycleState, initial, reduce, reduce_classified
-from tui.managers import LockInfo, Manager
-from tui.managers.lock_record import other_holder
+from tui.managers import Manager
+from tui.managers.placement import Placed
 from tui.model import (
     ActionTaken,
     Event,
-    Failure,
     GpuSnapshot,
     LogLine,
     MemoryObserved,
@@ -43,23 +40,32 @@ from tui.model import (
     ProbeResult,
     Snapshot,
     ThroughputSample,
-    UnitState,
 )
 from tui.transport import Transport, TransportError
 
 from . import view
-from .build import NodeLink, forwarded_endpoint, gpu_keys, make_manager, make_multinode, make_prober, make_transport
+from .build import (
+    NodeLink,
+    forwarded_endpoint,
+    gpu_keys,
+    make_manager,
+    make_multinode,
+    make_prober,
+    make_transport,
+    open_links,
+)
 from .cadence import ProbeCadence
 from .collector_errors import CollectorErrors
-from .gpu_sampler import GpuSampler
 from .gpus import GpuTracker
-from .grid import sleep_on_grid
 from .history import HistoryStore, RunRecorder, history_path
 from .host_gpus import HostGpuStream
+from .listeners import Listeners
 from .logs import LogFollower
 from .node_gpus import NodesGpuStream
+from .placed import PlacedGpus, follow_endpoint, placed_endpoint, reach
 from .probes import ProbeLoop
 from .server_version import ReleaseQuery, ask_release
+from .surface import EngineSurface
 from .throughput import MetricsState, ThroughputTracker, metrics_every, metrics_loop
 from .unit import UnitFollower
 from .updates import (
@@ -68,14 +74,13 @@ from .updates import (
     HolderChanged,
     LogsRead,
     PhaseChanged,
-    PictureTaken,
     ProbeAnswered,
     ThroughputSampled,
     Update,
 )
 
 
-class Engine:
+class Engine(EngineSurface):
     def __init__(self, settings: Settings, name: str, dep: DeploymentConfig, *,
                  transport: Transport | None = None, gpu_stream: HostGpuStream | None = None,
                  node_links: list[NodeLink] | None = None) -> None:
@@ -99,14 +104,18 @@ class Engine:
         self._owns_transport = transport is None
         #: the links of a deployment over several nodes that this engine opened (and closes)
         self._own_links: list[NodeLink] = []
-        shared: HostGpuStream | NodesGpuStream | None = gpu_stream
+        shared: HostGpuStream | NodesGpuStream | PlacedGpus | None = gpu_stream
         self.manager: Manager
         if dep.multinode:
-            links = node_links or self._open_links(dep)
+            links = node_links
+            if not links:
+                links, self._own_links = open_links(settings, dep, self.transport)
             self.manager = make_multinode(settings, name, dep, self.preset, links)
             shared = NodesGpuStream([ln.name for ln in links], [ln.gpus for ln in links])
         else:
             self.manager = make_manager(settings, name, dep, self.host, self.transport)
+        if isinstance(self.manager, Placed):  # a scheduler's run: its GPUs read where it landed (placed.py)
+            shared = PlacedGpus(self.manager, self.transport)
         self.prober = make_prober(settings, name, dep.endpoint, self.preset)
         self.gpu = GpuTracker(self.host, self.transport, gpu_keys(dep),
                               settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
@@ -134,14 +143,11 @@ class Engine:
         self.background = False
         #: read the lock's holder every 2 s even in the background (the exporter counts others' restarts by it)
         self.watch_holders = False
-        #: a front end that draws by the clock (the console) is told the whole picture every second (`PictureTaken`)
-        #: while it shows this engine (`pictures`); no other listener asks for it
-        self._pictures = False
-        self._picture_task: asyncio.Task[None] | None = None
         self._forwarded = False
-        self._listeners: list[Callable[[Update], None]] = []
+        self._placed_at = ""  # the endpoint of the placed run probed now (engine/placed.py)
+        #: who hears the engine's updates, and its whole picture every second for a front end that asks
+        self.listeners = Listeners(self.snapshot, lambda: not self.paused and not self.background)
         self._tasks: list[asyncio.Task[None]] = []
-        self._changed = asyncio.Event()
         self.log = LogFollower(self.manager, self._lines_read, lambda lines, kinds: self.emit(LogsRead(lines, kinds)))
         self.unit_follower = UnitFollower(
             self.manager, lambda: self.state, self.collector_errors, feed=self.feed, read_back=self._read_back,
@@ -165,32 +171,10 @@ class Engine:
         self._dep = dep
         self.gpu.configured = tuple(gpu_keys(dep))
 
-    def _open_links(self, dep: DeploymentConfig) -> list[NodeLink]:
-        """A deployment over several nodes watched alone: a connection and a GPU stream per node host (the head's
-        connection is the engine's own)."""
-        by_host: dict[str, NodeLink] = {}
-        for n in dep.nodes:
-            if n.host not in by_host:
-                cfg = self.settings.host(n.host)
-                tr = self.transport if n.host == dep.host else make_transport(cfg)
-                by_host[n.host] = NodeLink(n.host, cfg, tr, HostGpuStream(GpuSampler(cfg, tr)))
-                self._own_links.append(by_host[n.host])
-        return [by_host[n.host] for n in dep.nodes]
-
     # ------------------------------------------------------------------ the reducer and the listeners
 
-    def subscribe(self, fn: Callable[[Update], None]) -> None:
-        self._listeners.append(fn)
-
-    def unsubscribe(self, fn: Callable[[Update], None]) -> None:
-        """A console that shows another of the fleet's engines stops listening to this one, which keeps running."""
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(fn)
-
     def emit(self, update: Update) -> None:
-        self._changed.set()
-        for fn in list(self._listeners):
-            fn(update)
+        self.listeners.emit(update)
 
     def feed(self, ev: Event) -> None:
         """Apply one event to the reducer; tell listeners when the phase picture changed."""
@@ -211,32 +195,6 @@ class Engine:
             self._kind_after = kinds[-1]
         self._phase_maybe_changed(before)
         return kinds
-
-    @property
-    def offered_flags(self) -> list[FlagSpec]:
-        """The flags this run's release takes, with its own choices (the newest release's while the run has not said
-        which it is): what the flags dialog lists and `--set` validates, so no edit makes the server refuse its
-        command line."""
-        version = self.state.release.version if self.state.release is not None else self.learned_release
-        return [*self.preset.for_version(version).flags, *self._extra_specs]
-
-    def editable_flags(self, values: Mapping[str, str | None]) -> list[FlagSpec]:
-        """The offered flags, and any flag the run's argv gives that its release does not offer (set by hand, or for
-        an older release): listed too, so it can be seen and removed."""
-        offered = self.offered_flags
-        names = {f.name for f in offered}
-        return [*offered, *(f for f in self.flag_specs if f.name in values and f.name not in names)]
-
-    def release_words(self) -> str:
-        """`SGLang 0.5.23`, or `SGLang (release not said yet; flags of 0.5.23, the newest known)`."""
-        name = self.preset.display_name or self.preset.name
-        if self.state.release is not None:
-            return f"{name} {self.state.release.version}"
-        if self.learned_release is not None:
-            last = " (its last run's release)" if self.learned_from_last_run else ""
-            return f"{name} {self.learned_release}{last}"
-        facts = resolve(self.preset.name, None).facts
-        return f"{name} (release not said yet{'; flags of ' + facts.version + ', the newest known' if facts else ''})"
 
     def _phase_maybe_changed(self, before: LifecycleState) -> None:
         if (self.state.phase != before.phase or self.state.timeline != before.timeline
@@ -272,6 +230,10 @@ class Engine:
 
     async def connect_endpoint(self) -> None:
         """An endpoint on the remote host's loopback is reached through a port forward on the SSH connection."""
+        if isinstance(self.manager, Placed):  # the placed run's, followed as it moves (the "endpoint" collector)
+            if (endpoint := await placed_endpoint(self.manager)) is not None:
+                await self._use_endpoint(endpoint)
+            return
         if not self._forwarded and (url := await forwarded_endpoint(self.transport, self.dep.endpoint)):
             await self.prober.close()
             self.prober = make_prober(self.settings, self.name, url, self.preset)
@@ -281,11 +243,23 @@ class Engine:
     def _collectors(self) -> dict[str, Callable[[], Coroutine[Any, Any, None]]]:
         """Each collector by the name its errors are filed under, as a function that starts it (again)."""
         unit = self.unit_follower
-        return {"unit": unit.run, "logs": lambda: self.log.run(lambda: self.state.unit, unit.changed),
+        found: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+                "unit": unit.run, "logs": lambda: self.log.run(lambda: self.state.unit, unit.changed),
                 "probe": self.probes.run, "gpus": lambda: self.gpu.run(self._gpus_sampled),
                 "metrics": lambda: metrics_loop(self.scrape_metrics, self._serving, lambda: self.background,
                                                 lambda: self.collector_errors.cleared("metrics")),
                 "news": unit.watch_news}
+        if isinstance(placed := self.manager, Placed):
+            found["endpoint"] = lambda: follow_endpoint(placed, lambda: self._placed_at, self._use_endpoint)
+        return found
+
+    async def _use_endpoint(self, endpoint: str) -> None:
+        """The placed run's endpoint, reached through the host (placed.py): probed from now on."""
+        url = await reach(self.transport, endpoint)
+        self._placed_at = endpoint
+        await self.prober.close()
+        self.prober = make_prober(self.settings, self.name, url, self.preset)
+        self.tput.probes = self.prober.generated
 
     async def start(self) -> None:
         with contextlib.suppress(TransportError):
@@ -293,42 +267,11 @@ class Engine:
         for name, loop in self._collectors().items():
             self._tasks.append(asyncio.create_task(self._guard(name, loop), name=f"bringup-{name}"))
 
-    @property
-    def pictures(self) -> bool:
-        """Whether the listeners are told the whole picture every second (`PictureTaken`)."""
-        return self._pictures
-
-    @pictures.setter
-    def pictures(self, on: bool) -> None:
-        """Asked for, the pictures begin at the next second of the grid, whether the collectors run or not (a
-        console opened on what an engine has read so far is told it too); no longer asked for, they end there."""
-        self._pictures = on
-        if on and self._picture_task is None:
-            with contextlib.suppress(RuntimeError):  # no loop running: nothing can listen yet, nor be drawn
-                self._picture_task = asyncio.get_running_loop().create_task(self._picture_loop(),
-                                                                            name="bringup-picture")
-
-    async def _picture_loop(self) -> None:
-        """The whole picture, on the one-second grid the periodic readings share (no wake-up of its own), while a
-        front end asks for it and is looking: not paused, not in a fleet's background."""
-        try:
-            while self._pictures:
-                await sleep_on_grid(1.0)
-                if self._pictures and not self.paused and not self.background and self._listeners:
-                    picture = PictureTaken(self.snapshot())
-                    for fn in list(self._listeners):  # news of no change: `wait_changed` is not woken by it
-                        fn(picture)
-        finally:
-            self._picture_task = None
-
     async def close(self) -> None:
         """Stop every collector and the commands they run. Bounded: a caller (a CLI about to exit, a console
         quitting) must never wait on a collector that does not stop. Nothing is delivered after close: a console
         switching deployments must not get the old one's last lines."""
-        self._listeners.clear()
-        self._pictures = False
-        if self._picture_task is not None:
-            self._picture_task.cancel()
+        self.listeners.close()
         self.log.close()
         for t in self._tasks:
             t.cancel()
@@ -444,6 +387,11 @@ class Engine:
     def _serving(self) -> bool:
         return self.state.phase == Phase.READY and not self.paused
 
+    def _evidence_scrape_s(self) -> float:
+        """How often the counters that prove the run alive are scraped: only /metrics' pace changes in the
+        background (the log's stat lines come at the server's own)."""
+        return metrics_every(self.background) if self.tput.metrics == MetricsState.ON else 0.0
+
     # ------------------------------------------------------------------ actions
 
     def action(self, name: str) -> None:
@@ -469,110 +417,3 @@ class Engine:
                 break
             await self.wait_changed(min(0.1, quiet))
 
-    async def wait_changed(self, timeout: float) -> None:
-        self._changed.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._changed.wait()
-
-    # ------------------------------------------------------------------ what code above the engine reads of it
-    # the protocols (ops/engine_view.py: EngineView, ops/wait.py: WaitEngine), `bringup status` (settle.py), the
-    # exporter; each is the state of the part that keeps it, or a plain function of the engine's state
-
-    @property
-    def unit_seen_at(self) -> float | None:
-        return self.unit_follower.seen_at
-
-    @property
-    def other_holder(self) -> LockInfo | None:
-        return self.unit_follower.other_holder
-
-    async def holder_now(self) -> LockInfo | None:
-        """Another bringup's restart, start or stop on this deployment, read at once (not at the follower's pace):
-        a console asks before it opens a restart dialog, which the lock would refuse only after the operator said
-        yes."""
-        return await other_holder(self.manager.lock("watch"))
-
-    @property
-    def permanent_error(self) -> Exception | None:
-        return self.unit_follower.permanent_error
-
-    async def poll_unit(self) -> UnitState:
-        return await self.unit_follower.poll()
-
-    async def replay_history(self, invocation: str, ended: bool = False) -> None:
-        await self.unit_follower.replay_history(invocation, ended)
-
-    def _evidence_scrape_s(self) -> float:
-        """How often the counters that prove the run alive are scraped: only /metrics' pace changes in the
-        background (the log's stat lines come at the server's own)."""
-        return metrics_every(self.background) if self.tput.metrics == MetricsState.ON else 0.0
-
-    async def refresh_pids(self, unit: UnitState) -> None:
-        await self.gpu.refresh_pids(self.manager, unit, settled=self.state.phase == Phase.READY)
-
-    async def argv(self) -> list[str]:
-        argv = await self.manager.read_argv()
-        BOOK.learn_argv(argv)  # its secrets hidden in whatever shows them after (tui/guard/redact.py)
-        return argv
-
-    @property
-    def configured_command(self) -> list[str] | None:
-        """The config's command line, where the manager keeps flags apart from it (tui/ops/config_drift.py)."""
-        return self.dep.configured_command
-
-    async def flag_values(self) -> dict[str, str | None]:
-        return current_values(await self.argv(), self.flag_specs)
-
-    def named(self, failure: Failure | None) -> Failure | None:
-        return view.named(failure, self.name)
-
-    def endpoint_mismatch(self) -> str:
-        return view.endpoint_mismatch(self.listening, self.state.invocation, self.dep.endpoint)
-
-    def stall_note(self) -> str:
-        return view.stall_note(self.state)
-
-    def current_probe(self) -> ProbeResult | None:
-        return view.current_probe(self.last_probe, self.state)
-
-    @property
-    def gpus(self) -> GpuSnapshot | None:
-        return self.gpu.latest
-
-    @gpus.setter
-    def gpus(self, snap: GpuSnapshot | None) -> None:  # a one-shot reading (`bringup status`)
-        self.gpu.latest = snap
-
-    @property
-    def run_pids(self) -> set[int] | None:
-        return self.gpu.run_pids
-
-    @property
-    def previous_pids(self) -> set[int]:
-        return self.gpu.previous_pids
-
-    @previous_pids.setter
-    def previous_pids(self, pids: set[int]) -> None:  # released: no panel may still say the old run holds memory
-        self.gpu.previous_pids = pids
-
-    @property
-    def baseline_mib(self) -> dict[int, float]:
-        return self.gpu.baseline_mib
-
-    def save_baseline(self, snap: GpuSnapshot) -> None:
-        self.gpu.save_baseline(snap)
-
-    async def fresh_gpus(self, max_age: float = 1.5) -> GpuSnapshot | None:
-        return await self.gpu.fresh(max_age)
-
-    def deployment_gpus(self, snap: GpuSnapshot | None = None) -> list[int]:
-        return self.gpu.deployment_gpus(snap)
-
-    @property
-    def throughput(self) -> ThroughputSample | None:
-        return self.tput.latest
-
-    @property
-    def metrics_state(self) -> MetricsState:
-        return self.tput.metrics

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from tui.config import DEMO, HostConfig, Settings
+from tui.config.demo import DEMO
+from tui.config.parts import HostConfig
+from tui.config.settings import Settings
 from tui.lifecycle.lines import LineKind
 from tui.lifecycle.release import Neighbours
 from tui.model import LogLine, Snapshot

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from tui.collectors.gpu_nvml import NvmlSource, NvmlUnavailable
 from tui.collectors.gpu_smi import SmiSource
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 from tui.model import GpuSnapshot
 from tui.transport import Transport
 

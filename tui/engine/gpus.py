@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 from tui.guard.files import write_private
 from tui.guard.numbers import MAX_COUNT, BadNumber, real, whole
-from tui.lifecycle.release import NamedHolder, Neighbours, attribute, held_by_neighbours
+from tui.lifecycle.release import Neighbours, attribute, held_by_neighbours
 from tui.managers import Manager, ManagerError
-from tui.model import Attribution, GpuSnapshot, UnitState
+from tui.model import Attribution, GpuSnapshot, NamedHolder, UnitState
 from tui.transport import Transport, TransportError
 
 from .gpu_sampler import GpuSampler

@@ -30,27 +30,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from tui.config import DeploymentConfig
+from tui.config.deployments import DeploymentConfig
 from tui.guard.files import open_private, write_private
 from tui.guard.numbers import BadNumber
 from tui.lifecycle.eta import estimate
-from tui.lifecycle.history import (
-    ActionRecord,
-    GpuStep,
-    Observed,
-    RunRecord,
-    checked,
-    failed_before,
-    options,
-    previous_of,
-    read_records,
-    record_of,
-    to_dict,
-    upsert,
-)
+from tui.lifecycle.history import Observed, failed_before, options, previous_of, record_of, upsert
 from tui.lifecycle.lines import latest_progress
 from tui.lifecycle.reducer import LifecycleState
-from tui.lifecycle.state import STARTUP, FailedRun
+from tui.lifecycle.run_record import ActionRecord, GpuStep, RunRecord, checked, read_records, to_dict
+from tui.lifecycle.state import BEFORE_READY, FailedRun
 from tui.model import Failure, GpuSnapshot, LockInfo, NoEta, Phase, PhaseEta
 
 from .gpus import GpuTracker
@@ -271,7 +259,7 @@ class RunRecorder:
 
     def eta(self, deployment: str, s: LifecycleState, latest_line: str, now: float) -> PhaseEta | NoEta | None:
         """The ETA of the run `s` is of at `now` (None when no run is starting)."""
-        if s.phase not in STARTUP:
+        if s.phase not in BEFORE_READY:  # a queued run's too: its queue time from the history
             return None
         if s.stalled_for is not None and s.last_progress is not None:
             # a countdown through a hang grows a second every second: once stalled, no ready-time is promised
@@ -293,7 +281,7 @@ class RunRecorder:
 
     def on_entry(self, deployment: str, s: LifecycleState, phase: Phase, at: float) -> PhaseEta | NoEta | None:
         """The ETA as it stood when the run entered `phase` at `at` (a wait's phase line, read back or live)."""
-        if phase not in STARTUP:
+        if phase not in BEFORE_READY:
             return None
         timeline = tuple(t for t in s.timeline if t.at <= at)
         if not timeline or timeline[-1].phase != phase:

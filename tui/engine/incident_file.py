@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tui.config import DeploymentConfig
+from tui.config.deployments import DeploymentConfig
 from tui.guard.files import out_path, private_dir, write_private
 from tui.lifecycle.incident import incident, markdown, pick
 from tui.lifecycle.presets import get_preset

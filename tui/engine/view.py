@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from tui.config import HostConfig
+from tui.config.parts import HostConfig
 from tui.guard.numbers import whole_or_none
 from tui.lifecycle.crash_loop import crash_loop
 from tui.lifecycle.lines import latest_progress

@@ -15,7 +15,7 @@ number from outside is taken here, and here it is:
 Anything else is refused with one line naming what it was for, what it was and what was expected (`BadNumber`,
 a `ValueError`, so the readers that skip a bad record skip it). `real_or_none` / `whole_or_none` are the same rule
 for a reader that drops what it cannot take (a log line, a /metrics sample). Pydantic-free: the config's number
-types (tui/deployments.py `Real`, `Whole`) call `config_real` / `config_whole`.
+types (tui/config/parts.py `Real`, `Whole`) call `config_real` / `config_whole`.
 """
 
 from __future__ import annotations

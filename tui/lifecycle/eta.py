@@ -15,8 +15,9 @@ from statistics import median
 
 from tui import words
 from tui.guard.numbers import real_or_none, whole_or_none
-from tui.lifecycle.history import RunRecord, startup_phases
+from tui.lifecycle.history import startup_phases
 from tui.lifecycle.presets import FlagSpec
+from tui.lifecycle.run_record import RunRecord
 from tui.lifecycle.secrets import redact_flags
 from tui.model import EtaBasis, EtaMatch, NoEta, Phase, PhaseEta, Transition
 

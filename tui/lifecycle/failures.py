@@ -15,7 +15,7 @@ from tui.lifecycle.error_blocks import MAX_EXCERPT
 from tui.lifecycle.lines import clean
 from tui.lifecycle.presets import HintFn, Preset
 from tui.lifecycle.presets.common import bad_args_hint
-from tui.lifecycle.state import RANK, STARTUP, Excerpt, LifecycleState, enter
+from tui.lifecycle.state import BEFORE_READY, RANK, STARTUP, Excerpt, LifecycleState, enter
 from tui.model import Failure, FailureKind, Phase, Transition, UnitState
 
 _INFERRED = "(phase inferred from the traceback)"
@@ -199,6 +199,30 @@ def exited(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> Lifec
     if kind == FailureKind.EXIT and u.exit_status in (-signal.SIGKILL, 128 + signal.SIGKILL) and s.failure:
         s = replace(s, failure=replace(s.failure, hint=SIGKILL_HINT))
     return replace(s, excerpt=Excerpt.AWAITING_CAUSE if kind == FailureKind.EXIT else Excerpt.OPEN)
+
+
+def ended_by_scheduler(s: LifecycleState, preset: Preset, u: UnitState, end: float) -> LifecycleState:
+    """A scheduler ended the run and said why (`UnitState.verdict`: a time limit, a node lost, a preemption, a cancel
+    by someone else, host memory): that is the failure's kind and hint, its words after the server's last lines,
+    and it stands over what the log said of the end (a server killed at its time limit may log an error on its way
+    out; a worker's NCCL error follows its peer's node lost). An exit code alone (EXIT) is an exit like any other:
+    the server's own error, when its log has one, is the cause. Seen ending first (Slurm's COMPLETING, a SIGTERM
+    line), the failure is in the phase the run was in before. Said once: the word repeated at each reading is no
+    news."""
+    v = u.verdict
+    assert v is not None
+    f = s.failure
+    if s.phase == Phase.FAILED and f is not None:
+        if v.kind == FailureKind.EXIT or (f.kind == v.kind and v.words in f.excerpt):
+            return s
+        return replace(s, failure=replace(f, kind=v.kind, hint=v.hint, excerpt=(*f.excerpt, v.words)[-MAX_EXCERPT:]),
+                       excerpt=Excerpt.CLOSED)
+    live = next((t.phase for t in reversed(s.timeline) if t.phase in (*BEFORE_READY, Phase.READY)), Phase.STARTING)
+    if v.kind == FailureKind.EXIT:
+        return exited(replace(s, phase=live), preset, replace(u, verdict=None), end)
+    excerpt = (*s.blocks.exit_lines(), v.words)[-MAX_EXCERPT:]
+    s = replace(s, phase=live, failure=Failure(live, v.kind, excerpt, v.hint, end), excerpt=Excerpt.CLOSED)
+    return enter(s, Phase.FAILED, end, v.words)
 
 
 FIRST_LOOK = " before bringup first looked"

@@ -23,9 +23,10 @@ from typing import Any
 
 from tui.guard.text import split_lines
 from tui.lifecycle.eta import comparable, duration, key_groups
-from tui.lifecycle.history import RunEnd, RunRecord, flags_diff, going_back, last_ready_before, startup_phases
+from tui.lifecycle.history import flags_diff, going_back, last_ready_before, startup_phases
 from tui.lifecycle.lines import terminal_safe
 from tui.lifecycle.presets import FlagSpec, Preset
+from tui.lifecycle.run_record import RunEnd, RunRecord
 from tui.lifecycle.way_back import way_back
 from tui.model import EtaMatch
 

@@ -34,7 +34,7 @@ _ESCAPES = re.compile(r"[\x1b\x90\x98\x9b\x9d-\x9f]")
 #   U+2066-U+2069, U+200E, U+200F, U+061C), which reorder what a terminal shows, and the invisible rest (U+200B, the
 #   soft hyphen, U+FEFF, the tag characters), but for ZERO WIDTH JOINER (U+200D: inside emoji sequences, 👩‍💻) and
 #   ZERO WIDTH NON-JOINER (U+200C: Persian, Indic scripts), which are kept. Every other character is kept: CJK,
-#   accents, emoji, no-break spaces. (The class is Unicode 15's Cf; tests/console/test_terminal_controls.py holds it
+#   accents, emoji, no-break spaces. (The class is Unicode 15's Cf; tests/unit/test_control_characters.py holds it
 #   to the running Python's unicodedata.)
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
                       "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f"
@@ -46,7 +46,7 @@ KEPT_FORMAT = frozenset("\u200c\u200d")
 # - the line and paragraph separators (Unicode Zl and Zp: U+2028, U+2029) become a space: one line of a server's
 #   stays one line wherever it is shown (a terminal, the log panel, the run history, an incident's Markdown, where
 #   they end a line), and the words either side stay apart. (Held to the running Python's unicodedata by
-#   tests/console/test_terminal_controls.py.)
+#   tests/unit/test_control_characters.py.)
 _SEPARATORS = {0x2028: " ", 0x2029: " "}
 
 _JOURNAL_SHORT = re.compile(

@@ -11,9 +11,9 @@ failures of a real K2.6 bring-up:
 * a stall (no log line and no GPU memory change for `stall_after` seconds while starting up) is a warning that
   separates "still loading" from "hung", not a phase.
 
-The state lives in tui/lifecycle/state.py, the error-block grouping in error_blocks.py, failures in failures.py;
-this module routes each event to its handler and reads a log line by concern (phase markers, failure signatures,
-error blocks, readiness).
+The state lives in tui/lifecycle/state.py, the error-block grouping in error_blocks.py, failures in failures.py,
+the unit's readings in reduce_unit.py, HTTP answers in reduce_probe.py; this module routes each event to its handler
+and reads a log line by concern (phase markers, failure signatures, error blocks, readiness).
 """
 
 from __future__ import annotations
@@ -28,22 +28,20 @@ from tui.lifecycle.error_blocks import MAX_EXCERPT, TAIL, ErrorBlocks
 from tui.lifecycle.failures import (
     cause_arrived,
     exit_words,
-    exited,
     extend_failure,
     fail,
-    failed_before_first_look,
     lines_after_exit,
     stop_arrived,
     stop_reason,
-    terminated,
 )
-from tui.lifecycle.flags import current_values
 from tui.lifecycle.lines import CleanLine, LineKind, clean, line_kind
 from tui.lifecycle.presets import Preset
-from tui.lifecycle.server_version import release_in_line, release_version
+from tui.lifecycle.reduce_probe import on_probe, on_release_reported
+from tui.lifecycle.reduce_unit import on_unit, with_flags
+from tui.lifecycle.server_version import release_in_line
 from tui.lifecycle.state import (
+    ENDED,
     RANK,
-    STARTUP,
     Excerpt,
     LifecycleState,
     Readiness,
@@ -71,17 +69,13 @@ from tui.model import (
     Tick,
     Transition,
     UnitObserved,
-    UnitState,
 )
 
 __all__ = ["MAX_EXCERPT", "TAIL", "ErrorBlocks", "Excerpt", "LifecycleState", "MemoryObserved", "Readiness", "Session",
            "exit_words", "initial", "log_ended", "reduce", "reduce_lines"]
 
-#: the line of the transition to `stopping` of a run first seen on its way out
-FIRST_SEEN_LEAVING = "(first seen on its way out)"
 #: GPU memory must move by this much to count as progress (allocator noise does not)
 _MEMORY_STEP_MIB = 256
-_ENDED = (Phase.STOPPED, Phase.FAILED, Phase.STOPPING)
 
 # ---------------------------------------------------------------- log lines
 
@@ -228,7 +222,7 @@ def _quiet(s: LifecycleState, ev: LogLine, c: CleanLine, preset: Preset, fatal: 
     """A line whose only effect on the state is to count as progress: the bulk of a serving server's output.
     Mirrors `_on_line` (every branch that can change more than the line count, the tail, last_progress and now
     is excluded here). `fatal`: whether the line is one of the preset's fatal wordings, when already searched."""
-    if _is_another_run(s, ev) or s.phase in _ENDED or s.blocks.block:
+    if _is_another_run(s, ev) or s.phase in ENDED or s.blocks.block:
         return False
     return _says_nothing_new(s, c, preset, fatal)
 
@@ -245,162 +239,6 @@ def _says_nothing_new(s: LifecycleState, c: CleanLine, preset: Preset, fatal: bo
     if s.readiness.ready_line_at is None and _is_ready_evidence(s, preset, t):
         return False
     return s.phase == Phase.READY or not any(m.pattern.search(t) for m in preset.markers)
-
-
-# ---------------------------------------------------------------- the unit
-
-
-def _on_unit(s: LifecycleState, ev: UnitObserved, preset: Preset) -> LifecycleState:
-    u, prev = ev.unit, s.unit
-    s = replace(s, unit=u)
-    if u.argv and (prev is None or prev.argv != u.argv):
-        s = _with_flags(s, u.argv, preset)
-    if _restarted_unasked(s, u, prev):
-        # the service manager restarts the run that died (`Restart=`): its death is a failure like any other exit,
-        # kept (with its cause) among the runs failed before the next one (state.py `earlier`). Seen in the gap
-        # (systemd's `auto-restart`), or only once the next run is up (the gap is 100 ms by default)
-        s = exited(s, preset, u if u.sub == AUTO_RESTART else replace(u, exit_status=None), _ended_at(s, u, ev.at))
-    if u.running:
-        return _unit_running(s, u, ev.at)
-    if u.active == "deactivating":
-        if u.invocation and u.invocation != s.invocation:
-            # a run first seen on its way out: stopping, as far as anyone can tell, but the current run from now on
-            # (taken for a stop of the last run, it left the phase on no run at all, and a start of a server that
-            # died at once waited on it until its timeout); if it ends failed, unasked, it died (_unit_ended)
-            s = new_invocation(s, u.invocation, u.started_at or ev.at)
-            return enter(s, Phase.STOPPING, ev.at, FIRST_SEEN_LEAVING)
-        return s if s.phase == Phase.FAILED else enter(s, Phase.STOPPING, ev.at)
-    return _unit_ended(s, u, prev, ev.at, preset)
-
-
-#: systemd's sub-state between a run's death and the restart `Restart=` makes (the unit still `activating`)
-AUTO_RESTART = "auto-restart"
-
-
-def _restarted_unasked(s: LifecycleState, u: UnitState, prev: UnitState | None) -> bool:
-    """The live run has ended and the service manager restarts it: the unit is between the two (systemd's
-    `auto-restart`, still the old run's invocation), or a new run is up and the manager counted one more restart."""
-    if s.stop_requested or s.phase not in (*STARTUP, Phase.READY) or not s.invocation:
-        return False
-    if u.sub == AUTO_RESTART:
-        return not u.invocation or u.invocation == s.invocation
-    return (prev is not None and u.n_restarts > prev.n_restarts and bool(u.invocation)
-            and u.invocation != s.invocation)
-
-
-def _unit_running(s: LifecycleState, u: UnitState, at: float) -> LifecycleState:
-    """A run of its own invocation begins; a running unit with no invocation known begins one after a stop."""
-    if (u.invocation and u.invocation != s.invocation) or \
-            (not s.invocation and s.phase in (Phase.STOPPED, Phase.STOPPING)):
-        return new_invocation(s, u.invocation, u.started_at or at)
-    if (u.started_at and s.invocation_started is not None and u.started_at > s.invocation_started
-            and s.phase != Phase.READY):
-        # the run began later than first seen: a deployment over several nodes whose worker's run has joined the
-        # head's. A generation is evidence only once every part of the run has started
-        return replace(s, invocation_started=u.started_at)
-    return s
-
-
-def _unit_ended(s: LifecycleState, u: UnitState, prev: UnitState | None, at: float,
-                preset: Preset) -> LifecycleState:
-    if u.invocation and s.invocation and u.invocation != s.invocation:
-        # a run that came and went between two readings (a server killed at once): a segment of its own, ended
-        # as the manager says (it stayed `stopped`, or kept the last run's failure, before)
-        s = new_invocation(s, u.invocation, u.started_at or at)
-    if s.phase == Phase.FAILED:
-        return s
-    end = _ended_at(s, u, at)
-    if (s.phase == Phase.STOPPING and s.timeline and s.timeline[-1].line == FIRST_SEEN_LEAVING
-            and not s.stop_requested and u.active == "failed"):
-        return exited(s, preset, u, end)  # never seen running, nobody asked it to stop, and it ended failed
-    if not s.stop_requested and (stopped := terminated(s, u, end)) is not None:
-        return stopped  # SIGTERM while starting up, from whoever sent it: a stop
-    # `inactive` is a clean end (stopped by this or another console, systemctl, or exit 0); `failed` is a crash
-    if s.stop_requested or s.phase == Phase.STOPPING or u.active == "inactive":
-        return enter(replace(s, stop_requested=False), Phase.STOPPED, end, stop_reason(s))
-    if _was_live(s, prev):
-        return exited(s, preset, u, end)
-    if _failed_before_we_looked(s, u):
-        return failed_before_first_look(s, preset, u, at)
-    return enter(s, Phase.STOPPED, end)
-
-
-def _ended_at(s: LifecycleState, u: UnitState, at: float) -> float:
-    """When the run ended, if the manager knows (a run that ended before we looked must not seem to end now)."""
-    since = s.timeline[-1].at if s.timeline else 0.0
-    return u.exited_at if u.exited_at is not None and since <= u.exited_at <= at else at
-
-
-def _was_live(s: LifecycleState, prev: UnitState | None) -> bool:
-    """The run was starting or serving, as far as this watch saw."""
-    return s.phase in (*STARTUP, Phase.READY) and (prev is None or prev.running or bool(s.invocation))
-
-
-def _failed_before_we_looked(s: LifecycleState, u: UnitState) -> bool:
-    """The first look at a unit finds it failed: no run of it was ever seen."""
-    return u.active == "failed" and s.phase == Phase.STOPPED and not s.timeline
-
-
-def _with_flags(s: LifecycleState, argv: tuple[str, ...], preset: Preset) -> LifecycleState:
-    return replace(s, session=replace(s.session, flags=tuple(current_values(argv, preset.flags).items())))
-
-
-# ---------------------------------------------------------------- probes
-
-
-def _on_probe(s: LifecycleState, ev: ProbeResult, preset: Preset) -> LifecycleState:
-    if ev.kind != "generate":
-        return s
-    r = s.readiness
-    if not ev.ok:
-        return replace(s, readiness=replace(r, generation_failed_since_ready_line=True)) \
-            if r.ready_line_at is not None else s
-    if not _is_evidence_now(s, ev.sent_at):
-        return s
-    return _generation_ok(replace(s, readiness=replace(r, generation_ok_at=ev.at)), ev.at)
-
-
-def _generation_ok(s: LifecycleState, at: float) -> LifecycleState:
-    """A generation the current run answered: with its ready line (or no log to read), the run is ready."""
-    r = s.readiness
-    if s.phase == Phase.READY:
-        return s
-    evidence = r.ready_line_at is not None or not s.session.logs_available
-    if not evidence or (s.unit is not None and not s.unit.running):
-        return s
-    if s.phase == Phase.STOPPED:
-        s = new_invocation(s, s.invocation, at)
-        r = s.readiness
-    # the phase began when the server said so, if the very first generation after that succeeded
-    since = at
-    if r.ready_line_at is not None and not r.generation_failed_since_ready_line:
-        since = max(r.ready_line_at, s.timeline[-1].at if s.timeline else r.ready_line_at)
-    return enter(s, Phase.READY, since, "ready line + generation probe succeeded")
-
-
-def _is_evidence_now(s: LifecycleState, sent_at: float) -> bool:
-    """A generation that succeeded says something of the current run only if it was sent after the run began and
-    after its ready line, and the run has not ended."""
-    return _answered_by_this_run(s, sent_at) and not (s.phase in _ENDED and s.unit is not None)
-
-
-def _answered_by_this_run(s: LifecycleState, sent_at: float) -> bool:
-    """An HTTP answer is the current run's only if it was asked after the run began and after its ready line
-    (answered before the server said it was ready, it may be the old process's: not evidence about this run)."""
-    if s.invocation_started is not None and sent_at < s.invocation_started:
-        return False
-    return s.readiness.ready_line_at is None or sent_at >= s.readiness.ready_line_at
-
-
-def _on_release_reported(s: LifecycleState, ev: ReleaseReported, preset: Preset) -> LifecycleState:
-    """The server named its release over HTTP: the current run's, if it was asked of this run (another run's
-    answer is dropped, as a probe's is); a start-up line that said it first stands."""
-    if s.release is not None or ev.invocation != s.invocation or not _answered_by_this_run(s, ev.sent_at):
-        return s
-    version = release_version(ev.version)
-    if version is None:
-        return s  # not a plain release string: still unknown
-    return replace(s, release=ReleaseSeen(version, ReleaseSource.HTTP, ev.at, ev.path[:100]))
 
 
 # ---------------------------------------------------------------- the rest
@@ -442,7 +280,7 @@ def _on_tick(s: LifecycleState, ev: Tick, preset: Preset) -> LifecycleState:
 
 
 def _on_flags(s: LifecycleState, ev: FlagsKnown, preset: Preset) -> LifecycleState:
-    return _with_flags(s, ev.argv, preset)
+    return with_flags(s, ev.argv, preset)
 
 
 def _on_log_source(s: LifecycleState, ev: LogSourceKnown, preset: Preset) -> LifecycleState:
@@ -455,8 +293,8 @@ def _on_probe_required(s: LifecycleState, ev: ProbeRequired, preset: Preset) -> 
 
 _HANDLERS: dict[type, Callable[[LifecycleState, Any, Preset], LifecycleState]] = {
     LogLine: _on_line,
-    UnitObserved: _on_unit,
-    ProbeResult: _on_probe,
+    UnitObserved: on_unit,
+    ProbeResult: on_probe,
     ActionTaken: _on_action,
     MemoryObserved: _on_memory,
     Tick: _on_tick,
@@ -465,7 +303,7 @@ _HANDLERS: dict[type, Callable[[LifecycleState, Any, Preset], LifecycleState]] =
     FlagsKnown: _on_flags,
     LogSourceKnown: _on_log_source,
     ProbeRequired: _on_probe_required,
-    ReleaseReported: _on_release_reported,
+    ReleaseReported: on_release_reported,
 }
 
 

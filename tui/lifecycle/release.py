@@ -7,9 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tui.lifecycle.nodes import describe_gpus, describe_pid, host_names
-from tui.lifecycle.nodes import ranges as ranges  # its old home: kept importable here
-from tui.model import Attribution, GpuSnapshot
-from tui.model import NamedHolder as NamedHolder  # its old home: kept importable here
+from tui.model import Attribution, GpuSnapshot, NamedHolder
 from tui.words import noun
 
 GIB = 1024.0

@@ -15,6 +15,11 @@ from tui.model import PROGRESS_ORDER, Failure, Phase, ReleaseSeen, Transition, U
 
 RANK = {p: i for i, p in enumerate(PROGRESS_ORDER)}
 STARTUP = (Phase.STARTING, Phase.LOADING, Phase.GRAPH_CAPTURE, Phase.WARMUP)
+#: the phases before ready: a queued run (a scheduler's, no process yet: never stalled) and the start-up's; an ETA
+#: is told in each
+BEFORE_READY = (Phase.QUEUED, *STARTUP)
+#: the phases of a run that has ended or is ending: what it says now is no evidence of a run
+ENDED = (Phase.STOPPED, Phase.FAILED, Phase.STOPPING)
 #: a transition keeps this much of the line that caused it
 _LINE = 300
 
@@ -159,13 +164,15 @@ def enter(s: LifecycleState, phase: Phase, at: float, line: str = "") -> Lifecyc
     return replace(s, phase=phase, timeline=(*s.timeline, Transition(phase, at, line[:_LINE])))
 
 
-def new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "") -> LifecycleState:
-    """A new run begins: everything about the last one is forgotten but the session, and, when it failed, its
-    failure among the runs that failed one after another (`earlier`)."""
+def new_invocation(s: LifecycleState, invocation: str, at: float, line: str = "",
+                   phase: Phase = Phase.STARTING) -> LifecycleState:
+    """A new run begins (`phase`: STARTING, or QUEUED for one a scheduler holds): everything about the last one is
+    forgotten but the session, and, when it failed, its failure among the runs that failed one after another
+    (`earlier`)."""
     s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, excerpt=Excerpt.CLOSED,
                 readiness=Readiness(), stop_requested=False, blocks=s.blocks.new_run(), last_progress=at,
                 phase=Phase.STOPPED, release=None, earlier=_earlier(s, invocation, at))
-    return enter(s, Phase.STARTING, at, line)
+    return enter(s, phase, at, line)
 
 
 def _earlier(s: LifecycleState, invocation: str, at: float) -> tuple[FailedRun, ...]:

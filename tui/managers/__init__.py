@@ -12,7 +12,6 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Protocol, runtime_checkable
 
 from tui.errors import PermanentError as Permanent
-from tui.managers.lock_record import lock_info_from as lock_info_from  # its old home: kept importable here
 from tui.model import LockInfo, LogLine, UnitState
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from tui.guard.numbers import EPOCH_MAX, EPOCH_MIN, real_or_none, whole_or_none
 from tui.guard.text import split_lines
-from tui.lifecycle.flags import describe_command as describe_command  # its old home: kept importable here
+from tui.lifecycle.flags import describe_command
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
 from tui.managers.file_lock import FileLock
 from tui.managers.supervisor import write_private

@@ -13,16 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from tui.config import (
+from tui.config.deployments import (
     ComposeDeployment,
     DeploymentConfig,
     DockerDeployment,
-    HostConfig,
     NoManagerDeployment,
     ProcessDeployment,
-    Settings,
+    SlurmDeployment,
     SystemdDeployment,
 )
+from tui.config.parts import HostConfig
+from tui.config.settings import Settings
 from tui.managers import Manager
 from tui.transport import Transport
 
@@ -104,6 +105,12 @@ def _docker(dep: DockerDeployment, at: Place) -> Manager:
                          run_args=dep.run_args, command=dep.command, stop_timeout=dep.stop_timeout_s)
 
 
+def _slurm(dep: SlurmDeployment, at: Place) -> Manager:
+    from tui.managers.slurm import SlurmManager
+
+    return SlurmManager(at.transport, at.name, dep, at.host_records(), nvidia_smi=at.host.nvidia_smi)
+
+
 def _compose(dep: ComposeDeployment, at: Place) -> Manager:
     from tui.managers.compose import ComposeManager
 
@@ -119,6 +126,7 @@ KINDS: dict[type[DeploymentConfig], ManagerKind[Any]] = {k.config: k for k in (
     ManagerKind(NoManagerDeployment, _none),
     ManagerKind(DockerDeployment, _docker),
     ManagerKind(ComposeDeployment, _compose),
+    ManagerKind(SlurmDeployment, _slurm),
 )}
 
 

@@ -38,7 +38,8 @@ from tui.guard.numbers import MAX_WHOLE, epoch_or_none, whole_or_none
 from tui.guard.text import split_lines
 from tui.lifecycle.journal import parse_entry, parse_record
 from tui.managers import ManagerError, PermanentManagerError, Report, unreported
-from tui.managers.exec_line import ExecLineError, parse, rewrite, unit_exec, values
+from tui.managers.exec_line import ExecLineError, parse
+from tui.managers.exec_start import rewrite, unit_exec, values
 from tui.managers.log_window import HEAD_BYTES, TAIL_BYTES, Window, join
 from tui.managers.pids import pid_or_none, pids_in
 from tui.managers.remote_lock import RemoteLock

@@ -25,12 +25,14 @@ from tui.model.events import (
     NewsStopped,
     ProbeRequired,
     ProbeResult,
+    Queued,
     ReleaseReported,
     ReleaseSeen,
     ReleaseSource,
     Tick,
     UnitObserved,
     UnitState,
+    Verdict,
 )
 from tui.model.gpus import Attribution, GpuProcess, GpuSample, GpuSnapshot, NamedHolder
 from tui.model.phases import PROGRESS_ORDER, CrashLoop, Failure, FailureKind, Phase, Transition
@@ -40,6 +42,6 @@ __all__ = [
     "PROGRESS_ORDER", "Action", "ActionTaken", "Attribution", "CrashLoop", "EtaBasis", "EtaMatch", "Event", "Failure",
     "FailureKind", "FlagsKnown", "GpuProcess", "GpuSample", "GpuSnapshot", "LockInfo", "LogLine", "LogSourceKnown",
     "MemoryObserved", "NamedHolder", "NewsResumed", "NewsStopped", "NoEta", "Note", "NoteSource", "Outcome", "Phase",
-    "PhaseEta", "ProbeRequired", "ProbeResult", "ReleaseReported", "ReleaseSeen", "ReleaseSource", "Result", "Snapshot",
-    "Step", "StepStatus", "ThroughputSample", "Tick", "Transition", "UnitObserved", "UnitState",
+    "PhaseEta", "ProbeRequired", "ProbeResult", "Queued", "ReleaseReported", "ReleaseSeen", "ReleaseSource", "Result",
+    "Snapshot", "Step", "StepStatus", "ThroughputSample", "Tick", "Transition", "UnitObserved", "UnitState", "Verdict",
 ]

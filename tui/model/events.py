@@ -8,6 +8,30 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
 
+from tui.model.phases import FailureKind
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A run a scheduler holds in its queue (Slurm's PENDING): why, in the scheduler's own word (`Resources`,
+    `Priority`, `ReqNodeNotAvail`, a QOS limit...), and when it expects to start it, where it says. `words` is the
+    whole line as the manager tells it (the reducer has no clock to write a time with)."""
+
+    reason: str
+    expected_start: float | None = None
+    words: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How a scheduler says a run ended, where that is the cause: a time limit reached, a node lost, a preemption,
+    a cancel by someone else, host memory exhausted, or an exit code (`kind` EXIT: the server's own log says why
+    first, when it does). `words` name the scheduler's state and who or what; `hint` what to do about it."""
+
+    kind: FailureKind
+    words: str
+    hint: str = ""
+
 
 @dataclass(frozen=True, slots=True)
 class UnitState:
@@ -27,6 +51,10 @@ class UnitState:
     lingering: bool = False
     #: the node whose exit ended the run, on a deployment over several nodes: a failure names it
     ended_on: str = ""
+    #: the run waits in a scheduler's queue (it is `activating`, with no node and no process yet)
+    queued: Queued | None = None
+    #: the scheduler's word on how the run ended, where it ended by it (set with `failed`)
+    verdict: Verdict | None = None
 
     @property
     def running(self) -> bool:

@@ -11,6 +11,9 @@ class Phase(StrEnum):
     """The public lifecycle vocabulary: UI, `--json` output and docs use exactly these names."""
 
     STOPPED = "stopped"
+    #: a scheduler holds the run in its queue (Slurm's PENDING): no node, no process, no log yet; the reason and
+    #: the expected start are the scheduler's (the transition's line)
+    QUEUED = "queued"
     STARTING = "starting"
     LOADING = "loading"
     GRAPH_CAPTURE = "graph-capture"
@@ -25,6 +28,7 @@ class Phase(StrEnum):
 
 #: Order of the start-up phases; a live invocation only ever moves forward along it.
 PROGRESS_ORDER: tuple[Phase, ...] = (
+    Phase.QUEUED,
     Phase.STARTING,
     Phase.LOADING,
     Phase.GRAPH_CAPTURE,
@@ -46,6 +50,12 @@ class FailureKind(StrEnum):
     #: GEMM with no kernel for its compute capability, CUTLASS refusing it): a build, a quantization or a backend
     KERNEL = "kernel"
     EXIT = "exit"
+    #: a scheduler ended the run, and said why (tui/managers/slurm_job.py: Slurm's job states): its time limit,
+    #: a node it lost, a preemption, a cancel by someone else; the server's own log is shown beside it
+    TIME_LIMIT = "time-limit"
+    NODE_FAIL = "node-fail"
+    PREEMPTED = "preempted"
+    CANCELLED = "cancelled"
     UNKNOWN = "unknown"
 
 

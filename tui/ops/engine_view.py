@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from tui.config import DeploymentConfig, Settings
+    from tui.config.deployments import DeploymentConfig
+    from tui.config.settings import Settings
     from tui.lifecycle.presets import FlagSpec
     from tui.lifecycle.reducer import LifecycleState
     from tui.managers import Manager

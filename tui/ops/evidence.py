@@ -17,13 +17,14 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from tui.config import ConfigError
+from tui.config.parts import ConfigError
 from tui.errors import PermanentError
 from tui.model import GpuSnapshot
 from tui.transport import TransportError
 
 if TYPE_CHECKING:
-    from tui.config import DeploymentConfig, Settings
+    from tui.config.deployments import DeploymentConfig
+    from tui.config.settings import Settings
 
 __all__ = ["CONSOLE_OVERRIDE", "OVERRIDE", "Blind", "EvidenceView", "accepted_by", "declared_without_gpus",
            "no_evidence", "refusal"]

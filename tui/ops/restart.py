@@ -6,7 +6,7 @@ fixed sleep anywhere: a `sleep 8` was not enough for a 548 GB model, and every c
 of CUDA OOM because the old process still held its memory.
 
 It drives the engine through `EngineView` (engine_view.py), never its class; the lock's guard and the account of
-what was done are in guard.py, the release wait in release_wait.py.
+what was done are in guard.py, the release wait in release_wait.py, following the new run in follow_run.py.
 """
 
 from __future__ import annotations
@@ -20,114 +20,19 @@ from dataclasses import dataclass, replace
 from tui.errors import PermanentError
 from tui.lifecycle.flags import diff
 from tui.managers import AsyncLock, LockHeld, LockInfo, ManagerError, Report
-from tui.model import Failure, Outcome, Phase, Result, Step, StepStatus, UnitState
+from tui.model import Outcome, Phase, Result, Step, StepStatus
 from tui.ops import config_drift, evidence
 from tui.ops.change import ChangePlan
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
+from tui.ops.follow_run import follow_new, new_invocation, superseded
 from tui.ops.guard import LockGuard, Progress
 from tui.ops.release_wait import old_pids, stop_progress, wait_for_release
 from tui.transport import TransportError
 
-#: how long a run that stopped with no failure of its own is watched for another run taking its place
-LATE_START_S = 3.0
-
 __all__ = ["ChangePlan", "EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "ReleaseUnverified",
-           "RestartError", "Result", "Step", "StepStatus", "Superseded", "follow_new", "old_pids", "run", "stop",
+           "RestartError", "Result", "Step", "StepStatus", "Superseded", "old_pids", "run", "stop",
            "wait_for_release"]
-
-
-async def _new_invocation(engine: EngineView, old: str, timeout: float = 30.0) -> UnitState:
-    """The run our start began: the first invocation other than the old one (`systemctl start --no-block` returns
-    before systemd has made it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        unit = await engine.poll_unit()
-        if unit.invocation and unit.invocation != old:
-            return unit
-        if time.monotonic() > deadline:
-            raise RestartError(f"the start was asked for, but no new run appeared within {timeout:g} s")
-        await asyncio.sleep(0.2)
-
-
-async def _superseded(ours: UnitState, unit: UnitState, guard: LockGuard | None) -> Superseded:
-    holder = await guard.taken_over_by() if guard is not None else None
-    if holder is not None:
-        by = f"by {holder.describe()}"
-    else:
-        at = f" at {time.strftime('%H:%M:%S', time.localtime(unit.started_at))}" if unit.started_at else ""
-        by = f"by a start outside bringup's lock (run {unit.invocation[:12]}{at})"
-    return Superseded(f"superseded {by}: the run this {'restart' if ours.invocation else 'start'} began "
-                      f"({ours.invocation[:12]}) was replaced; its result is not this command's")
-
-
-async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_step: Callable[[Step], None],
-                     guard: LockGuard | None = None) -> tuple[Phase, Failure | None]:
-    """Follow the run this transaction started, and only it, until the reducer says ready or failed. Another run
-    in its place is no result of ours: systemd restarting our ended run (Restart=) is our failure, anything else is
-    someone else's run (Superseded)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    said = ""
-    stalled = False
-    while time.monotonic() < deadline:
-        if guard is not None:
-            await guard.check(every=2.0)
-        s = engine.state
-        unit = s.unit
-        if unit is not None and unit.invocation and unit.invocation != ours.invocation:
-            unit = await engine.poll_unit()  # never conclude from a reading that may predate our start
-        if unit is not None and unit.invocation and unit.invocation != ours.invocation:
-            if unit.n_restarts > ours.n_restarts:
-                if s.failure is not None and s.invocation == ours.invocation:
-                    return Phase.FAILED, s.failure
-                return Phase.FAILED, None
-            raise await _superseded(ours, unit, guard)
-        if s.invocation == ours.invocation:
-            if s.phase != last:
-                on_step(Step("follow", StepStatus.RUNNING, str(s.phase)))
-                last = s.phase
-            mismatch = engine.endpoint_mismatch()
-            if mismatch and mismatch != said:
-                on_step(Step("follow", StepStatus.RUNNING, mismatch))
-                said = mismatch
-            stall = engine.stall_note()
-            if stall and not stalled:
-                on_step(Step("follow", StepStatus.RUNNING, stall))
-            stalled = bool(stall)
-            if s.phase == Phase.READY:
-                return s.phase, None
-            if s.phase == Phase.FAILED:
-                await engine.settle_failure()
-                return s.phase, engine.state.failure
-            if s.phase == Phase.STOPPED and s.unit is not None and not s.unit.running:
-                if s.failure is None:
-                    other = await _started_after(engine, ours)
-                    if other is not None:
-                        raise await _superseded(ours, other, guard)
-                return Phase.FAILED, s.failure
-        await engine.wait_changed(0.5)
-    why = engine.endpoint_mismatch()
-    if engine.state.stalled_for is not None:
-        why = "; ".join(x for x in (why, f"STALLED for {engine.state.stalled_for:.0f} s") if x)
-    running = engine.state.unit is not None and engine.state.unit.running
-    still = f"; the server is still running: `bringup stop {engine.name}` stops it" if running else ""
-    raise RestartError(f"not ready within {timeout:g} s (last phase: {engine.state.phase})"
-                       + (f"; {why}" if why else "") + still)
-
-
-async def _started_after(engine: EngineView, ours: UnitState) -> UnitState | None:
-    """The run that replaced ours, when ours stopped with no failure of its own. Such a run was stopped, often by
-    hand to start another by hand; that start is seen a moment after the stop (a second `systemctl start`, a
-    second command), so the unit is read again for up to `LATE_START_S` before the stop is called our failure."""
-    deadline = time.monotonic() + LATE_START_S
-    while True:
-        unit = await engine.poll_unit()
-        if unit is not None and unit.invocation and unit.invocation != ours.invocation:
-            return None if unit.n_restarts > ours.n_restarts else unit  # Restart= ran ours again: our failure
-        if time.monotonic() >= deadline:
-            return None
-        await engine.wait_changed(0.25)
 
 
 def _reporting(step: Callable[[Step], None]) -> Report:
@@ -342,7 +247,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
         now = await engine.poll_unit()
         if now.invocation not in ("", old_inv):
             if not asked:  # someone started it meanwhile, outside the lock: not ours to follow
-                raise await _superseded(now, now, guard)
+                raise await superseded(now, now, guard)
             return  # an attempt lost with the link went through
         asked = True
         progress.asked = "start"
@@ -355,7 +260,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
         progress.asked = ""  # answered: nothing is under way
         step(Step("start", StepStatus.FAILED, str(e)))
         return Outcome(_failed_or_refused(e), engine.state.phase, f"not started: {e}; left: {progress.left_in()}")
-    ours = await _new_invocation(engine, old_inv)
+    ours = await new_invocation(engine, old_inv)
     progress.started = ours.invocation
     guard.saw(ours)
     if ours.main_pid:

@@ -25,7 +25,8 @@ from textual.widgets import Input, Static
 
 from tui.screens.help import HelpScreen
 from widgets import keybar
-from widgets.fleet import FleetRow, FleetTable, SortKey
+from widgets.fleet import FleetTable
+from widgets.fleet_rows import FleetRow, SortKey
 from widgets.keybar import BarKey
 
 #: the keys the key bar shows, in its order: (binding id, one-word label)

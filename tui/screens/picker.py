@@ -18,6 +18,7 @@ PHASE_STYLE = {
     Phase.FAILED: "bold $error",
     Phase.WARMUP: "$warning",
     Phase.STOPPING: "$warning",
+    Phase.QUEUED: "$primary",
     Phase.STARTING: "$primary",
     Phase.LOADING: "$primary",
     Phase.GRAPH_CAPTURE: "$secondary",

@@ -32,7 +32,6 @@ import difflib
 import itertools
 import json
 import math
-import statistics
 import tomllib
 import types
 import typing
@@ -48,7 +47,6 @@ from tui.guard.text import split_lines
 from tui.lifecycle.flags import FlagChange, apply_changes, current_values, parse_changes, unknown_flag
 from tui.lifecycle.presets import FlagSpec, FlagValueError
 from tui.sweep.results import cell_id
-from tui.words import plural
 
 #: a plan's numbers are taken as every number from outside is (tui/guard/numbers.py): a TOML number, never a
 #: true/false or quoted text, finite (`duration_s = inf` ran a cell forever, an `[slo]` of inf or nan meant nothing)
@@ -205,7 +203,7 @@ def load_plan(path: Path | str, specs: Sequence[FlagSpec], *, max_concurrency: i
 
 def parse_plan(text: str, specs: Sequence[FlagSpec], path: Path = Path("plan.toml"), *,
                max_concurrency: int | None = None) -> Plan:
-    """`max_concurrency`: the most streams at once the benchmark client drives (`tui.bench.MAX_CONCURRENCY`, the
+    """`max_concurrency`: the most streams at once the benchmark client drives (`tui.ops.bench.MAX_CONCURRENCY`, the
     one limit `bringup bench` keeps too), passed in by the caller: this module is pure and imports no client."""
     try:
         raw = tomllib.loads(text)
@@ -384,77 +382,3 @@ def _dataset(name: str, plan_path: Path) -> tuple[str, ...]:
     if not prompts:
         raise PlanError(f"{plan_path}: dataset: {p} has no prompts")
     return tuple(prompts)
-
-
-# ---------------------------------------------------------------------------------------------------- prompts
-
-_VOCAB = ("time", "system", "river", "model", "light", "paper", "number", "garden", "signal", "market", "window",
-          "history", "engine", "morning", "letter", "bridge", "energy", "question", "village", "pattern", "music",
-          "silver", "orbit", "harbor", "theory", "winter", "circle", "forest", "mirror", "device", "station",
-          "journey")
-
-
-def build_prompt(tokens: int, index: int, dataset: Sequence[str] | None = None) -> str:
-    """A deterministic prompt of about `tokens` tokens (one common English word is about one token), different per
-    request `index` so that no prefix cache turns the matrix into a cache benchmark; built offline, no download.
-    With a dataset: its `index`-th prompt (cycled), cut or repeated to about `tokens` words when `tokens` > 0."""
-    if dataset:
-        text = dataset[index % len(dataset)]
-        if tokens <= 0:
-            return text
-        words = text.split() or ["x"]
-        return " ".join(itertools.islice(itertools.cycle(words), tokens))
-    head = f"Request {index}. Continue this list of words:"
-    n = max(1, tokens - 7)
-    state = (index * 2654435761 + tokens * 40503 + 12345) & 0xFFFFFFFF
-    words = []
-    for _ in range(n):
-        state = (1103515245 * state + 12345) & 0x7FFFFFFF
-        words.append(_VOCAB[(state >> 8) % len(_VOCAB)])
-    return head + " " + " ".join(words)
-
-
-# ---------------------------------------------------------------------------------------------------- estimate
-
-#: the estimate's assumptions, printed with it
-ASSUMED_RESTART_S = 300.0
-ASSUMED_DECODE_TOK_S = 30.0
-#: how many of the newest runs that reached ready the restart figure is taken from
-RESTART_RUNS = 5
-
-
-@dataclass(frozen=True, slots=True)
-class RestartFigure:
-    """Seconds a restart takes, for the estimate: the median start-to-ready of the newest runs on record that
-    reached ready (`runs` of them), else `ASSUMED_RESTART_S` (`runs` 0). Issue 51: the estimate assumed 300 s when
-    the history knew 28 s."""
-
-    seconds: float
-    runs: int = 0
-
-    def words(self) -> str:
-        if not self.runs:
-            return f"{self.seconds:g} s per restart (assumed: no run on record reached ready)"
-        return (f"{self.seconds:.0f} s per restart (the median start-to-ready of the last "
-                f"{plural(self.runs, 'ready run')} on record)")
-
-
-def restart_figure(ready_after_s: Sequence[float], newest: int = RESTART_RUNS) -> RestartFigure:
-    """`ready_after_s`: the start-to-ready seconds of the runs on record that reached ready, oldest first."""
-    recent = [s for s in ready_after_s if math.isfinite(s) and s >= 0][-newest:]
-    if not recent:
-        return RestartFigure(ASSUMED_RESTART_S)
-    return RestartFigure(statistics.median(recent), len(recent))
-
-
-def estimate_s(plan: Plan, restart_s: float = ASSUMED_RESTART_S, decode_tok_s: float = ASSUMED_DECODE_TOK_S) -> float:
-    """A rough duration: a restart per configuration, warmup, and per cell `ceil(requests / concurrency)` waves of
-    requests that each decode `output_tokens` at `decode_tok_s` per stream (or `duration_s`)."""
-    m = plan.matrix
-    per_config = restart_s + m.warmup_requests * (min(m.output_tokens) / decode_tok_s + 0.5)
-    cells = 0.0
-    for c in plan.cells:
-        n = plan.requests_for(c)
-        wave = c.output_tokens / decode_tok_s + 0.5
-        cells += (m.duration_s or 0.0) if n is None else math.ceil(n / c.concurrency) * wave
-    return len(plan.configs) * (per_config + cells)

@@ -9,7 +9,7 @@ crash or restart is retried once on a fresh run, then recorded invalid with the 
 recorded with the reducer's failure and the sweep goes on.
 
 It drives the engine through `SweepEngine`, a Protocol (ops' EngineView plus the failure naming), never its
-class, and the server's HTTP API with the streaming client of tui/bench.py.
+class; the warmup and the cells' requests, with the run watched during each, are load.py's.
 """
 
 from __future__ import annotations
@@ -24,20 +24,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-import httpx
-
-from tui.bench import BenchError, discover_model, one_request
-from tui.collectors import server_http
-from tui.collectors.bounded import METRICS_MAX, fetch
 from tui.lifecycle.incident import record_command
 from tui.lifecycle.secrets import REDACTED, unredact_argv
 from tui.managers import LockHeld, ManagerError
 from tui.model import Failure, FailureKind, Outcome, Phase, Result, Step, StepStatus
 from tui.ops import restart as protocol
 from tui.ops.engine_view import EngineView
-from tui.sweep.counters import spec_counters
-from tui.sweep.metrics import RequestTiming, SloSpec, SpecCounters, cell_metrics
-from tui.sweep.plan import Cell, Plan, SweepConfig, build_prompt
+from tui.sweep.load import Load, invalid_cell
+from tui.sweep.metrics import SloSpec
+from tui.sweep.plan import Cell, Plan, SweepConfig
 from tui.sweep.recorder import Recorder, remove_pointer, write_pointer
 from tui.sweep.results import (
     DONE,
@@ -45,8 +40,6 @@ from tui.sweep.results import (
     INTERRUPTED,
     RESTORE,
     RUNNING,
-    CellMetrics,
-    CellRecord,
     ConfigRecord,
     FailureInfo,
     StepRecord,
@@ -67,10 +60,6 @@ SAME_FLAGS_WHY = "restarted all the same: every configuration is measured from a
 #: took ours over (what follows would not be this sweep's), or a refusal that the next configuration would meet too
 #: (a permanent error, no GPU readings to show the memory released)
 ENDS_THE_SWEEP = frozenset({Result.SUPERSEDED, Result.LOCK_HELD, Result.REFUSED, Result.UNVERIFIED})
-#: how often the unit is read during a cell: a crash is noticed within this, and the cell's requests cancelled
-POLL_S = 0.5
-#: after a cell with failed requests: how long the unit is watched for a crash before the cell is judged
-SETTLE_S = 3.0
 
 
 class SweepEngine(EngineView, Protocol):
@@ -123,7 +112,6 @@ class SweepRunner:
         self.stop_requested = False
         self.original_argv: list[str] = []
         self.held: protocol.HeldLock | None = None
-        self.model = ""
         self.current = ""  # the configuration the deployment runs now (as far as this sweep knows)
         self.valid = self.invalid = 0
         #: the (configuration, cell) this run measured valid: the rest of the directory's valid cells were resumed
@@ -132,7 +120,9 @@ class SweepRunner:
         specs = engine.flag_specs
         self.specs = list(specs)
         s = plan.slo
-        self.slo = SloSpec(s.ttft_ms, s.tpot_ms, s.e2el_ms, s.describe()) if s else None
+        slo = SloSpec(s.ttft_ms, s.tpot_ms, s.e2el_ms, s.describe()) if s else None
+        #: the warmup and the cells' requests, on the configuration's ready run
+        self.load = Load(engine, plan, self.endpoint, options.request_timeout_s, slo, self._step)
 
     def request_stop(self) -> None:
         """Ctrl-C: stop after the current step (a restart, or a cell), keeping everything measured."""
@@ -246,25 +236,25 @@ class SweepRunner:
         ready = await self._bring_up(config, first=True)
         if not ready:
             return
-        if not await self._warmup(config):
+        if not await self.load.warmup(config):
             return
         for cell in todo:
             if self.stop_requested:
                 return
-            rec = await self._cell(config, cell, attempt=1)
+            rec = await self.load.cell(config, cell, attempt=1)
             if not rec.valid:
                 fresh = not await self._still_ready(rec.invocation)
                 self._step(config.name, Step("cell", StepStatus.FAILED,
                                              f"{cell.id} invalid ({rec.reason}); retrying once"
                                              + (" on a fresh run" if fresh else "")))
                 if fresh and not await self._bring_up(config, first=False):
-                    rec = _invalid(config.name, cell, 2, rec.reason + "; the configuration did not come back up",
+                    rec = invalid_cell(config.name, cell, 2, rec.reason + "; the configuration did not come back up",
                                    rec.invocation)
-                elif fresh and not await self._warmup(config):
-                    rec = _invalid(config.name, cell, 2, rec.reason + "; warmup failed on the fresh run",
+                elif fresh and not await self.load.warmup(config):
+                    rec = invalid_cell(config.name, cell, 2, rec.reason + "; warmup failed on the fresh run",
                                    rec.invocation)
                 else:
-                    rec = await self._cell(config, cell, attempt=2)
+                    rec = await self.load.cell(config, cell, attempt=2)
             self.rec.append(rec.to_json())
             if rec.valid:
                 self.measured.add((config.name, cell.id))
@@ -365,114 +355,6 @@ class SweepRunner:
             return list(unit.argv)
         return await self.engine.manager.read_argv()
 
-    # ------------------------------------------------------------------------------------------------ requests
-
-    def _client(self, concurrency: int) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.endpoint, trust_env=False, limits=server_http.limits(concurrency + 4),
-                                 timeout=httpx.Timeout(self.opt.request_timeout_s, connect=5.0))
-
-    async def _warmup(self, config: SweepConfig) -> bool:
-        n = self.plan.matrix.warmup_requests
-        try:
-            async with self._client(1) as client:
-                self.model = await discover_model(client)
-                t0 = time.time()
-                cell = min(self.plan.cells, key=lambda c: (c.prompt_tokens, c.output_tokens))
-                results = [await one_request(client, self.model, build_prompt(cell.prompt_tokens, -1 - i,
-                                                                              self.plan.dataset),
-                                             cell.output_tokens, self.opt.request_timeout_s) for i in range(n)]
-        except BenchError as e:
-            self._step(config.name, Step("warmup", StepStatus.FAILED, str(e)))
-            return False
-        ok = sum(r.ok for r in results)
-        self._step(config.name, Step("warmup", StepStatus.DONE if ok == n else StepStatus.FAILED,
-                                     f"{ok}/{plural(n, 'warmup request')} in {time.time() - t0:.1f} s"))
-        return True
-
-    async def _counters(self) -> SpecCounters | None:
-        try:
-            async with httpx.AsyncClient(base_url=self.endpoint, trust_env=False, timeout=5.0) as c:
-                r = await fetch(c, "GET", "/metrics", limit=METRICS_MAX)  # BodyTooLarge is an httpx.HTTPError
-        except httpx.HTTPError:
-            return None
-        if r.status_code != 200:
-            return None
-        return spec_counters(r.text)
-
-    async def _cell(self, config: SweepConfig, cell: Cell, attempt: int) -> CellRecord:
-        self._step(config.name, Step("cell", StepStatus.RUNNING, f"{cell.id} attempt {attempt}"))
-        unit = await self.engine.poll_unit()
-        inv = unit.invocation
-        if not unit.running or self.engine.state.phase != Phase.READY or self.engine.state.invocation != inv:
-            return _invalid(config.name, cell, attempt, f"not ready before the cell (phase "
-                            f"{self.engine.state.phase})", inv)
-        before = await self._counters()
-        why: list[str] = []
-        t0 = time.perf_counter()
-        timings: list[RequestTiming] = []
-        work = asyncio.create_task(self._requests(cell, timings))
-        watch = asyncio.create_task(self._watch(inv, why))
-        try:
-            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (work, watch):
-                t.cancel()
-            await asyncio.gather(work, watch, return_exceptions=True)
-        duration = time.perf_counter() - t0
-        # after: the same run, still ready; failed requests may be the first sign of a crash the unit does not show
-        # yet, so then it is read a few more times before the cell is judged
-        settle = time.monotonic() + (SETTLE_S if any(not t.ok for t in timings) else 0.0)
-        while not why:
-            unit = await self.engine.poll_unit()
-            if unit.invocation != inv or not unit.running:
-                why.append(f"the run changed during the cell ({inv[:12]} -> {unit.invocation[:12] or 'none'})")
-            elif self.engine.state.phase != Phase.READY:
-                why.append(f"the server left ready during the cell ({self.engine.state.phase})")
-            if time.monotonic() >= settle:
-                break
-            await self.engine.wait_changed(0.2)
-        after = await self._counters() if not why else None
-        m = cell_metrics(timings, duration, len(self.engine.deployment_gpus()), self.slo, (before, after))
-        if why:
-            return CellRecord(config.name, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency,
-                              cell.repeat, False, why[0], attempt, inv, m, time.time())
-        return CellRecord(config.name, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency,
-                          cell.repeat, m.completed > 0, failed_requests(m.failed, m.completed), attempt, inv, m,
-                          time.time())
-
-    async def _watch(self, inv: str, why: list[str]) -> None:
-        """During a cell: the same invocation, running and ready, read every POLL_S; returns at the first change."""
-        while True:
-            await asyncio.sleep(POLL_S)
-            try:
-                unit = await self.engine.poll_unit()
-            except (TransportError, ManagerError):
-                continue
-            if unit.invocation != inv or not unit.running:
-                why.append(f"the run changed during the cell ({inv[:12]} -> {unit.invocation[:12] or 'none'}, "
-                           f"{unit.active})")
-                return
-            if self.engine.state.phase != Phase.READY:
-                why.append(f"the server left ready during the cell ({self.engine.state.phase})")
-                return
-
-    async def _requests(self, cell: Cell, timings: list[RequestTiming]) -> None:
-        n = self.plan.requests_for(cell)
-        duration = self.plan.matrix.duration_s
-        deadline = time.monotonic() + duration if duration else None
-        counter = iter(range(10**9))
-        async with self._client(cell.concurrency) as client:
-            async def worker() -> None:
-                while True:
-                    i = next(counter)
-                    if (n is not None and i >= n) or (deadline is not None and time.monotonic() >= deadline):
-                        return
-                    prompt = build_prompt(cell.prompt_tokens, i, self.plan.dataset)
-                    r = await one_request(client, self.model, prompt, cell.output_tokens, self.opt.request_timeout_s)
-                    end = r.total_s if r.ok else None
-                    timings.append(RequestTiming(r.ok, tuple(r.chunk_s), r.tokens, end, r.error))
-            await asyncio.gather(*(worker() for _ in range(cell.concurrency)))
-
     # ------------------------------------------------------------------------------------------------ the end
 
     async def _restore(self) -> None:
@@ -498,18 +380,6 @@ class SweepRunner:
         self._step(RESTORE, Step("restore", StepStatus.DONE if out.ok else StepStatus.FAILED, f"{name}: {out.message}"))
 
 
-def failed_requests(failed: int, completed: int) -> str:
-    """A cell's reason from its failed requests ("" for none): "1 of 1 request failed", never "of 1 requests"."""
-    if completed == 0:
-        return f"every request failed ({failed})"
-    return f"{failed} of {plural(failed + completed, 'request')} failed" if failed else ""
-
-
-def _invalid(config: str, cell: Cell, attempt: int, reason: str, invocation: str | None) -> CellRecord:
-    return CellRecord(config, cell.id, cell.prompt_tokens, cell.output_tokens, cell.concurrency, cell.repeat, False,
-                      reason, attempt, invocation or None, CellMetrics(), time.time())
-
-
 def _kind(out: Outcome, failure: Failure | None) -> str:
     return str(failure.kind) if failure is not None else ("timeout" if out.result is Result.TIMED_OUT else "failed")
 
@@ -519,7 +389,7 @@ def _worth_retry(out: Outcome, failure: Failure | None) -> bool:
     or an OOM while the release wait could not prove the GPUs back at baseline. Never bad arguments, nor an OOM
     with the GPUs at baseline (this configuration does not fit), nor a CUDA-graph crash (deterministic)."""
     if out.result is Result.TIMED_OUT and failure is None:
-        return out.phase in (Phase.STARTING, Phase.LOADING, Phase.STOPPED, Phase.UNKNOWN)
+        return out.phase in (Phase.QUEUED, Phase.STARTING, Phase.LOADING, Phase.STOPPED, Phase.UNKNOWN)
     if failure is None:
         return False
     if failure.kind == FailureKind.NCCL:

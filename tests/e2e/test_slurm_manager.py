@@ -1,0 +1,264 @@
+"""`manager = "slurm"` on a real cluster (.ci/slurm.sh: Debian's slurm-wlm 22.05, slurmctld on the login host,
+slurmd on n1 and n2 with 4 GPUs each as GRES), driven through bringup's CLI as an operator would: bringup reaches the
+cluster only through the login host's sshd, as user `tester`, and the job is the simulated SGLang server run on the
+nodes (/opt/bringup-sim), its GPUs the simulator's (read through the allocation with `srun --overlap`).
+
+Each test sets its scene behind bringup's back as a cluster's other users would (a blocker job holding the GPUs,
+an administrator's scancel, a node's slurmd stopped) and reads what bringup says of it: its phases and failure,
+the job on the cluster, the nodes it ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.ports import free_port
+from tests.helpers.slurm_cluster import GPUS_PER_NODE, SlurmCluster
+from tests.helpers.wait import until
+
+pytestmark = pytest.mark.slow
+
+#: where each node's simulated GPUs keep their holders (the node's own /tmp: each node its own GPUs); the sim and
+#: the simulated nvidia-smi are told the same directory
+SIM_GPUS = "/tmp/bringup-slurm-e2e-gpus"
+
+
+@dataclass
+class Deployment:
+    """One Slurm deployment of a test: its config file, its name, and its job's output on the shared filesystem."""
+
+    config: Path
+    name: str
+    output: Path  # this side's path of OUTPUT_DIR/NAME
+
+    def bringup(self, *args: str, timeout: float = 240, user_state: Path | None = None
+                ) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+        cfg = self.config if user_state is None else user_state
+        return subprocess.run([sys.executable, "-m", "tui", "--config", str(cfg), *args], capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=self.config.parent, stdin=subprocess.DEVNULL)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+        return subprocess.Popen([sys.executable, "-m", "tui", "--config", str(self.config), *args], text=True,
+                                env=env, cwd=self.config.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+    def status(self) -> dict[str, Any]:
+        r = self.bringup("status", self.name, "--json", timeout=90)
+        assert r.stdout.strip().startswith("{"), r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    def job_id(self, cluster: SlurmCluster) -> int:
+        """The job bringup submitted last, from its record on the login host (as the operator's)."""
+        raw = cluster.ctl("cat", f"/home/tester/.local/state/bringup/deployments/{self.name}/job.json",
+                          user="tester")
+        return int(json.loads(raw)["job"])
+
+
+def _toml(v: object) -> str:
+    return json.dumps(v)
+
+
+def deployment(tmp_path: Path, cluster: SlurmCluster, *, nodes: int = 1, extra: tuple[str, ...] = (),
+               time_limit: str = "", name: str = "", state: str = "state") -> Deployment:
+    """A config with the cluster's login host (as `tester`) and one Slurm deployment of the simulated server: a
+    fresh port for its HTTP and its rendezvous, its output under a directory of its own on the shared
+    filesystem."""
+    name = name or f"k{uuid.uuid4().hex[:8]}"
+    here, there = cluster.shared(f"bringup-e2e-{name}")
+    port, dist = free_port(), free_port()
+    command = ["python3", "-u", "/opt/bringup-sim/server.py", "--model-path", "moonshotai/Kimi-K2.6",
+               "--tp-size", str(4 * nodes), "--host", "127.0.0.1", "--port", str(port), "--sim-state-dir", SIM_GPUS,
+               "--time-scale", "0.05", "--enable-metrics", "--sim-release-delay", "0"]
+    if nodes > 1:
+        command += ["--nnodes", "{nnodes}", "--node-rank", "{node_rank}", "--dist-init-addr", f"{{head}}:{dist}"]
+    command += list(extra)
+    lines = [f"state_dir = {_toml(str(tmp_path / state))}", "",
+             "[hosts.cluster]", 'ssh = "slurm-tester"', f"ssh_config = {_toml(str(cluster.ssh_config))}",
+             f"nvidia_smi = {_toml(['nvidia-smi', '--sim-state-dir', SIM_GPUS])}", "",
+             f"[deployments.{name}]", 'manager = "slurm"', 'host = "cluster"', f'endpoint = "http://{{head}}:{port}"',
+             'partition = "gpu"', f"node_count = {nodes}", f"gpus_per_node = {GPUS_PER_NODE}",
+             f"output_dir = {_toml(there)}", "ready_timeout_s = 180", "stop_timeout_s = 30",
+             f"command = {_toml(command)}"]
+    if time_limit:
+        lines.append(f"time = {_toml(time_limit)}")
+    cfg = tmp_path / f"{state}.toml"
+    cfg.write_text("\n".join(lines) + "\n")
+    return Deployment(cfg, name, here / name)
+
+
+@pytest.fixture
+def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
+    """The cluster, left idle again whatever the test did (its slurmd running, every job cancelled)."""
+    yield slurm_cluster
+    slurm_cluster.reset()
+
+
+def test_queued_behind_a_blocker_then_up_when_the_gpus_are_freed(tmp_path: Path, cluster: SlurmCluster) -> None:
+    blockers = [cluster.submit_blocker(node=n) for n in ("n1", "n2")]  # every GPU of the partition held
+    dep = deployment(tmp_path, cluster)
+    start = dep.popen("start", dep.name)
+    try:
+        why = "queued: Resources (the nodes or GPUs it asks for are held by other jobs)"
+        st = until("the job queued, bringup saying why", lambda: (s := dep.status())["phase"] == "queued" and
+                   s["timeline"][-1]["line"].startswith(why) and s, timeout=90, every=1.0)
+        assert [t["phase"] for t in st["timeline"]] == ["queued"], st
+        assert st["eta"] is not None, st  # the queue has its ETA line (or why none) like any phase
+        job = dep.job_id(cluster)
+        assert cluster.job(job).state == "PENDING" and cluster.job(job).reason == "Resources"
+        cluster.ctl("scancel", str(blockers[1]))
+        out, _ = start.communicate(timeout=180)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    assert start.returncode == 0, out
+    assert "follow   queued" in out and "ready: a generation from the new process succeeded" in out, out
+    assert out.index("follow   queued") < out.index("follow   starting") < out.index("follow   ready"), out
+    st = dep.status()
+    assert st["phase"] == "ready", st
+    assert cluster.job(job).nodes == "n2"  # where the freed GPUs were
+
+
+def test_one_node_to_ready_read_through_the_allocation_then_stopped(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster)
+    r = dep.bringup("start", dep.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "submitted job" in r.stdout and "ready: a generation from the new process succeeded" in r.stdout
+    job = dep.job_id(cluster)
+    node = cluster.job(job).nodes
+    assert cluster.job(job).state == "RUNNING" and node in ("n1", "n2")
+    st = dep.status()
+    assert st["phase"] == "ready" and st["invocation"] == str(job), st
+    gpus = [g for g in st["gpus"]["gpus"] if g["mem_used_mib"]]
+    # the sim's four GPUs on that node, with the server's memory, read by nvidia-smi through `srun --overlap`
+    assert {g["host"] for g in gpus} == {node} and len(gpus) >= 4 and all(g["mem_used_mib"] > 1000 for g in gpus)
+    log = (dep.output / f"job-{job}.{node}.log").read_text()
+    assert "The server is fired up and ready to roll!" in log
+
+    r = dep.bringup("stop", dep.name, "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cluster.job(job).state == "CANCELLED"  # stopped means ended on its node: not COMPLETING any more
+    st = dep.status()
+    assert st["phase"] == "stopped" and st["failure"] is None, st  # bringup's own cancel: a stop, not a failure
+
+
+def test_two_nodes_each_with_its_rank(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster, nodes=2)
+    r = dep.bringup("start", dep.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = dep.job_id(cluster)
+    assert cluster.job(job).nodes == "n[1-2]"
+    for rank, node in enumerate(("n1", "n2")):
+        log = (dep.output / f"job-{job}.{node}.log").read_text()
+        assert f"'node_rank': {rank}" in log or f"node_rank={rank}" in log, log[:2000]
+    st = dep.status()
+    assert st["phase"] == "ready", st
+    hosts = {g["host"] for g in st["gpus"]["gpus"] if g["mem_used_mib"]}
+    assert hosts == {"n1", "n2"}, st["gpus"]
+
+
+def test_a_bad_flag_fails_with_the_servers_refusal_as_the_cause(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster, extra=("--no-such-flag",))
+    r = dep.bringup("start", dep.name)
+    assert r.returncode != 0, r.stdout
+    st = dep.status()
+    assert st["phase"] == "failed", st
+    f = st["failure"]
+    assert f["kind"] == "bad-args" and "--no-such-flag" in f["hint"], f
+    assert "unrecognized arguments: --no-such-flag" in f["excerpt"], f
+    assert cluster.job(dep.job_id(cluster)).state == "FAILED"
+
+
+def test_the_time_limit_reached_is_the_failure(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster, time_limit="1")
+    r = dep.bringup("start", dep.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = dep.job_id(cluster)
+    cluster.wait_job(job, "TIMEOUT", timeout=180)
+    st = until("bringup saying the time limit ended it", lambda: (s := dep.status())["phase"] == "failed" and s,
+               timeout=60, every=1.0)
+    f = st["failure"]
+    assert f["kind"] == "time-limit" and f["phase"] == "ready", f
+    assert f"Slurm ended job {job} at its time limit" in f["excerpt"] and "SIGTERM received" in f["excerpt"], f
+    assert "time" in f["hint"], f
+
+
+def test_a_node_lost_mid_run_fails_it_with_the_node_named(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster)
+    r = dep.bringup("start", dep.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = dep.job_id(cluster)
+    node = cluster.job(job).nodes
+    cluster.stop_slurmd(node)
+    cluster.wait_job(job, "NODE_FAIL", timeout=180)
+    st = until("bringup saying the node failed", lambda: (s := dep.status())["phase"] == "failed" and s,
+               timeout=60, every=1.0)
+    f = st["failure"]
+    assert f["kind"] == "node-fail", f
+    assert f"Slurm ended job {job}: its node {node} failed (NODE_FAIL)" in f["excerpt"], f
+
+
+def test_cancelled_by_another_user(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster)
+    r = dep.bringup("start", dep.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = dep.job_id(cluster)
+    refused = cluster.run_ctl("scancel", str(job), user="tester2")
+    assert cluster.job(job).state == "RUNNING", refused  # another user may not
+    cluster.ctl("scancel", str(job))  # root, an administrator, may
+    st = until("bringup saying someone else cancelled it", lambda: (s := dep.status())["phase"] == "failed" and s,
+               timeout=60, every=1.0)
+    f = st["failure"]
+    assert f["kind"] == "cancelled" and f["phase"] == "ready", f
+    assert f"job {job} was cancelled by someone other than bringup" in f["excerpt"], f
+    assert "SIGTERM received" in f["excerpt"], f  # the server's own last lines beside Slurm's word
+
+
+def test_a_restart_lands_on_the_other_node_and_is_followed_there(tmp_path: Path, cluster: SlurmCluster) -> None:
+    dep = deployment(tmp_path, cluster)
+    r = dep.bringup("start", dep.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    old = dep.job_id(cluster)
+    first = cluster.job(old).nodes
+    other = "n2" if first == "n1" else "n1"
+    # a job ahead in the queue for the first node's GPUs: once the restart frees them, it takes them
+    cluster.submit_blocker(node=first, wait_running=False)
+    r = dep.bringup("restart", dep.name, "--set", "mem-fraction-static=0.8", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert out.index(f"scancel {old}") < out.index("(no COMPLETING)") < out.index("submitted job"), out
+    new = dep.job_id(cluster)
+    assert new != old and cluster.job(new).nodes == other and cluster.job(old).state == "CANCELLED"
+    st = dep.status()
+    assert st["phase"] == "ready" and st["invocation"] == str(new), st
+    assert "--mem-fraction-static 0.8" in " ".join(st["argv"]), st["argv"]
+    assert {g["host"] for g in st["gpus"]["gpus"] if g["mem_used_mib"]} == {other}, st["gpus"]
+
+
+def test_the_lock_refuses_a_second_operator(tmp_path: Path, cluster: SlurmCluster) -> None:
+    """Two operators of one cluster account (two machines: each its own bringup state): while one's start waits in
+    the queue under the lock, the other's restart is refused, naming who holds it."""
+    cluster.submit_blocker(node="n1")
+    cluster.submit_blocker(node="n2")
+    dep = deployment(tmp_path, cluster)
+    other = deployment(tmp_path, cluster, name=dep.name, state="other")
+    first = dep.popen("start", dep.name)
+    try:
+        until("the first operator's job queued", lambda: dep.status()["phase"] == "queued", timeout=90, every=1.0)
+        r = other.bringup("restart", dep.name, "--yes", user_state=other.config)
+        assert r.returncode != 0, r.stdout
+        assert "another bringup is already" in r.stdout + r.stderr and "start" in r.stdout + r.stderr, r.stdout
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
