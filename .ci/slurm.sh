@@ -13,7 +13,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESTHOST=$REPO/.ci/testhost.sh
 TEMPLATES=$REPO/tests/testhost/slurm
 SUITE=${TESTHOST_SUITE:-bookworm}
-# the rootfs with the Slurm packages in it, built once from the test host's own rootfs (cold ≈ 1 min, then ≈ 3 s)
+# the rootfs with the Slurm packages in it, built once from the test host's own rootfs (≈ 25 s), then unpacked (≈ 4 s)
 SLURM_CACHE=${SLURM_TESTHOST_CACHE:-$HOME/.cache/bringup-testhost/rootfs-$SUITE-slurm.tar.zst}
 PACKAGES=(slurmctld slurmd slurm-client munge)
 SHARED=$REPO/.slurm-shared

@@ -61,7 +61,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the container manager's records on another host, through the transport's guarded write (0600)"),
     ("tui/managers/process.py", "self.transport.write_file(self._p(name)"): (
         "the process manager's records on another host, through the transport's guarded write (0600)"),
-    ("tui/managers/slurm.py", "await self.transport.write_file(self._p(name), data)"): (
+    ("tui/managers/slurm_records.py", "await self.transport.write_file(self.p(name), data)"): (
         "the Slurm manager's records on the login host, through the transport's guarded write (0600) in the "
         "directory remote_dir.py made"),
     ("tui/managers/slurm_script.py", "stamp >>{log}"): (

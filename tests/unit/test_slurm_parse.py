@@ -10,19 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from tui.lifecycle.lines import node_tag
 from tui.managers.process import parse_log_line
 from tui.managers.slurm_job import (
     cancelled_by,
     expand_hostlist,
     fields,
+    killed_by,
     parse_job,
     parse_node,
     queued_words,
     submitted_id,
     verdict,
 )
+from tui.managers.slurm_log import Stamps
 from tui.managers.slurm_script import JobSpec, node_script, sbatch_argv, script, shell_word
-from tui.model import FailureKind
+from tui.model import FailureKind, LogLine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -81,6 +84,39 @@ def test_endings_by_slurms_word() -> None:
     assert "by someone other than bringup" in v.words
     v = verdict(cancelled, by="root (uid 0)")
     assert v is not None and v.words == "job 1 was cancelled by root (uid 0) (CANCELLED)"
+
+
+def test_a_time_limit_a_lost_node_and_a_requeue_by_slurms_word() -> None:
+    t = job("job_timeout.txt")
+    assert (t.state, t.reason, t.time_limit, t.exit_signal) == ("TIMEOUT", "TimeLimit", "00:01:00", 15)
+    v = verdict(t)
+    assert v is not None and v.kind == FailureKind.TIME_LIMIT
+    assert v.words == "Slurm ended job 86 at its time limit (00:01:00) (TIMEOUT)"
+    nf = job("job_node_fail.txt")
+    assert (nf.state, nf.reason, nf.nodes) == ("NODE_FAIL", "NodeDown", ("n2",))
+    down = parse_node(fixture("node_down.txt"))
+    assert down is not None and down.down and down.state == "DOWN+NOT_RESPONDING"
+    v = verdict(nf, node_down=down.name)
+    assert v is not None and v.kind == FailureKind.NODE_FAIL
+    assert v.words == "Slurm ended job 87: its node n2 failed (NODE_FAIL)"
+    requeued = job("job_pending_requeued.txt")  # submitted without --no-requeue: run again under its own id
+    assert (requeued.state, requeued.restarts, requeued.invocation) == ("PENDING", 1, "85+1") and requeued.queued
+    assert queued_words(requeued).startswith("queued: BeginTime (its start time has not come)")
+
+
+def test_completing_is_a_flag_over_the_jobs_state() -> None:
+    c = job("job_completing.txt")
+    assert c.completing and c.live and not c.queued and c.invocation == "85+1"
+
+
+def test_two_nodes_head_first() -> None:
+    two = job("job_two_nodes.txt")
+    assert two.nodes == ("n1", "n2") and two.batch_host == "n1"
+
+
+def test_slurmctlds_log_names_who_cancelled_a_refused_request_aside() -> None:
+    log = fixture("ctld_log_kill.txt")
+    assert killed_by(log, "5") == "1002" and killed_by(log, "6") == "0" and killed_by(log, "7") == ""
 
 
 def test_no_accounting_names_no_one() -> None:
@@ -166,3 +202,20 @@ def test_each_node_runs_the_command_with_its_place_and_stamps_its_output(tmp_pat
 def test_the_batch_script_is_bash_that_parses() -> None:
     r = subprocess.run(["bash", "-n"], input=script(SPEC), text=True, capture_output=True, timeout=10)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_batch_outputs_lines_are_slurms_words_tagged_and_timed() -> None:
+    """The batch output holds srun's and slurmstepd's unstamped lines among bringup's stamped ones: each gets the
+    last stamp seen, tagged ⟦batch⟧; `tail -F`'s own words about a file not there yet are no line."""
+    stamps = Stamps("85")
+    raws = ["1796675185.5 bringup: job 85 on n[1-2]: head n1 (127.0.0.1)",
+            "tail: cannot open '/shared/x/job-85.n2.log' for reading: No such file or directory",
+            *fixture("batch_out_node_failure.txt").split("\n")]
+    lines = [x for raw in raws if (x := stamps.line(raw, node_tag("batch"), now=2e9)) is not None]
+    assert [ln.at for ln in lines] == [1796675185.5] * 8
+    assert lines[0].text == "\u27e6batch\u27e7 bringup: job 85 on n[1-2]: head n1 (127.0.0.1)"
+    assert lines[4].text.endswith("*** JOB 85 ON n1 CANCELLED AT 2026-12-07T20:27:00 DUE TO NODE FAILURE, SEE "
+                                  "SLURMCTLD LOG FOR DETAILS ***")
+    assert not any("tail:" in ln.text for ln in lines)
+    assert Stamps("1").line(fixture("batch_out_cancelled.txt"), "", now=5.0) == LogLine(
+        5.0, "slurmstepd-n1: error: *** JOB 1 ON n1 CANCELLED AT 2026-12-07T19:56:03 ***", "1")

@@ -1,9 +1,10 @@
 """Service managers: how a deployment's server is started, stopped, observed and configured.
 
 `systemd` (a unit on a host), `process` (a command bringup supervises itself; the demo and hosts without
-systemd), `docker`, `compose` and `none` (observe only), each built from its config variant through
-registry.py. The engine and the restart protocol only see this interface, and what a manager can do beyond it is
-declared (`can_control`, `sees_run`, `LogHistory`), never looked up by name.
+systemd), `docker`, `compose`, `slurm` (a batch job on a cluster, from its login host) and `none` (observe only),
+each built from its config variant through registry.py. The engine and the restart protocol only see this
+interface, and what a manager can do beyond it is declared (`can_control`, `sees_run`, `LogHistory`, `Placed` in
+placement.py: a run a scheduler places), never looked up by name.
 """
 
 from __future__ import annotations

@@ -17,40 +17,50 @@
   node's GPUs read through the allocation (`srun --jobid=J --overlap -w NODE nvidia-smi`), where SSH to compute nodes
   is not allowed. Between jobs, the GPUs as Slurm lists them (no memory figures: no allocation to read them by).
 - Flags: the command line of the next job (`argv.json`, the previous and the last ready beside it), as the process
-  and container managers keep it; the lock is flock(1) in the same records directory (remote_lock.py): the
-  operator's own, no root.
+  and container managers keep it, in bringup's records on the login host with the lock (slurm_records.py: the
+  operator's own, no root); or an operator's own batch script's server line (slurm_batch.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import re
 import time
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tui.config.deployments import SlurmDeployment
 from tui.config.slurm_words import SLURM_HEAD
-from tui.errors import PermanentError
-from tui.guard.files import UnsafeLocation, private_dir, write_private
 from tui.guard.text import split_lines
-from tui.lifecycle.nodes import gpu_key
+from tui.lifecycle.nodes import gpu_key, pid_key
 from tui.managers import AsyncLock, ManagerError, PermanentManagerError, Report, unreported
-from tui.managers.file_lock import FileLock
 from tui.managers.lock_record import this_user_at_host
+from tui.managers.pids import pid_or_none
 from tui.managers.placement import Placement
-from tui.managers.remote_lock import RemoteLock
 from tui.managers.slurm_batch import BatchScriptError, rewrite, server_line
-from tui.managers.slurm_job import Job, Node, cancelled_by, parse_job, parse_nodes, queued_words, submitted_id, verdict
+from tui.managers.slurm_job import (
+    Job,
+    Node,
+    cancelled_by,
+    killed_by,
+    parse_job,
+    parse_nodes,
+    queued_words,
+    submitted_id,
+    verdict,
+)
 from tui.managers.slurm_log import BATCH, Source, follow, read
+from tui.managers.slurm_records import Records
 from tui.managers.slurm_script import JobSpec, batch_output, node_log, sbatch_argv, script
 from tui.model import GpuSample, GpuSnapshot, LogLine, Queued, UnitState
 from tui.transport import CommandResult, Transport, TransportError
-from tui.transport.remote_dir import private_dir as remote_private_dir
 
 #: every Slurm command's moments as Unix times (slurm_job.py)
 _ENV = ["env", "SLURM_TIME_FORMAT=%s"]
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._/-]*")
 #: a node list Slurm's commands are asked about at most (a partition of thousands is not read whole)
 MAX_NODES = 64
 
@@ -62,10 +72,14 @@ class SlurmManager:
 
     def __init__(self, transport: Transport, name: str, dep: SlurmDeployment, records: str,
                  nvidia_smi: Sequence[str] = ("nvidia-smi",)) -> None:
+        if not _PLAIN.fullmatch(name) or not _PLAIN_PATH.fullmatch(dep.output_dir):
+            # both go into the job's name and sbatch's `--output`, where Slurm reads `%j`, `%u`... as its own
+            raise PermanentManagerError(f"a Slurm deployment's name and output_dir are plain (letters, digits, "
+                                        f"`._-`, and `/` in the path): {name!r}, {dep.output_dir!r}")
         self.transport = transport
         self.dep = dep
-        self.records = records
         self.log_dir = f"{dep.output_dir.rstrip('/')}/{name}"
+        self.records = Records(transport, records, self.log_dir)
         self.job_name = f"bringup-{name}"
         self.nvidia_smi = tuple(nvidia_smi)
         shape = f"{dep.node_count} node{'s' if dep.node_count > 1 else ''}" + \
@@ -73,16 +87,13 @@ class SlurmManager:
         self.target = f"Slurm job {self.job_name} ({shape}" + (f", partition {dep.partition})" if dep.partition
                                                                else ")")
         self._job: Job | None = None  # the last reading
+        self._line = ""  # its line, as scontrol printed it
         self._addr: dict[str, str] = {}  # node -> NodeAddr
         self._by: dict[str, str] = {}  # job -> who cancelled it, as far as Slurm says
         self._down: dict[str, str] = {}  # job -> its nodes Slurm does not reach
-        self._dirs_made = False
         self._placed = asyncio.Event()  # set when a reading finds the job's nodes (follow waits on it)
 
     # ------------------------------------------------------------------ commands and records
-
-    def _p(self, name: str) -> str:
-        return f"{self.records}/{name}"
 
     async def _slurm(self, argv: list[str], timeout: float = 30.0, input: bytes | None = None) -> CommandResult:
         res = await self.transport.run([*_ENV, *argv], timeout=timeout, input=input)
@@ -92,53 +103,23 @@ class SlurmManager:
                                         "host, with Slurm's commands on its PATH?")
         return res
 
-    async def _read_json(self, name: str) -> Any:
-        data = await self.transport.read_file(self._p(name))
-        try:
-            return json.loads(data) if data else None
-        except ValueError:
-            return None
-
-    async def _ensure_dirs(self) -> None:
-        """bringup's records (the operator's, 0700) and the job's output directory on the shared filesystem (0700:
-        the server's output is the operator's), through the guarded places: made, or refused with why."""
-        if self._dirs_made:
-            return
-        try:
-            if self.transport.name == "local":
-                await asyncio.to_thread(private_dir, self.records)
-                await asyncio.to_thread(private_dir, self.log_dir)
-            else:
-                await remote_private_dir(self.transport, self.records)
-                await remote_private_dir(self.transport, self.log_dir)
-        except (UnsafeLocation, PermanentError) as e:
-            raise PermanentManagerError(f"{self.transport.name}: {e}") from None
-        except TransportError as e:
-            raise ManagerError(f"{self.transport.name}: cannot make {self.log_dir}: {e}") from None
-        self._dirs_made = True
-
-    async def _write_json(self, name: str, value: Any) -> None:
-        await self._ensure_dirs()
-        data = json.dumps(value).encode()
-        if self.transport.name == "local":
-            try:
-                await asyncio.to_thread(write_private, self._p(name), data)
-            except OSError as e:
-                raise ManagerError(f"cannot write {self._p(name)}: {e.strerror or e}") from None
-            return
-        await self.transport.write_file(self._p(name), data)
-
     # ------------------------------------------------------------------ the job
 
     async def _read_job(self, job_id: str) -> Job | None:
-        """The job as Slurm lists it now; None once Slurm has forgotten it (MinJobAge after its end)."""
+        """The job as Slurm lists it now (its line kept in `_line`); None once Slurm has forgotten it (MinJobAge
+        after its end)."""
         res = await self._slurm(["scontrol", "show", "job", "-o", job_id])
         if res.rc != 0:
             if "Invalid job id" in res.error_text:
                 return None
             raise ManagerError(f"{self.transport.name}: `scontrol show job {job_id}` failed (exit {res.rc}): "
                                f"{res.error_text.strip()[:300]}")
-        return next((j for j in map(parse_job, split_lines(res.text)) if j is not None and j.id == job_id), None)
+        for line in split_lines(res.text):
+            job = parse_job(line)
+            if job is not None and job.id == job_id:
+                self._line = line
+                return job
+        return None
 
     async def _nodes(self, names: Sequence[str]) -> dict[str, Node]:
         if not names:
@@ -147,7 +128,7 @@ class SlurmManager:
         return parse_nodes(res.text) if res.rc == 0 else {}
 
     async def state(self) -> UnitState:
-        rec = await self._read_json("job.json")
+        rec = await self.records.read("job.json")
         job_id = str(rec.get("job", "")) if isinstance(rec, dict) else ""
         if not job_id.isdigit():
             self._job = None
@@ -163,7 +144,7 @@ class SlurmManager:
                 return UnitState(active="inactive", sub=f"job {job_id} ended (Slurm no longer lists it)",
                                  invocation=job_id, argv=_argv(rec))
         elif not job.live and isinstance(rec, dict) and not rec.get("last"):
-            await self._keep_last(rec, job_id)
+            await self._keep_last(rec)
         previous, self._job = self._job, job
         if job.nodes and job.state == "RUNNING":
             missing = [n for n in job.nodes if n not in self._addr]
@@ -174,63 +155,71 @@ class SlurmManager:
                 self._placed.set()
         return await self._unit(job, rec if isinstance(rec, dict) else {})
 
-    async def _keep_last(self, rec: dict[str, Any], job_id: str) -> None:
+    async def _keep_last(self, rec: dict[str, Any]) -> None:
         """The ended job's own line, kept: once Slurm forgets the job, it still says how it ended."""
-        res = await self._slurm(["scontrol", "show", "job", "-o", job_id])
-        if res.rc == 0:
-            with contextlib.suppress(ManagerError, TransportError, OSError):
-                await self._write_json("job.json", {**rec, "last": split_lines(res.text.strip())[0][:20000]})
+        with contextlib.suppress(ManagerError, TransportError, OSError):
+            await self.records.write("job.json", {**rec, "last": self._line[:20000]})
 
     async def _unit(self, job: Job, rec: dict[str, Any]) -> UnitState:
-        inv, argv = job.invocation, _argv(rec) if str(rec.get("job", "")) == job.id else ()
+        """The job as a run (module docstring): queued, running, ending on its nodes, or ended by Slurm's word."""
         on = ", ".join(job.nodes)
+        base = UnitState(active="active", sub=f"running on {on}", invocation=job.invocation,
+                         started_at=job.started_at, argv=_argv(rec) if str(rec.get("job", "")) == job.id else ())
         if job.queued:
             at = _clock(job.started_at) if job.started_at else ""
-            return UnitState(active="activating", sub="queued", invocation=inv, started_at=job.submitted_at,
-                             argv=argv, queued=Queued(job.reason, job.started_at, queued_words(job, at)))
-        asked = await self._asked(job.id)
+            return replace(base, active="activating", sub="queued", started_at=job.submitted_at,
+                           queued=Queued(job.reason, job.started_at, queued_words(job, at)))
         if job.state in ("RUNNING", "SUSPENDED", "SIGNALING", "STAGE_OUT") and not job.completing:
-            return UnitState(active="active", sub=f"running on {on}", invocation=inv, started_at=job.started_at,
-                             argv=argv)
+            return base
         if job.completing:  # ending on its nodes: a stop bringup asked, or the live run until Slurm's last word
-            if asked:
-                return UnitState(active="deactivating", sub=f"completing on {on}", invocation=inv,
-                                 started_at=job.started_at, argv=argv)
-            return UnitState(active="active", sub=f"completing on {on}", invocation=inv, started_at=job.started_at,
-                             argv=argv)
-        ended = dict(invocation=inv, started_at=job.started_at, exited_at=job.ended_at, argv=argv)
-        if job.state == "CANCELLED" and asked:
-            return UnitState(active="inactive", sub=f"cancelled by {asked}", **ended)  # type: ignore[arg-type]
+            asked = await self._asked(job.id)
+            return replace(base, active="deactivating" if asked else "active", sub=f"completing on {on}")
+        ended = replace(base, exited_at=job.ended_at)
+        if job.state == "CANCELLED" and (asked := await self._asked(job.id)):
+            return replace(ended, active="inactive", sub=f"cancelled by {asked}")
         v = verdict(job, by=await self._canceller(job) if job.state == "CANCELLED" else "",
                     node_down=await self._node_down(job) if job.state in ("NODE_FAIL", "BOOT_FAIL") else "")
         if v is None:
-            return UnitState(active="inactive", sub=f"{job.state.lower()} (exit code 0)", exit_status=0,
-                             **ended)  # type: ignore[arg-type]
-        status = -job.exit_signal if job.exit_signal else job.exit_code
-        return UnitState(active="failed", sub=job.state.lower(), exit_status=status, verdict=v,
-                         ended_on=job.nodes[0] if len(job.nodes) == 1 else "", **ended)  # type: ignore[arg-type]
+            return replace(ended, active="inactive", sub=f"{job.state.lower()} (exit code 0)", exit_status=0)
+        return replace(ended, active="failed", sub=job.state.lower(), verdict=v,
+                       exit_status=-job.exit_signal if job.exit_signal else job.exit_code,
+                       ended_on=job.nodes[0] if len(job.nodes) == 1 else "")
 
     async def _asked(self, job_id: str) -> str:
         """Who of bringup asked this job to stop ("" when no bringup did)."""
-        rec = await self._read_json("cancel.json")
+        rec = await self.records.read("cancel.json")
         if isinstance(rec, dict) and str(rec.get("job", "")) == job_id:
             return f"bringup ({rec.get('who') or '?'})"
         return ""
 
     async def _canceller(self, job: Job) -> str:
-        """Who cancelled the job, where Slurm's accounting says (`sacct`: `CANCELLED by UID`); "" where there is
-        none to ask (accounting_storage/none)."""
+        """Who cancelled the job: where Slurm's accounting says (`sacct`: `CANCELLED by UID`), else where slurmctld's
+        log is on the login host and readable (its last 64 MiB); "" where neither says."""
         if job.id not in self._by:
             by = ""
             with contextlib.suppress(TransportError, ManagerError):
                 res = await self._slurm(["sacct", "-n", "-P", "-X", "-j", job.id, "-o", "State"])
                 uid = cancelled_by(split_lines(res.text.strip())[0]) if res.rc == 0 and res.text.strip() else ""
+                source = "Slurm's accounting"
+                if not uid:
+                    uid, source = killed_by(await self._ctld_log(job.id), job.id), "slurmctld's log"
                 if uid:
                     who = await self.transport.run(["getent", "passwd", uid], timeout=10)
                     name = who.text.split(":", 1)[0] if who.rc == 0 else ""
-                    by = f"{name} (uid {uid})" if name else f"uid {uid}"
+                    by = f"{name} (uid {uid}, as {source} says)" if name else f"uid {uid} (as {source} says)"
             self._by[job.id] = by
         return self._by[job.id]
+
+    async def _ctld_log(self, job_id: str) -> str:
+        """slurmctld's log lines about cancelling the job, where the log is on the login host and readable."""
+        conf = await self._slurm(["scontrol", "show", "config"])
+        path = next((ln.split("=", 1)[1].strip() for ln in split_lines(conf.text)
+                     if ln.startswith("SlurmctldLogFile")), "")
+        if not path.startswith("/"):
+            return ""
+        res = await self.transport.run(["sh", "-c", 'tail -c 67108864 -- "$1" 2>/dev/null | grep -F -- "JobId=$2 "',
+                                        "bringup-ctld-log", path, job_id], timeout=20)
+        return res.text if res.rc == 0 else ""
 
     async def _node_down(self, job: Job) -> str:
         if job.id not in self._down:
@@ -242,7 +231,7 @@ class SlurmManager:
         cur = await self.state()
         if cur.running or cur.active == "deactivating":
             raise ManagerError(f"job {cur.invocation} still holds its place ({cur.sub}): stop it first")
-        await self._ensure_dirs()
+        await self.records.make_dirs(output=True)
         spec = JobSpec(name=self.job_name, argv=tuple(argv), log_dir=self.log_dir, env=dict(self.dep.env),
                        partition=self.dep.partition, node_count=self.dep.node_count,
                        gpus_per_node=self.dep.gpus_per_node, time=self.dep.time, account=self.dep.account,
@@ -265,7 +254,7 @@ class SlurmManager:
             raise ManagerError(f"sbatch failed (exit {res.rc}): {why}")
         report("start", f"submitted job {job_id}; its output: {self.log_dir}/job-{job_id}.*")
         try:
-            await self._write_json("job.json", {"job": job_id, "argv": list(argv), "name": self.job_name,
+            await self.records.write("job.json", {"job": job_id, "argv": list(argv), "name": self.job_name,
                                                 "submitted_at": time.time()})
         except (ManagerError, TransportError) as e:
             raise ManagerError(f"job {job_id} was submitted, but bringup could not record it ({e}): "
@@ -278,7 +267,7 @@ class SlurmManager:
         job = self._job
         if job is None or not job.live:
             return
-        await self._write_json("cancel.json", {"job": job.id, "who": this_user_at_host(), "at": time.time()})
+        await self.records.write("cancel.json", {"job": job.id, "who": this_user_at_host(), "at": time.time()})
         res = await self._slurm(["scancel", job.id])
         if res.rc != 0 and "Invalid job id" not in res.error_text:
             why = res.error_text.strip()[:300]
@@ -323,7 +312,7 @@ class SlurmManager:
             if job is not None and job.invocation == inv and job.nodes:
                 break
             if job is not None and job.invocation == inv and not job.live:
-                break  # ended without ever running (cancelled in the queue): its batch output, if any
+                return  # ended without ever running (cancelled in the queue): no log to follow
             self._placed.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(2.0):
@@ -339,14 +328,29 @@ class SlurmManager:
     async def read_log(self, invocation: str) -> list[LogLine]:
         job = self._job if self._job is not None and self._job.invocation == invocation else None
         if job is None:
-            rec = await self._read_json("job.json")
+            rec = await self.records.read("job.json")
             last = rec.get("last") if isinstance(rec, dict) else None
             got = parse_job(last) if isinstance(last, str) else None
             job = got if got is not None and got.invocation == invocation else None
         return await read(self.transport, self._sources(job, invocation), invocation, time.time())
 
     async def pids(self, unit: UnitState) -> set[int] | None:
-        return None  # the server's processes are on the job's nodes, in their PID spaces: not known here
+        """The job's processes on each of its nodes, as Slurm tracks them (`scontrol listpids` on the node, through
+        the allocation), keyed by node as the GPU readings are (lifecycle/nodes.py); None when not known."""
+        job = self._job
+        if not unit.running:
+            return set()
+        if job is None or job.invocation != unit.invocation or job.state != "RUNNING" or job.completing:
+            return None
+        out: set[int] = set()
+        for i, node in enumerate(job.nodes):
+            res = await self._slurm(["srun", f"--jobid={job.id}", "--overlap", "-w", node, "-N1", "-n1", "--quiet",
+                                     "scontrol", "listpids", job.id, node])
+            if res.rc != 0:
+                return None
+            rows = [line.split() for line in split_lines(res.text)[1:]]
+            out |= {pid_key(i, pid) for row in rows if row and (pid := pid_or_none(row[0])) is not None}
+        return out
 
     # ------------------------------------------------------------------ where it runs
 
@@ -381,7 +385,7 @@ class SlurmManager:
         return data.decode("utf-8", "replace")
 
     async def read_argv(self) -> list[str]:
-        saved = await self._read_json("argv.json")
+        saved = await self.records.read("argv.json")
         if isinstance(saved, list) and saved and all(isinstance(a, str) for a in saved):
             return saved
         if self.dep.batch_script:
@@ -395,35 +399,17 @@ class SlurmManager:
         if not argv:
             raise ManagerError("refusing to write an empty command")
         await self.save_argv("previous", await self.read_argv())
-        await self._write_json("argv.json", list(argv))
+        await self.records.write("argv.json", list(argv))
 
     async def read_saved_argv(self, which: str) -> list[str] | None:
-        saved = await self._read_json(f"argv.{which}.json")
+        saved = await self.records.read(f"argv.{which}.json")
         return [str(a) for a in saved] if isinstance(saved, list) else None
 
     async def save_argv(self, which: str, argv: Sequence[str]) -> None:
-        await self._write_json(f"argv.{which}.json", list(argv))
+        await self.records.write(f"argv.{which}.json", list(argv))
 
     def lock(self, purpose: str, change: str = "") -> AsyncLock:
-        if self.transport.name == "local":  # bringup on the login host itself
-            return FileLock(self._p("restart.lock"), purpose, change)
-        return _RecordsLock(self, purpose, change)
-
-
-class _RecordsLock(RemoteLock):
-    """The lock in bringup's records on the login host, the directory made first (flock(1) opens the file in it)."""
-
-    def __init__(self, manager: SlurmManager, purpose: str, change: str) -> None:
-        super().__init__(manager.transport, manager._p("restart.lock"), purpose, change)
-        self._manager = manager
-
-    async def __aenter__(self) -> Any:
-        await self._manager._ensure_dirs()
-        return await super().__aenter__()
-
-    async def holder(self) -> Any:
-        await self._manager._ensure_dirs()
-        return await super().holder()
+        return self.records.lock(purpose, change)
 
 
 def _argv(rec: Any) -> tuple[str, ...]:

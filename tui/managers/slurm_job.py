@@ -195,6 +195,15 @@ def cancelled_by(sacct_state: str) -> str:
     return m.group(1) if m else ""
 
 
+def killed_by(log: str, job_id: str) -> str:
+    """Who asked slurmctld to cancel the job, as its log says (src/slurmctld/proc_req.c: `REQUEST_KILL_JOB JobId=J
+    uid U`; job_mgr.c: `Security violation, REQUEST_KILL_JOB RPC for JobId=J from uid U`, a request refused): the
+    uid of the last request not refused, "" when the log names none."""
+    asked = re.findall(rf"REQUEST_KILL_JOB JobId={job_id} uid (\d+)", log)
+    refused = set(re.findall(rf"REQUEST_KILL_JOB RPC for JobId={job_id} from uid (\d+)", log))
+    return next((uid for uid in reversed(asked) if uid not in refused), "")
+
+
 # ---------------------------------------------------------------------------------------------------- words
 
 
