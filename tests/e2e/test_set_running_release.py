@@ -45,3 +45,16 @@ def test_restart_set_on_a_stopped_server_takes_a_flag_of_its_last_runs_release(
     r = bu.run("restart", bu.name, "--set", "cuda-graph-max-bs=16", "--yes", timeout=90)
     assert r.rc == 0, r.describe()
     assert "--cuda-graph-max-bs" in " ".join(bu.argv_json() or []), bu.argv_json()
+
+
+def test_flags_of_a_stopped_server_are_its_last_runs_release(make_bringup: Callable[..., Bringup]) -> None:
+    """`flags` of a stopped deployment: its last run said 0.5.18, so 0.5.18's flags and keys, said as the last run's
+    release (issue 51: "release not said yet; flags of 0.5.23", `g` on another flag than a running one's)."""
+    bu = make_bringup(sim_args=("--release", "0.5.18"))
+    bu.bring_up()
+    r = bu.run("stop", bu.name, timeout=60)
+    assert r.rc == 0, r.describe()
+    r = bu.run("flags", bu.name, timeout=60)
+    assert r.rc == 0, r.describe()
+    assert "SGLang 0.5.18 (its last run's release)" in r.out.splitlines()[0], r.out
+    assert "cuda-graph-max-bs" in r.out, r.out

@@ -98,8 +98,6 @@ class Engine(EngineSurface):
         #: the running server's release, learnt before this engine follows the run (settle.py `running_release`):
         #: what a change planned before the run says its release is validated against
         self.learned_release: str | None = None
-        #: the learnt release is the one the deployment's last run said (the server is not running): said as such
-        self.learned_from_last_run = False
         self.transport = transport or make_transport(self.host)
         self._owns_transport = transport is None
         #: the links of a deployment over several nodes that this engine opened (and closes)

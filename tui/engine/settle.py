@@ -65,14 +65,6 @@ async def running_release(w: Engine) -> None:
         await look.close()
     if look.state.release is not None:
         w.learned_release = look.state.release.version
-        return
-    # stopped, or not answering: the release its last run said is the best word on what `start` will run (issue 51:
-    # `start --set` on a stopped 0.5.18 server was validated against the newest known release, refusing its flags);
-    # said as the last run's, and replaced by the new run's own word once it says it
-    last = next((r.release for r in reversed(w.history.store.runs()) if r.release), None)
-    if last is not None:
-        w.learned_release = last
-        w.learned_from_last_run = True
 
 
 async def settle(w: Engine) -> None:

@@ -23,6 +23,7 @@ from tui.model import Failure, GpuSnapshot, Phase, ProbeResult, ThroughputSample
 
 from . import view
 from .gpus import GpuTracker
+from .history import RunRecorder
 from .listeners import Listeners
 from .throughput import MetricsState, ThroughputTracker
 from .unit import UnitFollower
@@ -38,7 +39,7 @@ class EngineSurface:
     flag_specs: list[FlagSpec]
     _extra_specs: list[FlagSpec]
     learned_release: str | None
-    learned_from_last_run: bool
+    history: RunRecorder
     state: LifecycleState
     manager: Manager
     unit_follower: UnitFollower
@@ -75,13 +76,25 @@ class EngineSurface:
 
     # ------------------------------------------------------------------ the flags and the release
 
+    def known_release(self) -> tuple[str | None, str]:
+        """The release the flags are read with, and whose word it is: the run's own ("run"), the running server's
+        learnt before this engine followed it ("learnt"), else the one the deployment's last run said ("last run":
+        a stopped server says nothing, and the newest known release's flags refused the flags of the 0.5.18 it
+        will start again, while the console, `flags` and `--set` each guessed on their own; issue 51); (None, "")
+        when none was ever said."""
+        if self.state.release is not None:
+            return self.state.release.version, "run"
+        if self.learned_release is not None:
+            return self.learned_release, "learnt"
+        last = next((r.release for r in reversed(self.history.store.runs()) if r.release), None)
+        return (last, "last run") if last is not None else (None, "")
+
     @property
     def offered_flags(self) -> list[FlagSpec]:
-        """The flags this run's release takes, with its own choices (the newest release's while the run has not said
-        which it is): what the flags dialog lists and `--set` validates, so no edit makes the server refuse its
+        """The flags this release takes (`known_release`), with its own choices (the newest release's when none was
+        ever said): what the flags dialog lists and `--set` validates, so no edit makes the server refuse its
         command line."""
-        version = self.state.release.version if self.state.release is not None else self.learned_release
-        return [*self.preset.for_version(version).flags, *self._extra_specs]
+        return [*self.preset.for_version(self.known_release()[0]).flags, *self._extra_specs]
 
     def editable_flags(self, values: Mapping[str, str | None]) -> list[FlagSpec]:
         """The offered flags, and any flag the run's argv gives that its release does not offer (set by hand, or for
@@ -91,13 +104,12 @@ class EngineSurface:
         return [*offered, *(f for f in self.flag_specs if f.name in values and f.name not in names)]
 
     def release_words(self) -> str:
-        """`SGLang 0.5.23`, or `SGLang (release not said yet; flags of 0.5.23, the newest known)`."""
+        """`SGLang 0.5.23`, `SGLang 0.5.18 (its last run's release)`, or `SGLang (release not said yet; flags of
+        0.5.23, the newest known)`."""
         name = self.preset.display_name or self.preset.name
-        if self.state.release is not None:
-            return f"{name} {self.state.release.version}"
-        if self.learned_release is not None:
-            last = " (its last run's release)" if self.learned_from_last_run else ""
-            return f"{name} {self.learned_release}{last}"
+        version, source = self.known_release()
+        if version is not None:
+            return f"{name} {version}" + (" (its last run's release)" if source == "last run" else "")
         facts = resolve(self.preset.name, None).facts
         return f"{name} (release not said yet{'; flags of ' + facts.version + ', the newest known' if facts else ''})"
 
