@@ -143,6 +143,8 @@ def test_one_node_to_ready_read_through_the_allocation_then_stopped(tmp_path: Pa
     gpus = [g for g in st["gpus"]["gpus"] if g["mem_used_mib"]]
     # the sim's four GPUs on that node, with the server's memory, read by nvidia-smi through `srun --overlap`
     assert {g["host"] for g in gpus} == {node} and len(gpus) >= 4 and all(g["mem_used_mib"] > 1000 for g in gpus)
+    # the job's processes (`scontrol listpids` on its node, through the allocation) hold that memory: this run's
+    assert st["attribution"]["current_mib"] > 4000 and st["attribution"]["other_mib"] == 0, st["attribution"]
     log = (dep.output / f"job-{job}.{node}.log").read_text()
     assert "The server is fired up and ready to roll!" in log
 

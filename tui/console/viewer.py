@@ -320,7 +320,9 @@ class ConsoleApp(NavigatingApp):
 
     def _tick(self) -> None:
         """Re-render only what changed: panels get new data at 1-2 Hz, the phase clock needs a second's tick; and
-        every SWEEP_LOOK_S, a look for a sweep that started."""
+        every SWEEP_LOOK_S, a look for a sweep that started. None while closing: the screens go before the timer."""
+        if not self.get_screen_stack(CONSOLE_MODE):  # a late tick on a busy machine died on the empty stack
+            return
         now = self.clock()
         if now - self._sweep_looked >= SWEEP_LOOK_S:
             self._sweep_looked = now

@@ -270,7 +270,7 @@ class RunRecorder:
         argv = s.unit.argv if s.unit is not None else ()
         return estimate(self.store.runs(), deployment=deployment, invocation=s.invocation, flags=options(argv),
                         phase=s.phase, timeline=s.timeline, now=now, latest_line=latest_line,
-                        together=self.together, hidden=self.hidden)
+                        together=self.together, hidden=self.hidden, line_at=s.last_progress)
 
     def earlier(self, s: LifecycleState) -> tuple[FailedRun, ...]:
         """The runs on record that failed one after another before the current run, for a watch that saw none of
@@ -281,8 +281,10 @@ class RunRecorder:
 
     def on_entry(self, deployment: str, s: LifecycleState, phase: Phase, at: float) -> PhaseEta | NoEta | None:
         """The ETA as it stood when the run entered `phase` at `at` (a wait's phase line, read back or live)."""
-        if phase not in BEFORE_READY:
-            return None
+        if phase not in BEFORE_READY or s.phase not in BEFORE_READY:
+            return None  # a run already ready (or ended) has nothing left to wait for: its read-back lines say none
+        if s.stalled_for is not None and phase == s.phase:
+            return self.eta(deployment, s, "", s.now)  # stalled now: no promise made when the phase began
         timeline = tuple(t for t in s.timeline if t.at <= at)
         if not timeline or timeline[-1].phase != phase:
             return None

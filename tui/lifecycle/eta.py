@@ -27,6 +27,12 @@ LAST_RUNS = 5
 SLOWER_FACTOR = 1.25
 #: ... and at least this many seconds longer (a 2 s phase taking 3 s is no news)
 SLOWER_MIN_S = 5.0
+#: a phase's progress is frozen once no line has come for this many of the run's own gaps between its progress
+#: lines (`k/n` steps, else 5 points of a percentage) ...
+FROZEN_GAPS = 2.0
+#: ... and at least this long: from then on no ready-time is promised (a countdown that grows a second every
+#: second through a hang is a false promise, issue 51), well before the stall threshold says STALLED
+FROZEN_MIN_S = 3.0
 #: phases whose progress lines (a bar's percentage, `k/n`) measure the phase itself
 _MEASURED = (Phase.LOADING, Phase.GRAPH_CAPTURE)
 _PERCENT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d+)?)\s?%")
@@ -93,11 +99,16 @@ def comparable(runs: Sequence[RunRecord], flags: Mapping[str, str | None], invoc
 
 def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, flags: Mapping[str, str | None],
              phase: Phase, timeline: Sequence[Transition], now: float, latest_line: str = "",
-             together: Sequence[frozenset[str]] = (), hidden: Sequence[str] = ()) -> PhaseEta | NoEta | None:
+             together: Sequence[frozenset[str]] = (), hidden: Sequence[str] = (),
+             line_at: float | None = None) -> PhaseEta | NoEta | None:
     """The ETA of the run starting now (None when no run is starting: ready, failed, stopped). `together`: the
-    flags a key sets at once (`key_groups`), one change; `hidden`: the deployment's `hide_flags`, not compared."""
+    flags a key sets at once (`key_groups`), one change; `hidden`: the deployment's `hide_flags`, not compared;
+    `line_at`: when `latest_line` came (None: now). The server's pace is read at its line, so between two lines the
+    time left counts down; once its progress has been frozen for longer than its own pace explains, no ETA."""
     if phase not in startup_phases() or not timeline:
         return None
+    if any(r.invocation == invocation and r.reached_ready for r in runs):
+        return None  # its phases read back after it is ready (`wait` on a ready run): nothing is left to wait for
     past, match, differs = comparable(runs, flags, invocation, together, hidden)
     if not past:
         if not any(r.reached_ready for r in runs if r.invocation != invocation):
@@ -107,19 +118,58 @@ def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, fla
     totals = [t for r in past if (t := r.ready_after_s) is not None]
     basis = EtaBasis(len(past), match, min(totals), max(totals), differs)
     medians = {p: median(r.seconds_in(p) for r in past) for p in startup_phases()}
+    later = startup_phases()[startup_phases().index(phase) + 1:]
+    borrowed = _borrowed(runs, past, invocation, (phase, *later)) if match == EtaMatch.ONE_FLAG_APART else {}
+    medians.update(borrowed)
     entered = timeline[-1].at
     elapsed = max(0.0, now - entered)
     left = max(0.0, medians[phase] - elapsed)
     progress = progress_fraction(latest_line) if phase in _MEASURED and latest_line else None
-    if progress is not None and 0.0 < progress < 1.0 and elapsed > 0:
-        by_rate = elapsed * (1.0 - progress) / progress  # the server's own pace through this phase
-        left = progress * by_rate + (1.0 - progress) * left
+    at = now if line_at is None else min(max(line_at, entered), now)
+    if progress is not None and 0.0 < progress < 1.0 and at > entered:
+        frozen = _frozen(latest_line, progress, at - entered, now - at)
+        if frozen:
+            return NoEta(f"no ETA: no progress in {phase} for {now - at:.0f} s (at {round(progress * 100)}%; "
+                         f"{frozen}); none is promised until it moves")
+        by_rate = (at - entered) * (1.0 - progress) / progress  # the server's own pace, as its last line showed
+        usual_left = max(0.0, medians[phase] - (at - entered))
+        left = max(0.0, progress * by_rate + (1.0 - progress) * usual_left - (now - at))
     elif progress is not None and progress >= 1.0:
         left = 0.0
-    later = startup_phases()[startup_phases().index(phase) + 1:]
     ready_left = left + sum(medians[p] for p in later)
+    also = ", ".join(f"{p} ~{duration(s)}" for p, s in borrowed.items())
     return PhaseEta(phase, round(left, 1), round(ready_left, 1), basis, progress,
-                    slower_note(past, phase, elapsed, medians[phase]))
+                    slower_note(past, phase, elapsed, medians[phase]),
+                    f"with {also} from earlier runs that had it" if also else "")
+
+
+def _frozen(line: str, progress: float, before: float, quiet: float) -> str:
+    """Why the phase's progress counts as frozen ("" when it does not): no line for FROZEN_GAPS of the run's own
+    gaps between progress lines (`before` seconds took it to `progress`; `quiet` seconds since)."""
+    c = _COUNT.search(line)
+    done = whole_or_none(c[1], low=1, text=True) if c else None
+    gap = before / done if done else before * 0.05 / progress
+    limit = max(FROZEN_MIN_S, FROZEN_GAPS * gap)
+    if quiet < limit:
+        return ""
+    return f"its lines came every ~{duration(gap)} before"
+
+
+def _borrowed(runs: Sequence[RunRecord], past: Sequence[RunRecord], invocation: str,
+              phases: Sequence[Phase]) -> dict[Phase, float]:
+    """The phases the runs one flag apart all skipped (graph capture, with graphs off there) that other ready runs
+    on record went through: their median, newest LAST_RUNS. A run that skips it would not be one flag apart from
+    those runs for nothing: the flag that differs is what turns the phase on (issue 51: "ready in ~4.3s", then 8.2 s
+    of graph capture the comparison run never had)."""
+    out: dict[Phase, float] = {}
+    for p in phases:
+        if any(r.seconds_in(p) > 0 for r in past):
+            continue
+        had = [s for r in runs if r.reached_ready and r.invocation != invocation and r not in past
+               and (s := r.seconds_in(p)) > 0]
+        if had:
+            out[p] = median(had[-LAST_RUNS:])
+    return out
 
 
 def slower_note(past: Sequence[RunRecord], phase: Phase, elapsed: float, usual: float) -> str:
@@ -157,4 +207,5 @@ def eta_words(e: PhaseEta | NoEta) -> str:
     if e.ready_left_s > e.phase_left_s:
         text += f", ready in ~{duration(e.ready_left_s)}"
     text += f"; {based_on_words(e.basis)}"
+    text += f"; {e.also}" if e.also else ""
     return f"{text}; {e.slower}" if e.slower else text

@@ -41,6 +41,8 @@ class PhaseEta:
     progress: float | None = None
     #: "loading 40 % slower than the last 3 runs", or ""
     slower: str = ""
+    #: the phases taken from other runs than the basis (`graph capture ~8s from other runs on record ...`), or ""
+    also: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -229,7 +229,7 @@ async def plan_change(view: FlagView, sets: Sequence[str] = (), unsets: Sequence
     if isinstance(plan, ChangePlan) and drift is not None:
         # the plan goes from the flags as saved (the protocol checks them under the lock) to the reconciled ones
         plan = ChangePlan(tuple(old), plan.new, shown_diff(old, plan.new, view.flag_specs), plan.noops,
-                          drift.lines)
+                          drift.running(plan.new).lines)  # `runs:` is what this restart runs, its change made
     if isinstance(plan, ChangePlan) and gpus is not None and not accepted_by(gpus.dep, without_gpu_evidence):
         blind = await no_evidence(gpus)
         if blind is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from tui.lifecycle.flags import FlagChange, apply_changes, current_values, remove_flag
@@ -45,8 +45,24 @@ class Drift:
     saved: tuple[str, ...]
     #: the command line to run: the config's with the changes since replayed (or the saved one, undated)
     run: tuple[str, ...]
-    #: one line each: what was seen and what is done about it
-    lines: tuple[str, ...]
+    #: one line each, but the `runs:` line: what was seen and what is done about it
+    said: tuple[str, ...]
+    #: the lines after `runs:` (what was dropped), "" for none
+    after: tuple[str, ...] = ()
+    #: the command line that will run after the caller's own change (a restart's `--unset`), when it has one:
+    #: `runs:` names it, never the reconciled one it changes (issue 51: `runs: ... --disable-cuda-graph`, then
+    #: `- --disable-cuda-graph`)
+    then: tuple[str, ...] | None = None
+
+    def running(self, argv: Sequence[str]) -> Drift:
+        """The drift as said before running `argv`: the reconciled command with the caller's change made on it."""
+        return replace(self, then=tuple(argv))
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        runs = self.run if self.then is None else self.then
+        also = " (with this command's change)" if self.then is not None and self.then != self.run else ""
+        return (*self.said, f"runs:   {_words(runs)}{also}", *self.after)
 
     @property
     def message(self) -> str:
@@ -99,12 +115,11 @@ def reconcile(config: Sequence[str], base: Sequence[str] | None, saved: Sequence
     except FlagValueError as e:
         dropped.append(f"every saved flag change ({e})")
         changes, run = [], list(config)
-    lines = ["the config's command was edited after the flags were last changed: it runs, with the flag changes "
-             "made since replayed on it" + ("" if changes else " (none still apply)"),
-             f"config: {_words(config)}", f"saved:  {_words(saved)}", f"runs:   {_words(run)}"]
-    if dropped:
-        lines.append("dropped, the config's edit said otherwise: " + "; ".join(dropped))
-    return Drift(tuple(config), tuple(saved), tuple(run), tuple(lines))
+    said = ("the config's command was edited after the flags were last changed: it runs, with the flag changes "
+            "made since replayed on it" + ("" if changes else " (none still apply)"),
+            f"config: {_words(config)}", f"saved:  {_words(saved)}")
+    after = ("dropped, the config's edit said otherwise: " + "; ".join(dropped),) if dropped else ()
+    return Drift(tuple(config), tuple(saved), tuple(run), said, after)
 
 
 async def config_drift(config: Sequence[str] | None, saved: Sequence[str], manager: SavedRecords,
