@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tui.lifecycle.release import own_memory_mib
 from tui.model import NoteSource, Phase, Snapshot
 from tui.words import duration
 from widgets.lifecycle import RESTING
@@ -63,6 +64,8 @@ def _note(snap: Snapshot, host_down: str, action_note: str = "") -> str:
         return action_note
     if snap.stalled_for is not None:
         return f"STALLED {fmt_duration(snap.stalled_for, Phase.LOADING)}: no log line or GPU memory change"
+    if snap.phase == Phase.QUEUED and snap.timeline and snap.timeline[-1].line:
+        return snap.timeline[-1].line  # why a scheduler holds it (Slurm's reason): no endpoint to probe yet
     by_source = {n.source: n.text for n in reversed(snap.notes)}  # the first note of each source
     for source in (NoteSource.HOLDER, NoteSource.LINK, NoteSource.UNIT, NoteSource.LOGS, NoteSource.PROBE,
                    NoteSource.NEWS, NoteSource.GPUS, NoteSource.METRICS):
@@ -88,6 +91,11 @@ def row_for(snap: Snapshot, gpus: Sequence[int], host_down: str = "", action_not
             total = sum(t)
         if (p := [g.util_pct for g in mine if g.util_pct is not None]):
             util = sum(p) / len(p)
+        # a deployment that runs nothing holds nothing but what its last run still releases: the memory and the work
+        # on its GPUs are others' (a stopped one was shown with another's 230 GiB as its own: issue 51)
+        own = own_memory_mib(snap.unit, snap.attribution)
+        if own is not None:
+            used, util = own, None
     tps = snap.throughput.tokens_per_s if snap.throughput is not None and snap.phase == Phase.READY else None
     return FleetRow(name=snap.deployment, host=snap.host, phase=snap.phase, since=since,
                     failure=snap.failure.kind.value if snap.failure is not None else "",

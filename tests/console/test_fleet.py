@@ -78,6 +78,13 @@ def test_row_sums_the_deployments_gpus_only_and_says_the_most_pressing_note() ->
     assert down.note == "reconnecting (attempt 3): gpu-a: SSH connection refused (last seen: ready)"
 
 
+def test_a_queued_row_says_why_the_scheduler_holds_it_not_the_endpoint_it_has_not_got() -> None:
+    why = "queued: Resources (the nodes or GPUs it asks for are held by other jobs)"
+    queued = row_for(_snap(phase=Phase.QUEUED, timeline=(Transition(Phase.QUEUED, NOW - 40, why),),
+                           notes=(Note(NoteSource.PROBE, "endpoint: connect: refused"),)), [])
+    assert queued.phase_label == "queued" and queued.note == why and queued.since == NOW - 40
+
+
 # ---------------------------------------------------------------------------------------------------- fixed data
 
 

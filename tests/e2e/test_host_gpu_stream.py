@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.simdeploy import sim_host
+from tests.helpers.wait import until_async
 from tui.model import (
     GpuSnapshot,
 )
@@ -69,10 +70,8 @@ async def test_a_quiet_hosts_gpu_processes_are_read_again_as_soon_as_memory_move
     got: list[GpuSnapshot] = []
     follower = asyncio.create_task(stream.follow(got.append, lambda: True))
     try:
-        deadline = time.monotonic() + 30
-        while not got and time.monotonic() < deadline:  # the first sample (processes read with it)
-            await asyncio.sleep(0.05)
-        assert got and stream.quiet()
+        await until_async("the first sample (processes read with it)", lambda: got, 30)
+        assert stream.quiet()
         holder = Holder(str(state), [0, 1], release_delay=1.0)
         holder.update({0: 40_000, 1: 40_000})  # this process now holds 2 x 39 GiB
         moved = time.monotonic()

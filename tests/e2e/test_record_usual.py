@@ -24,4 +24,4 @@ def test_the_usual_column_is_of_runs_one_flag_apart_and_names_the_flag(make_brin
     assert d["outcome"] == "failed", r.describe()
     assert d["compared_with"] == {"runs": 1, "same_flags": False, "one_flag_apart": "--ep-size"}, d["compared_with"]
     md = bu.ok("record", bu.name, "--out", "-").out
-    assert "usual (past ready runs with these flags but --ep-size, 1)" in md, md
+    assert "usual (the past ready run that differs only in --ep-size)" in md, md

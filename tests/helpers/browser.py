@@ -112,7 +112,7 @@ def killable_chromium(tmp: Path, path: str = CHROMIUM) -> Iterator[tuple[Any, Ca
 
     try:
         active = profile / "DevToolsActivePort"  # Chromium writes its port here once it listens
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slack(60)
         while not (active.exists() and active.read_text().strip()):
             assert proc.poll() is None and time.monotonic() < deadline, "Chromium did not open its DevTools port"
             time.sleep(0.05)

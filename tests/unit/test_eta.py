@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tests.helpers.past_runs import ARGV, NOW_START, T0, history, past_run
 from tui.lifecycle.eta import estimate, eta_words, progress_fraction
-from tui.lifecycle.history import options
+from tui.lifecycle.history import Observed, options, record_of
 from tui.lifecycle.run_record import RunRecord
 from tui.model import EtaMatch, NoEta, Phase, PhaseEta, Transition
 
@@ -63,7 +63,7 @@ def test_no_run_with_the_same_flags_falls_back_to_one_flag_apart_and_says_so() -
     e = eta_in(runs, Phase.LOADING, 10.0)
     assert isinstance(e, PhaseEta)
     assert e.basis.match == EtaMatch.ONE_FLAG_APART and e.basis.differs == "--disable-cuda-graph"
-    assert "last 3 runs with the same flags but --disable-cuda-graph 1m35s-1m55s" in eta_words(e)
+    assert "last 3 runs 1m35s-1m55s (flags as these but --disable-cuda-graph)" in eta_words(e)
     # the same flags win over the nearest ones as soon as there is one
     e2 = eta_in([*runs, past_run(9, 100.0)], Phase.LOADING, 10.0)
     assert isinstance(e2, PhaseEta) and e2.basis.match == EtaMatch.SAME_FLAGS and e2.basis.runs == 1
@@ -88,6 +88,14 @@ def test_slower_than_every_past_run_is_said_before_a_stall() -> None:
 
 def test_a_run_of_the_history_is_not_its_own_past() -> None:
     runs = history()
+    tl = [Transition(Phase.STARTING, T0), Transition(Phase.LOADING, T0 + 5)]
     e = estimate(runs, deployment="k26", invocation="past2", flags=options(ARGV), phase=Phase.LOADING,
-                 timeline=[Transition(Phase.STARTING, T0), Transition(Phase.LOADING, T0 + 5)], now=T0 + 6)
+                 timeline=tl, now=T0 + 6)
     assert isinstance(e, PhaseEta) and e.basis.runs == 2
+    # the first run on record, read back once ready (`wait` on a ready run): no "this one will be the first"
+    assert estimate(runs[:1], deployment="k26", invocation="past0", flags=options(ARGV), phase=Phase.LOADING,
+                    timeline=tl, now=T0 + 6) is None
+    under_way = record_of(Observed("k26", "now", T0, ARGV, tuple(tl), Phase.LOADING, T0 + 6), runs[-1])
+    e = estimate([*runs, under_way], deployment="k26", invocation="now", flags=options(ARGV), phase=Phase.LOADING,
+                 timeline=tl, now=T0 + 6)
+    assert isinstance(e, PhaseEta) and e.basis.runs == 3

@@ -176,8 +176,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
             return cmd_replay(args)
         ro = True if (args.read_only or getattr(args, "demo_read_only", False)
                       or getattr(args, "console_read_only", False)) else None
-        settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", ""),
-                        time_scale=getattr(args, "time_scale", 1.0))
+        # `bringup demo` asks its scenario (none: the plain demo); any other command gets the demo as last brought up
+        settings = load(args.config, read_only=ro, scenario=getattr(args, "scenario", None),
+                        time_scale=getattr(args, "time_scale", None))
         warning = config_trust_warning(settings.config_file)  # a file another user can write names our commands
         for what, state_dir in local_state_dirs(settings):  # another user's, or one others can write: refused
             check_own_dir(state_dir, what)

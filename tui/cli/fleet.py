@@ -25,6 +25,7 @@ from tui.config.settings import Settings
 from tui.errors import PermanentError
 from tui.exit_codes import ExitCode
 from tui.lifecycle.nodes import host_names, node_name, split_gpu
+from tui.lifecycle.release import own_memory_mib
 from tui.managers import ManagerError
 from tui.model import Phase
 from tui.ops.wait import BecameReady, WaitOutcome, wait
@@ -61,9 +62,16 @@ def deployment_gpus(e: Engine, d: dict[str, Any]) -> None:
     used = [g.mem_used_mib for g in mine if g.mem_used_mib is not None]
     util = [g.util_pct for g in mine if g.util_pct is not None]
     total = [g.mem_total_mib for g in mine if g.mem_total_mib is not None]
-    d["deployment_mem_used_mib"] = sum(used) if used else None
+    #: what its GPUs hold, whoever holds it (the host's memory there)
+    d["gpus_mem_used_mib"] = sum(used) if used else None
+    d["deployment_mem_used_mib"] = d["gpus_mem_used_mib"]
     d["deployment_mem_total_mib"] = sum(total) if total else None
     d["deployment_util_pct"] = sum(util) / len(util) if util else None
+    # one that runs nothing holds nothing (but what its last run still releases): its GPUs' memory and work are
+    # others', never its own (a stopped deployment was charged another's 230 GiB: issue 51)
+    own = own_memory_mib(e.state.unit, e.gpu.attribution(running=False)) if used else None
+    if own is not None:
+        d["deployment_mem_used_mib"], d["deployment_util_pct"] = own, None
 
 
 def _row(d: dict[str, Any]) -> str:
@@ -71,7 +79,8 @@ def _row(d: dict[str, Any]) -> str:
     tp = d.get("throughput") or {}
     since = d["timeline"][-1]["seconds"] if d.get("timeline") else None
     failure = (d.get("failure") or {}).get("kind", "")
-    note = d.get("note") or ("STALLED" if d.get("stalled_for") else "")
+    queued = d["timeline"][-1].get("line", "") if d.get("phase") == "queued" and d.get("timeline") else ""
+    note = d.get("note") or ("STALLED" if d.get("stalled_for") else "") or queued  # queued: the scheduler's why
     tps = tp.get("tokens_per_s")
     tok = "-" if tps is None else f"{tps:.1f}"
     mem = f"{used / 1024:.1f} GiB" if used is not None else "-"

@@ -126,7 +126,7 @@ def gpus_line(d: dict[str, Any]) -> str:
         used = sum(x["mem_used_mib"] or 0 for x in rows) / 1024
         total = sum(x["mem_total_mib"] or 0 for x in rows) / 1024
         return f"GPUs: {len(rows)}, {used:.0f}/{total:.0f} GiB used"
-    used = (d.get("deployment_mem_used_mib") or 0) / 1024
+    used = (d.get("gpus_mem_used_mib", d.get("deployment_mem_used_mib")) or 0) / 1024  # whoever's, on its GPUs
     total = (d.get("deployment_mem_total_mib") or 0) / 1024
     return (f"GPUs: {', '.join(str(k) for k in own)} (of {len(rows)} on the host), {used:.0f}/{total:.0f} GiB "
             "used on them")

@@ -155,14 +155,14 @@ async def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
                           "resume": bool(resume)}), flush=True)
     else:
         print(f"results: {out_dir}", flush=True)
-    runner = SweepRunner(w, plan, recorder, dep.endpoint, SweepOptions(
+    # the engine's URL of the run: a forwarded port for a remote loopback, the node a scheduler placed it on
+    runner = SweepRunner(w, plan, recorder, lambda: w.prober.endpoint, SweepOptions(
         keep=args.keep, request_timeout_s=args.request_timeout, host=w.host_name, state_dir=settings.state_path(),
         resume=resume))
     _on_ctrl_c(runner, name)
     resume_hint = f"bringup sweep {name} --resume {out_dir}"
     try:
         await w.start()
-        runner.endpoint = w.prober.endpoint.rstrip("/")  # a forwarded port when the endpoint is a remote loopback
         result = await runner.run()
     except SweepAborted as e:
         recorder.close()

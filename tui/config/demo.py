@@ -8,17 +8,21 @@ configured deployment.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
 from tui.config.deployments import ProcessDeployment
 from tui.config.parts import ConfigError, HostConfig
-from tui.guard.numbers import whole
+from tui.guard.numbers import real_or_none, whole
 
 #: the built-in deployment's name
 DEMO = "demo"
 DEFAULT_DEMO_PORT = 30999
+#: a scenario's name as the simulator spells them (`dflash-graph-crash`): anything else read back is not one
+_WORD = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
 
 def demo_port() -> int:
@@ -47,10 +51,35 @@ def _demo_port_or_default() -> int:
 DEMO_PORT = _demo_port_or_default()
 
 
-def demo_deployment(state_dir: Path, scenario: str = "", time_scale: float = 1.0,
+def last_demo(state_dir: Path) -> tuple[str, float]:
+    """The scenario and time scale the demo was last brought up with (`bringup demo --scenario X`), from the
+    command its flags were last written over (the process manager's `argv.config.json`); ("", 1.0) when none is on
+    record. Issue 51: `bringup restart demo` built the plain demo, so a record's way back from a scenario demo
+    brought back another server, its scenario and its DFlash flags dropped as a config "edit"."""
+    try:
+        argv = json.loads((state_dir / "deployments" / DEMO / "argv.config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "", 1.0
+    if not isinstance(argv, list) or "tui.sim" not in argv or not all(isinstance(a, str) for a in argv):
+        return "", 1.0
+
+    def value(flag: str) -> str:
+        return argv[argv.index(flag) + 1] if flag in argv[:-1] else ""
+
+    scenario = value("--scenario") if _WORD.fullmatch(value("--scenario")) else ""
+    scale = real_or_none(value("--time-scale"), low=1e-3, high=1e3, text=True)
+    return scenario, 1.0 if scale is None else scale
+
+
+def demo_deployment(state_dir: Path, scenario: str | None = "", time_scale: float | None = 1.0,
                     port: int | None = None) -> tuple[HostConfig, ProcessDeployment]:
     """The built-in demo: the simulated SGLang server as a `process` deployment on this machine (on
-    $BRINGUP_DEMO_PORT's port unless `port` is given)."""
+    $BRINGUP_DEMO_PORT's port unless `port` is given). `scenario` None (any command but `bringup demo`): the demo
+    as it was last brought up, its scenario and time scale (`last_demo`), so `bringup restart demo` restarts the
+    demo that runs, not the plain one."""
+    if scenario is None:
+        scenario, time_scale = last_demo(state_dir)
+    time_scale = 1.0 if time_scale is None else time_scale
     port = demo_port() if port is None else port
     sim_state = str(state_dir / "demo" / "sim-gpus")
     cmd = [sys.executable, "-u", "-m", "tui.sim", "--model-path", "moonshotai/Kimi-K2.6", "--tp-size", "8",

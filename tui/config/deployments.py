@@ -98,6 +98,11 @@ class DeploymentConfig(Strict):
         return describe_command([])
 
     @property
+    def queue_timeout(self) -> float | None:
+        """How long a run may wait in a scheduler's queue before a start gives up (None: as long as it waits)."""
+        return None
+
+    @property
     def configured_command(self) -> list[str] | None:
         """The server's command line as this config gives it, for a manager that keeps flags written since apart
         from it (`process`, `docker`): an edit of the config is then told from the saved flags and replayed under
@@ -352,6 +357,12 @@ class SlurmDeployment(DeploymentConfig):
     #: a directory on the shared filesystem (absolute): each job's output and every node's log go under
     #: OUTPUT_DIR/DEPLOYMENT, made (0700) by bringup before a job is submitted
     output_dir: str = ""
+    #: how long a start waits for the job to leave the queue (None: as long as Slurm keeps it there)
+    queue_timeout_s: Seconds | None = None
+
+    @property
+    def queue_timeout(self) -> float | None:  # ready_timeout_s counts from the job's start (ops/follow_run.py)
+        return self.queue_timeout_s
 
     @property
     def what_runs(self) -> str:

@@ -315,8 +315,8 @@ def _deployment_error(err: ErrorDetails) -> tuple[tuple[Any, ...], type[BaseMode
     return loc, None, msg
 
 
-def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str = "",
-         time_scale: float = 1.0) -> Settings:
+def load(explicit: str | None = None, *, read_only: bool | None = None, scenario: str | None = "",
+         time_scale: float | None = 1.0) -> Settings:
     """Load and validate the config; every problem becomes a ConfigError with one line per issue, naming the file
     (as an absolute path) or the environment variable."""
     port = demo_port()  # the environment's own variable, checked before anything is read

@@ -56,6 +56,7 @@ from .build import (
 )
 from .cadence import ProbeCadence
 from .collector_errors import CollectorErrors
+from .gpu_owners import GpuOwners
 from .gpus import GpuTracker
 from .history import HistoryStore, RunRecorder, history_path
 from .host_gpus import HostGpuStream
@@ -118,6 +119,8 @@ class Engine(EngineSurface):
         self.gpu = GpuTracker(self.host, self.transport, gpu_keys(dep),
                               settings.state_path() / "deployments" / name / "gpu-baseline.json", shared=shared)
         self.gpu.background = lambda: self.background
+        #: whose the other processes on its GPUs are (another deployment's, another user's): the release wait asks
+        self.owners = GpuOwners(settings, name, dep, self.transport, lambda: self.gpu.neighbours())
         self.tput = ThroughputTracker(self.preset)
         self.tput.probes = self.prober.generated  # bringup's own generations are no throughput (connect_endpoint too)
         self.cadence = ProbeCadence(slow_s=settings.probe.ready_interval_s)
@@ -128,7 +131,8 @@ class Engine(EngineSurface):
         self.history.hidden = tuple(dep.hide_flags)  # the ETA names no flag the command line hides
         self.dep = dep
         self.state: LifecycleState = initial(logs_available=self.manager.sees_run,
-                                             stall_after=dep.stall_after_s or settings.probe.stall_after_s)
+                                             stall_after=dep.stall_after_s or settings.probe.stall_after_s,
+                                             release_before=self.history.last_release())
         self.collector_errors = CollectorErrors(lambda note: self.emit(CollectorFailed(note)))
         self.last_probe: ProbeResult | None = None
         #: (invocation, port) from the server's own "Uvicorn running on http://HOST:PORT" line

@@ -141,6 +141,11 @@ def who() -> str:
     return f"{user}@{socket.gethostname()} pid {os.getpid()}"
 
 
+#: how long after an action a GPU sample may still stand for the memory at it (a stop's row read after the stop
+#: said 0.0 GiB though the run had just held 507.8 GiB: issue 51)
+LEAD_IN_READING_S = 1.0
+
+
 class RunRecorder:
     """The engine's hook: the current run's record written at each change of its phase picture, with the GPU
     memory at each step (the actions that led to the run, then its phases) and the actions taken on it; and the
@@ -174,7 +179,12 @@ class RunRecorder:
         """The operator (or a restart) asked for `action`: its moment and the memory then, for the run it leads to
         (a stop belongs to what follows it as much as to what it ends)."""
         act = ActionRecord(self.clock(), who(), action)
-        self._lead_in = [*self._lead_in, (self._gpu_step(e, action), act)][-20:]
+        step = self._gpu_step(e, action)
+        if action == "stop" and step.this_run_mib:
+            # the row is the next run's: the run being stopped is the run before it, as the record's header says
+            step = replace(step, previous_run_mib=(step.previous_run_mib or 0.0) + step.this_run_mib,
+                           this_run_mib=0.0)
+        self._lead_in = [*self._lead_in, (step, act)][-20:]
         if e.state.invocation and e.state.phase not in (Phase.STOPPED, Phase.FAILED):
             self._actions.append(act)  # a stop of the run under way is its own action too
             self._changed(e)
@@ -184,6 +194,9 @@ class RunRecorder:
         gets the memory of the first one after it, who held what as near the step as was seen."""
         if self._lead_in and self._lead_in[-1][0].used_mib is None:
             step, act = self._lead_in[-1]
+            snap = e.gpus
+            if snap is None or snap.at - step.at > LEAD_IN_READING_S:
+                return  # read after the step was done (a stop's 0 once it stopped): not the step's, left unread
             seen = self._gpu_step(e, step.step)
             self._lead_in[-1] = (replace(seen, at=step.at), act)
 
@@ -272,6 +285,13 @@ class RunRecorder:
                         phase=s.phase, timeline=s.timeline, now=now, latest_line=latest_line,
                         together=self.together, hidden=self.hidden, line_at=s.last_progress)
 
+    def last_release(self) -> str:
+        """The release the deployment's last run on record said ("" for none, or a history that cannot be read)."""
+        try:
+            return next((r.release for r in reversed(self.store.runs()) if r.release), "")
+        except (OSError, ValueError):
+            return ""
+
     def earlier(self, s: LifecycleState) -> tuple[FailedRun, ...]:
         """The runs on record that failed one after another before the current run, for a watch that saw none of
         them (`status` during a crash loop): the history knows them if any bringup watched them fail."""
@@ -281,8 +301,8 @@ class RunRecorder:
 
     def on_entry(self, deployment: str, s: LifecycleState, phase: Phase, at: float) -> PhaseEta | NoEta | None:
         """The ETA as it stood when the run entered `phase` at `at` (a wait's phase line, read back or live)."""
-        if phase not in BEFORE_READY or s.phase not in BEFORE_READY:
-            return None  # a run already ready (or ended) has nothing left to wait for: its read-back lines say none
+        if phase not in BEFORE_READY:
+            return None
         if s.stalled_for is not None and phase == s.phase:
             return self.eta(deployment, s, "", s.now)  # stalled now: no promise made when the phase began
         timeline = tuple(t for t in s.timeline if t.at <= at)

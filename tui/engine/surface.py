@@ -9,19 +9,22 @@ are here too: read from the preset for the release the run said (else the one le
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from tui.config.deployments import DeploymentConfig
 from tui.guard.redact import BOOK
 from tui.lifecycle.flags import current_values
+from tui.lifecycle.gpu_room import StartNeed, start_need
 from tui.lifecycle.presets import FlagSpec, Preset
 from tui.lifecycle.presets.facts import resolve
 from tui.lifecycle.reducer import LifecycleState
+from tui.lifecycle.release import Owner
 from tui.managers import LockInfo, Manager
 from tui.managers.lock_record import other_holder
 from tui.model import Failure, GpuSnapshot, Phase, ProbeResult, ThroughputSample, UnitState
 
 from . import view
+from .gpu_owners import GpuOwners
 from .gpus import GpuTracker
 from .history import RunRecorder
 from .listeners import Listeners
@@ -44,6 +47,7 @@ class EngineSurface:
     manager: Manager
     unit_follower: UnitFollower
     gpu: GpuTracker
+    owners: GpuOwners
     tput: ThroughputTracker
     listening: tuple[str, int] | None
     last_probe: ProbeResult | None
@@ -199,6 +203,16 @@ class EngineSurface:
 
     def deployment_gpus(self, snap: GpuSnapshot | None = None) -> list[int]:
         return self.gpu.deployment_gpus(snap)
+
+    async def others_on_gpus(self, pids: Collection[int], users: bool) -> dict[int, Owner]:
+        """Whose `pids` are, of those that are another deployment's or (with `users`) another user's."""
+        return await self.owners.who(pids, users)
+
+    def start_need(self, argv: Sequence[str], snap: GpuSnapshot) -> StartNeed | None:
+        """What a start of `argv` needs free on each of the deployment's GPUs, from its run history and its memory
+        budget flag (tui/lifecycle/gpu_room.py); None when it is not known."""
+        return start_need(self.history.store.runs(), argv, self.preset.memory_budget, snap,
+                          self.deployment_gpus(snap))
 
     @property
     def throughput(self) -> ThroughputSample | None:

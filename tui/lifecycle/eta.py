@@ -107,10 +107,10 @@ def estimate(runs: Sequence[RunRecord], *, deployment: str, invocation: str, fla
     time left counts down; once its progress has been frozen for longer than its own pace explains, no ETA."""
     if phase not in startup_phases() or not timeline:
         return None
-    if any(r.invocation == invocation and r.reached_ready for r in runs):
-        return None  # its phases read back after it is ready (`wait` on a ready run): nothing is left to wait for
     past, match, differs = comparable(runs, flags, invocation, together, hidden)
     if not past:
+        if any(r.invocation == invocation and r.reached_ready for r in runs):
+            return None  # read back once it is ready (`wait` on a ready run): "this one will be the first" is past
         if not any(r.reached_ready for r in runs if r.invocation != invocation):
             return NoEta(f"no ETA: no past run of {deployment} has reached ready yet (this one will be the first "
                          "on record)")
@@ -188,13 +188,14 @@ def duration(s: float) -> str:
 
 
 def based_on_words(b: EtaBasis) -> str:
-    """`last 3 runs 6m40s-7m05s`, `last 2 runs with the same flags but --disable-cuda-graph 21s-22s`; one figure
-    where the two read the same."""
+    """`last 3 runs 6m40s-7m05s`, `last 2 runs 21s-22s (flags as these but --disable-cuda-graph)`; one figure
+    where the two read the same. The flag apart comes after the figure, never between the runs and it: "the same
+    flags but --tp-size 2.2s" read as a --tp-size of 2.2s (issue 51)."""
     runs = "last run" if b.runs == 1 else f"last {b.runs} runs"
-    like = f" with the same flags but {b.differs}" if b.match == EtaMatch.ONE_FLAG_APART else ""
+    like = f" (flags as these but {b.differs})" if b.match == EtaMatch.ONE_FLAG_APART else ""
     fastest, slowest = duration(b.fastest_s), duration(b.slowest_s)
     spread = fastest if fastest == slowest else f"{fastest}-{slowest}"  # "28s", never "28s-28s"
-    return f"{runs}{like} {spread}"
+    return f"{runs} {spread}{like}"
 
 
 def eta_words(e: PhaseEta | NoEta) -> str:

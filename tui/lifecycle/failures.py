@@ -44,9 +44,11 @@ _NATIVE_WARNING = re.compile(r"^(?:\[rank\d+\]:)?\[W\d{3,4} \d\d:\d\d:\d\d|^\S+\
 
 
 def _hint(s: LifecycleState, preset: Preset) -> HintFn:
-    """The hints of this run's release (its flags), or, while the run has not said it, the newest's worded for
-    any release (tui/lifecycle/presets/per_release.py)."""
-    return preset.for_version(s.release.version if s.release is not None else None).hint
+    """The hints of this run's release (its flags); while the run has not said it, the release the deployment's
+    last run said (what `--set` validates against and the record's way back spells); else the newest's worded
+    for any release (tui/lifecycle/presets/per_release.py)."""
+    said = s.release.version if s.release is not None else s.session.release_before
+    return preset.for_version(said or None).hint
 
 
 def _hint_for(s: LifecycleState, preset: Preset, kind: FailureKind, phase: Phase, excerpt: Sequence[str]) -> str:

@@ -26,12 +26,14 @@ from tui.lifecycle.eta import comparable, duration, key_groups
 from tui.lifecycle.history import flags_diff, going_back, last_ready_before, startup_phases
 from tui.lifecycle.lines import terminal_safe
 from tui.lifecycle.presets import FlagSpec, Preset
-from tui.lifecycle.run_record import RunEnd, RunRecord
+from tui.lifecycle.run_record import GpuStep, RunEnd, RunRecord
 from tui.lifecycle.way_back import way_back
 from tui.model import EtaMatch
 
 #: past ready runs a timeline is compared with
 COMPARED_RUNS = 5
+#: a row's parts and its used agree within this (figures read a moment apart, rounded)
+GPU_SLACK_MIB = 64.0
 
 
 class NoSuchRun(LookupError):
@@ -101,20 +103,46 @@ def incident(run: RunRecord, runs: Sequence[RunRecord], preset: Preset | None = 
         "failure": None if f is None else {"phase": str(f.phase), "kind": f.kind, "hint": f.hint,
                                            "excerpt": "\n".join(f.excerpt)},
         "gpu_steps": [{"at": s.at, "step": s.step, "used_mib": s.used_mib, "this_run_mib": s.this_run_mib,
-                       "previous_run_mib": s.previous_run_mib, "other_mib": s.other_mib} for s in run.gpu_steps],
+                       "previous_run_mib": s.previous_run_mib, "other_mib": s.other_mib,
+                       "unattributed_mib": unattributed(s)} for s in run.gpu_steps],
         "gpu_mib_at_ready": run.gpu_mib_at_ready,
         "actions": [{"at": a.at, "who": a.who, "action": a.action, "change": a.change} for a in run.actions],
         "go_back": commands,
     }
 
 
+def unattributed(s: GpuStep) -> float | None:
+    """The memory on the deployment's GPUs no process was told to be: used less the run's, the run before's and
+    the others' (processes not yet placed, a context the list does not show), so a row adds up; negative where the
+    process list and the GPU totals disagree (read a moment apart); None where a part is unknown."""
+    parts = (s.this_run_mib, s.previous_run_mib, s.other_mib)
+    if s.used_mib is None or any(x is None for x in parts):
+        return None
+    return round(s.used_mib - sum(x for x in parts if x is not None), 1)
+
+
 def usual_header(cmp: dict[str, Any]) -> str:
-    """The timeline's "usual" column's header: which past runs it is (the same flags, or which one flag apart)."""
-    if not cmp["runs"]:
+    """The timeline's "usual" column's header: which past runs it is (the same flags, or which one flag apart),
+    their count said as a count ("usual (past ready runs ... but --x, 1)" read as a flag of 1, issue 51)."""
+    n = cmp["runs"]
+    if not n:
         return "usual (no past ready run with these flags, or all but one)"
+    runs, differ = ("the past ready run", "differs") if n == 1 else (f"the {n} past ready runs", "differ")
     if cmp.get("one_flag_apart"):
-        return f"usual (past ready runs with these flags but {cmp['one_flag_apart']}, {cmp['runs']})"
-    return f"usual (past ready runs with these flags, {cmp['runs']})"
+        return f"usual ({runs} that {differ} only in {cmp['one_flag_apart']})"
+    return f"usual ({runs} with these flags)"
+
+
+def usual_words(t: dict[str, Any]) -> str:
+    """A phase's "usual" cell: `1m10s (1m00s-1m20s)`, one figure where the runs agree, and "skipped by them" where
+    none of them went through the phase (graph capture with graphs off), never `0.0s (0.0s-0.0s)`."""
+    rng = t["range_s"]
+    if rng is None:
+        return "-"
+    if rng[1] <= 0:
+        return "skipped by them"
+    low, high = duration(rng[0]), duration(rng[1])
+    return duration(t["usual_s"]) if low == high else f"{duration(t['usual_s'])} ({low}-{high})"
 
 
 class Quote(StrEnum):
@@ -161,6 +189,17 @@ def _gib(mib: float | None) -> str:
     return "-" if mib is None else f"{mib / 1024:.1f} GiB"
 
 
+def _apart(rest: float | None, used: float | None) -> str:
+    """The "not told apart" cell: what makes the row add up, or that its parts were read apart from its used
+    (beyond GPU_SLACK_MIB, or 1% of used: the two figures are read a moment apart)."""
+    if rest is None:
+        return "-"
+    slack = max(GPU_SLACK_MIB, 0.01 * (used or 0.0))
+    if rest < -slack:
+        return f"processes listed hold {_gib(-rest)} more than used (read a moment apart)"
+    return _gib(rest if rest >= slack else 0.0)
+
+
 def markdown(d: dict[str, Any]) -> str:
     """The record as Markdown: headings, a table per list, the excerpt and the commands in code blocks. Every piece
     of it that is not bringup's own words is `quoted`."""
@@ -192,17 +231,18 @@ def markdown(d: dict[str, Any]) -> str:
     usual = usual_header(cmp)
     lines += ["", "## Timeline", "", f"| phase | began | lasted | {usual} |", "|---|---|---|---|"]
     for t in d["timeline"]:
-        rng = t["range_s"]
-        past = "-" if rng is None else f"{duration(t['usual_s'])} ({duration(rng[0])}-{duration(rng[1])})"
-        lines.append(f"| {cell(t['phase'])} | {when(t['at'])} | {duration(t['seconds'])} | {past} |")
+        lines.append(f"| {cell(t['phase'])} | {when(t['at'])} | {duration(t['seconds'])} | {usual_words(t)} |")
     if d["gpu_steps"]:
         lines += ["", "## GPU memory at each step", "",
                   "Whose: the run under way at that step, the run before it (still releasing: at a restart's stop, "
-                  "the run being stopped, once asked to), or other processes.", "",
-                  "| when | step | used | run under way | run before it | others |", "|---|---|---|---|---|---|"]
+                  "the run being stopped, once asked to), other processes, and what no process listed was told to "
+                  "hold; the four add up to used.", "",
+                  "| when | step | used | run under way | run before it | others | not told apart |",
+                  "|---|---|---|---|---|---|---|"]
         for s in d["gpu_steps"]:
             lines.append(f"| {when(s['at'])} | {cell(s['step'])} | {_gib(s['used_mib'])} | "
-                         f"{_gib(s['this_run_mib'])} | {_gib(s['previous_run_mib'])} | {_gib(s['other_mib'])} |")
+                         f"{_gib(s['this_run_mib'])} | {_gib(s['previous_run_mib'])} | {_gib(s['other_mib'])} | "
+                         f"{_apart(s.get('unattributed_mib'), s['used_mib'])} |")
     if d["actions"]:
         lines += ["", "## bringup actions", "", "| when | who | action | change |", "|---|---|---|---|"]
         for a in d["actions"]:

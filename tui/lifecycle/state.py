@@ -62,6 +62,10 @@ class Session:
     #: recognised error. Empty when unknown
     log_source: str = ""
     flags: tuple[tuple[str, str | None], ...] = ()
+    #: the release the deployment's last run on record said (its history): a run that fails before it says its
+    #: own is hinted in that release's words, as `--set` and the record's way back read it (issue 51: the hint said
+    #: `--set disable-cuda-graph`, deprecated in 0.5.23, while the record said `cuda-graph-backend-*=disabled`)
+    release_before: str = ""
 
 
 #: runs kept in `LifecycleState.earlier`
@@ -151,10 +155,11 @@ class LifecycleState:
 
 
 def initial(*, require_probe: bool = True, logs_available: bool = True, stall_after: float = 60.0,
-            flags: dict[str, str | None] | None = None, log_source: str = "") -> LifecycleState:
+            flags: dict[str, str | None] | None = None, log_source: str = "",
+            release_before: str = "") -> LifecycleState:
     return LifecycleState(session=Session(require_probe=require_probe, logs_available=logs_available,
                                           stall_after=stall_after, log_source=log_source,
-                                          flags=tuple((flags or {}).items())))
+                                          flags=tuple((flags or {}).items()), release_before=release_before))
 
 
 def enter(s: LifecycleState, phase: Phase, at: float, line: str = "") -> LifecycleState:
@@ -169,9 +174,10 @@ def new_invocation(s: LifecycleState, invocation: str, at: float, line: str = ""
     """A new run begins (`phase`: STARTING, or QUEUED for one a scheduler holds): everything about the last one is
     forgotten but the session, and, when it failed, its failure among the runs that failed one after another
     (`earlier`)."""
+    session = s.session if s.release is None else replace(s.session, release_before=s.release.version)
     s = replace(s, invocation=invocation, invocation_started=at, timeline=(), failure=None, excerpt=Excerpt.CLOSED,
                 readiness=Readiness(), stop_requested=False, blocks=s.blocks.new_run(), last_progress=at,
-                phase=Phase.STOPPED, release=None, earlier=_earlier(s, invocation, at))
+                phase=Phase.STOPPED, release=None, earlier=_earlier(s, invocation, at), session=session)
     return enter(s, phase, at, line)
 
 

@@ -75,7 +75,8 @@ async def _wanted(w: DemoEngine, say: Callable[[str], None]) -> list[str]:
     demo (`restart demo --set`, the console's flags dialog) replayed on it, as `start` replays them on an edited
     config (ops/config_drift.py), and said. Issue 51: a demo started again ran the configured command, silently
     dropping those flags, and its record said someone had removed them. Flags saved before bringup recorded the
-    command they were set over are not kept (their port and time scale may be another demo's)."""
+    command they were set over are not kept (their port and time scale may be another demo's), nor are any under a
+    `--scenario` asked: a failure to watch runs as it is defined (said, with the flags not kept)."""
     configured = list(w.dep.command) if isinstance(w.dep, ProcessDeployment) else []
     base = await w.manager.read_saved_argv(BASE)
     if base is None:
@@ -84,6 +85,13 @@ async def _wanted(w: DemoEngine, say: Callable[[str], None]) -> list[str]:
     drift = reconcile(configured, base, saved, w.flag_specs)
     wanted = list(drift.run) if drift is not None else saved
     kept = shown_diff(configured, wanted, w.flag_specs)
+    if kept and "--scenario" in configured:
+        # a scenario asked is a failure to watch, as it is defined: a flag kept from the last demo (graphs off)
+        # could defeat it, and the demo then reached ready with no word of why (issue 51)
+        scenario = configured[configured.index("--scenario") + 1] if configured[-1] != "--scenario" else ""
+        say(f"not keeping the flags set on the last demo ({', '.join(kept)}): --scenario {scenario} runs as it is "
+            "defined (`bringup restart demo --set NAME=VALUE` sets one again)")
+        return configured
     if kept:
         say("keeping the flags set on the last demo: " + ", ".join(kept) + " (`bringup restart demo --unset NAME` "
             "drops one)")

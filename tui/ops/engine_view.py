@@ -10,14 +10,16 @@ Grouped by what the engine does for restart: the unit it follows, the GPUs it sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tui.config.deployments import DeploymentConfig
     from tui.config.settings import Settings
+    from tui.lifecycle.gpu_room import StartNeed
     from tui.lifecycle.presets import FlagSpec
     from tui.lifecycle.reducer import LifecycleState
+    from tui.lifecycle.release import Owner
     from tui.managers import Manager
     from tui.model import GpuSnapshot, UnitState
 
@@ -71,6 +73,15 @@ class GpuView(Protocol):
         ...
 
     def save_baseline(self, snap: GpuSnapshot) -> None: ...
+
+    async def others_on_gpus(self, pids: Collection[int], users: bool) -> dict[int, Owner]:
+        """Whose `pids` are, of those that are someone else's: another deployment's on the host, or (`users`)
+        another user's. The release wait names their memory and does not wait for it."""
+        ...
+
+    def start_need(self, argv: Sequence[str], snap: GpuSnapshot) -> StartNeed | None:
+        """What a start of `argv` needs free on each of the deployment's GPUs; None when it is not known."""
+        ...
 
 
 class EngineView(FollowView, GpuView, Protocol):

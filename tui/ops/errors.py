@@ -22,3 +22,8 @@ class ReleaseUnverified(RestartError):
     (`unverified_release_grace_s`, `--unverified-release-grace`): no readings is no evidence that the old run's
     memory was released, so nothing is started (a stop is not called done). A refusal after a wait: exit 3, and a
     sweep does not go on to its next configuration."""
+
+
+class HeldByOthers(RestartError):
+    """Another deployment or another user holds so much of the deployment's GPU memory that its start does not fit
+    beside it: refused at once (exit 2), not waited for, since stopping this deployment frees none of it."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from tui.model import Failure, Phase, Step, StepStatus, UnitState
+from tui.model import Failure, Phase, Step, StepStatus, Transition, UnitState
 from tui.ops.engine_view import EngineView
 from tui.ops.errors import RestartError, Superseded
 from tui.ops.guard import LockGuard
@@ -47,12 +47,29 @@ async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_ste
                      guard: LockGuard | None = None) -> tuple[Phase, Failure | None]:
     """Follow the run this transaction started, and only it, until the reducer says ready or failed. Another run
     in its place is no result of ours: systemd restarting our ended run (Restart=) is our failure, anything else is
-    someone else's run (Superseded)."""
+    someone else's run (Superseded).
+
+    `timeout` counts from when the run leaves a scheduler's queue (Slurm's PENDING, phase QUEUED): an operator who
+    waits for GPUs behind other jobs does not want the restart to time out in the queue, so a queued run waits as
+    long as the scheduler keeps it there, unless the deployment sets `queue_timeout_s` (then that long at most)."""
     deadline = time.monotonic() + timeout
+    queue_limit = engine.dep.queue_timeout
+    queued_since: float | None = None
     last = None
     said = ""
     stalled = False
-    while time.monotonic() < deadline:
+    while True:
+        now = time.monotonic()
+        s = engine.state
+        if s.invocation == ours.invocation and s.phase == Phase.QUEUED:
+            queued_since = now if queued_since is None else queued_since
+            if queue_limit is not None and now - queued_since > queue_limit:
+                raise RestartError(f"still queued after {queue_limit:g} s (the deployment's queue_timeout_s): "
+                                   f"{_queued_words(s.timeline)}; the job waits on in the queue: `bringup stop "
+                                   f"{engine.name}` cancels it")
+            deadline = now + timeout  # the ready timeout begins when the run leaves the queue
+        elif now >= deadline:
+            break
         if guard is not None:
             await guard.check(every=2.0)
         s = engine.state
@@ -96,6 +113,11 @@ async def follow_new(engine: EngineView, ours: UnitState, timeout: float, on_ste
     still = f"; the server is still running: `bringup stop {engine.name}` stops it" if running else ""
     raise RestartError(f"not ready within {timeout:g} s (last phase: {engine.state.phase})"
                        + (f"; {why}" if why else "") + still)
+
+
+def _queued_words(timeline: Sequence[Transition]) -> str:
+    """What the scheduler last said of the queued run (its reason), as the lifecycle panel shows it."""
+    return next((t.line for t in reversed(timeline) if t.phase == Phase.QUEUED and t.line), "queued")
 
 
 async def _started_after(engine: EngineView, ours: UnitState) -> UnitState | None:

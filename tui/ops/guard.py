@@ -32,6 +32,8 @@ class Progress:
     ready: bool = False
     #: the action asked for last (stop, start): interrupted before it answered, it may be under way all the same
     asked: str = ""
+    #: whether the deployment was running when the transaction began: a stopped one has no "running server"
+    was_running: bool = True
 
     def left_in(self) -> str:
         done = [d for d in (f"flags written ({self.flags})" if self.flags else "",
@@ -45,6 +47,9 @@ class Progress:
                     f"new run {self.started[:12]} started, not yet ready: `bringup wait {self.name}` follows it")
         elif self.stopped:
             rest = f"new run NOT started: `bringup start {self.name}`"
+        elif self.flags and not self.was_running:
+            rest = (f"it was not running, and is not: the new flags apply at its next start "
+                    f"(`bringup start {self.name}`)")
         elif self.flags:
             rest = "the running server still has the old flags (they apply at its next start)"
         else:

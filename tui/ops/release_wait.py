@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from tui.errors import PermanentError
-from tui.lifecycle.release import release_status
+from tui.lifecycle.gpu_room import Room, StartNeed, free_beside, free_now, room_for
+from tui.lifecycle.release import OtherHolder, Owner, OwnerKind, ReleaseStatus, describe_others, release_status
 from tui.managers import ManagerError
 from tui.model import GpuSnapshot, Step, StepStatus
 from tui.ops.engine_view import EngineView
-from tui.ops.errors import ReleaseUnverified, RestartError
+from tui.ops.errors import HeldByOthers, ReleaseUnverified, RestartError
 from tui.ops.evidence import OVERRIDE, declared_without_gpus
 from tui.ops.guard import LockGuard
 from tui.transport import TransportError
@@ -27,7 +28,8 @@ from tui.transport import TransportError
 ACCEPT_RISK = ("--unverified-release-grace SECONDS (unverified_release_grace_s in the config) goes on without "
                f"readings that long after the old run's processes are gone, {OVERRIDE} as soon as they are")
 
-__all__ = ["ACCEPT_RISK", "declared_without_gpus", "old_pids", "stop_progress", "wait_for_release"]
+__all__ = ["ACCEPT_RISK", "declared_without_gpus", "no_room_beside_others", "old_pids", "stop_progress",
+           "wait_for_release"]
 
 
 async def _old_run_gone(engine: EngineView) -> bool:
@@ -37,6 +39,68 @@ async def _old_run_gone(engine: EngineView) -> bool:
     except (TransportError, ManagerError, OSError):
         return False
     return not unit.running and not unit.lingering and unit.active != "deactivating"
+
+
+async def _whose(engine: EngineView, snap: GpuSnapshot, gpus: Sequence[int],
+                 old: set[int]) -> tuple[set[int], dict[int, Owner]]:
+    """The old run's processes, less those another deployment's manager names as its own (a snapshot's every process
+    on the deployment's GPUs is taken as the old run's where its own are not known, and a neighbour on the same GPUs
+    was waited for as this one's), and whose the others on its GPUs are: another deployment's, or, when nothing of
+    this deployment's ran (`old` empty), another user's. Processes of no one known stay unnamed: waited for."""
+    on = set(gpus)
+    listed = {p.pid for p in snap.processes if p.gpu_index in on}
+    if not listed:
+        return old, {}
+    ask = listed - (engine.run_pids or set()) - engine.previous_pids
+    if not ask:
+        return old, {}
+    try:
+        who = await engine.others_on_gpus(ask, users=not old)
+    except (TransportError, ManagerError, OSError):
+        return old, {}
+    theirs = {p: o for p, o in who.items() if o.kind is OwnerKind.DEPLOYMENT or p not in old}
+    return old - theirs.keys(), theirs
+
+
+def _holding(st: ReleaseStatus, tolerance_mib: float) -> list[OtherHolder]:
+    """The others' holdings worth naming (a bare CUDA context below the tolerance is not)."""
+    return [o for o in st.others if o.mib > tolerance_mib]
+
+
+def _no_room(engine: EngineView, others: Sequence[OtherHolder], names: Sequence[str], need: StartNeed,
+             room: Room) -> str:
+    """The refusal, in one line: whose memory it is, what the start needs and what is left, and how to go on."""
+    fixes = [f"`bringup stop {o.owner.name}` frees its memory" if o.owner.kind is OwnerKind.DEPLOYMENT
+             else f"user {o.owner.name}'s processes are theirs to stop" for o in others]
+    if need.flag:
+        fixes.append(f"a smaller {need.flag} (`--set {need.flag.lstrip('-')}=...`) needs less")
+    return (f"not started: {describe_others(others, names)}, not {engine.name}'s; its start needs {need.words()}, "
+            f"{room.words()} beside it; {'; '.join(dict.fromkeys(fixes))}")
+
+
+async def no_room_beside_others(engine: EngineView, argv: Sequence[str], own: set[int]) -> str | None:
+    """Before anything is changed: whether a start of `argv` cannot fit beside the memory another deployment or
+    another user holds on the deployment's GPUs, whatever else is released first (its own run, processes of no one
+    known). The refusal's line, or None (it fits, or nothing says it would not: no readings, no others, no need
+    known). Stopping this deployment frees none of that memory: a restart went on to wait 10 minutes for it."""
+    try:
+        snap = await engine.fresh_gpus(max_age=1.5)
+    except (TransportError, OSError):
+        return None
+    if snap is None or snap.error or not snap.gpus:
+        return None
+    gpus = engine.deployment_gpus(snap) or [g.index for g in snap.gpus]
+    mine, theirs = await _whose(engine, snap, gpus, own)
+    if not theirs:
+        return None
+    tolerance = engine.dep.release_tolerance_mib
+    st = release_status(snap, gpus, mine, engine.baseline_mib, tolerance, others=theirs)
+    others = _holding(st, tolerance)
+    need = engine.start_need(argv, snap) if others else None
+    if need is None:
+        return None
+    room = room_for(need, free_beside(snap, gpus, others), snap)
+    return None if room.fits else f"{_no_room(engine, others, st.names, need, room)}; nothing changed"
 
 
 def _unverified(timeout: float, why: str, purpose: str, host: str, gone: bool, permanent: bool = False) -> str:
@@ -55,7 +119,7 @@ def _unverified(timeout: float, why: str, purpose: str, host: str, gone: bool, p
 async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Callable[[Step], None],
                            timeout: float, baseline: dict[int, float] | None = None,
                            guard: LockGuard | None = None, *, purpose: str = "start",
-                           without_evidence: bool = False) -> GpuSnapshot | None:
+                           without_evidence: bool = False, argv: Sequence[str] | None = None) -> GpuSnapshot | None:
     """Poll until the old run's memory is released; returns the snapshot that showed it (the new baseline).
 
     No readings is no release. A host that declares no GPU telemetry (`gpu_source = "none"`) has nothing to wait
@@ -64,7 +128,11 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
     CLI's `--unverified-release-grace`): then it goes on that many seconds after the old run's processes are gone,
     saying the release was NOT verified; `without_evidence` (the operator's `--without-gpu-evidence`) is a grace
     of 0 s where the deployment has none. A reading that cannot be had at all (the command cannot be run: missing,
-    not executable) is refused at once, not waited on. `purpose` ("start" or "stop") words the refusal."""
+    not executable) is refused at once, not waited on. `purpose` ("start" or "stop") words the refusal.
+
+    Memory another deployment on the host or another user holds (`_whose`) is not waited for: it is named, and a
+    start of `argv` goes on when what is left free is enough for it (`tui/lifecycle/gpu_room.py`), else it is
+    refused at once (`HeldByOthers`) naming the holder. Processes no one is known to own are waited for, named."""
     gpus = engine.deployment_gpus()
     deadline = time.monotonic() + timeout
     shown = ""
@@ -83,6 +151,7 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
     gone_at: float | None = None  # when the old run's processes were seen gone: the grace counts from then
     said: set[str] = set()
     going_on = "starting" if purpose == "start" else "calling the stop done"
+    polls = 0  # readings of the GPUs taken
     while True:
         if guard is not None:
             await guard.check(every=2.0)
@@ -139,15 +208,25 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
             await asyncio.sleep(0.5)
             continue
         seen_gpus = True
-        st = release_status(snap, gpus or [g.index for g in snap.gpus], old_pids,
-                            baseline if baseline is not None else engine.baseline_mib,
-                            engine.dep.release_tolerance_mib)
+        on = gpus or [g.index for g in snap.gpus]
+        mine, theirs = await _whose(engine, snap, on, old_pids)
+        tolerance = engine.dep.release_tolerance_mib
+        st = release_status(snap, on, mine, baseline if baseline is not None else engine.baseline_mib,
+                            tolerance, others=theirs)
+        polls += 1
         if st.released:
             engine.previous_pids = set()  # released: no panel may still say the previous run holds memory
         # the panels show the very sample the step is about: a step and a panel never give two figures
         engine.observe_gpus(snap)
         if st.released:
-            on_step(Step("release", StepStatus.DONE, f"GPU memory released after {time.monotonic() - t0:.1f} s"))
+            done = (f"GPU memory released after {time.monotonic() - t0:.1f} s" if old_pids or polls > 1 else
+                    f"no GPU memory of {engine.name}'s to wait for")
+            others = _holding(st, tolerance)
+            if others:
+                done += f"; not waited for: {describe_others(others, st.names)}, not {engine.name}'s"
+                if purpose == "start" and argv is not None:
+                    done += _beside(engine, argv, snap, on, others, st.names, on_step)
+            on_step(Step("release", StepStatus.DONE, done))
             return snap
         desc = f"waiting for GPU memory: {st.describe()}"
         if desc != shown:
@@ -158,6 +237,22 @@ async def wait_for_release(engine: EngineView, old_pids: set[int], on_step: Call
             raise RestartError(f"GPU memory was not released within {timeout:g} s ({st.describe()}); "
                                "not starting, to avoid a CUDA OOM")
         await asyncio.sleep(0.2)
+
+
+def _beside(engine: EngineView, argv: Sequence[str], snap: GpuSnapshot, gpus: Sequence[int],
+            others: Sequence[OtherHolder], names: Sequence[str], on_step: Callable[[Step], None]) -> str:
+    """Once this deployment's memory is released: whether its start fits in what the others leave free. The words
+    that say so, or the refusal (`HeldByOthers`, its step said first)."""
+    need = engine.start_need(argv, snap)
+    if need is None:
+        return ("; how much the start needs is not known (no ready run on record, no memory budget flag): "
+                "starting beside it")
+    room = room_for(need, free_now(snap, gpus), snap)
+    if room.fits:
+        return f"; {room.words()}, enough for the start's {need.words()}"
+    line = _no_room(engine, others, names, need, room)
+    on_step(Step("release", StepStatus.FAILED, line))
+    raise HeldByOthers(line)
 
 
 @contextlib.asynccontextmanager
@@ -177,8 +272,9 @@ async def stop_progress(engine: EngineView, old: set[int], on_step: Callable[[St
                 continue
             if snap is None or snap.error or not snap.gpus:
                 continue
-            st = release_status(snap, gpus or [g.index for g in snap.gpus], old, engine.baseline_mib,
-                                engine.dep.release_tolerance_mib)
+            on = gpus or [g.index for g in snap.gpus]
+            mine, theirs = await _whose(engine, snap, on, old)  # a neighbour's processes are no straggler of ours
+            st = release_status(snap, on, mine, engine.baseline_mib, engine.dep.release_tolerance_mib, others=theirs)
             engine.observe_gpus(snap)
             desc = "" if st.released else f"stopping: {st.describe()}"
             if desc and desc != shown:

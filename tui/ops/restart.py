@@ -24,10 +24,10 @@ from tui.model import Outcome, Phase, Result, Step, StepStatus
 from tui.ops import config_drift, evidence
 from tui.ops.change import ChangePlan
 from tui.ops.engine_view import EngineView
-from tui.ops.errors import LockLost, ReleaseUnverified, RestartError, Superseded
+from tui.ops.errors import HeldByOthers, LockLost, ReleaseUnverified, RestartError, Superseded
 from tui.ops.follow_run import follow_new, new_invocation, superseded
 from tui.ops.guard import LockGuard, Progress
-from tui.ops.release_wait import old_pids, stop_progress, wait_for_release
+from tui.ops.release_wait import no_room_beside_others, old_pids, stop_progress, wait_for_release
 from tui.transport import TransportError
 
 __all__ = ["ChangePlan", "EngineView", "HeldLock", "LockLost", "Outcome", "Progress", "ReleaseUnverified",
@@ -132,6 +132,9 @@ async def run(engine: EngineView, target: Target, on_step: Callable[[Step], None
     except ReleaseUnverified as e:  # no GPU readings for the whole wait: the start refused after it (exit 3)
         return Outcome(Result.UNVERIFIED, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
                        invocation=progress.started)
+    except HeldByOthers as e:  # another deployment's or user's memory leaves no room: refused, not waited for
+        return Outcome(Result.REFUSED, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
+                       invocation=progress.started)
     except RestartError as e:  # GPU memory not released, or the new run never appeared, in time
         return Outcome(Result.TIMED_OUT, engine.state.phase, f"{e}; left: {progress.left_in()}", steps=tuple(steps),
                        invocation=progress.started)
@@ -174,6 +177,12 @@ async def _locked_run(engine: EngineView, target: Target, step: Callable[[Step],
             return Outcome(Result.REFUSED, engine.state.phase, message, steps=tuple(steps))
         step(Step("evidence", StepStatus.SKIPPED, evidence.going_on(blind, how)))
         engine.action(f"{purpose} {evidence.ACTION} ({how})")  # into the run history's actions
+    # memory another deployment or user holds is not this one's to wait for: a start that cannot fit beside it is
+    # refused here, naming the holder, before the flags are written or anything is stopped
+    crowded = await no_room_beside_others(engine, new, old_pids(engine))
+    if crowded is not None:
+        step(Step("memory", StepStatus.FAILED, crowded))
+        return Outcome(Result.REFUSED, engine.state.phase, crowded, steps=tuple(steps))
     out = await _transaction(engine, old, new, changes, step, guard, wait_ready=wait_ready, stop_first=stop_first,
                              ready_timeout_s=ready_timeout_s, without_evidence=without_gpu_evidence)
     do_rollback = engine.dep.auto_rollback if rollback is None else rollback
@@ -207,6 +216,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
     guard.argv = old_argv
     unit = await engine.poll_unit()
     guard.saw(unit)
+    progress.was_running = unit.running or unit.lingering
     if changes:
         await guard.check()
         await guard.act("flags", lambda: mgr.write_argv(argv, report), also_argv=[argv])
@@ -218,9 +228,10 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
     guard.argv = argv
     old_inv = unit.invocation
     if (unit.running or unit.lingering) and stop_first:
+        await _read_gpus_now(engine)
         pids = old_pids(engine)
         await guard.check()
-        step(Step("stop", StepStatus.RUNNING, f"stopping {mgr.target} (pid {unit.main_pid})"))
+        step(Step("stop", StepStatus.RUNNING, f"stopping {mgr.target}{_pid(unit.main_pid)}"))
         engine.action("stop")
         t0 = time.monotonic()
         progress.asked = "stop"
@@ -233,7 +244,7 @@ async def _transaction(engine: EngineView, old_argv: list[str], argv: list[str],
         pids = {unit.main_pid} if unit.main_pid else set()
         step(Step("stop", StepStatus.SKIPPED, "was not running"))
     snap = await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="start",
-                                  without_evidence=without_evidence)
+                                  without_evidence=without_evidence, argv=argv)
     if snap is not None and snap.gpus:
         engine.save_baseline(snap)
     await guard.check()  # the step that must never run twice at once: two starts into the same GPUs
@@ -337,6 +348,14 @@ async def stop(engine: EngineView, on_step: Callable[[Step], None]) -> Outcome:
         raise
 
 
+async def _read_gpus_now(engine: EngineView) -> None:
+    """A GPU reading as the stop is asked for: the record's stop row (and the PIDs the release waits on) is what
+    was held then, not the first sample after the stop, 0 once it is done (issue 51)."""
+    snap = await engine.fresh_gpus()
+    if snap is not None:
+        engine.observe_gpus(snap)
+
+
 async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: LockGuard,
                        steps: list[Step]) -> Outcome:
     progress = guard.progress
@@ -347,8 +366,9 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     if not unit.running and not unit.lingering and unit.active != "deactivating":
         step(Step("stop", StepStatus.SKIPPED, "was not running"))
         return Outcome(Result.DONE, Phase.STOPPED, "not running", steps=tuple(steps))
+    await _read_gpus_now(engine)
     pids = old_pids(engine)
-    step(Step("stop", StepStatus.RUNNING, f"stopping {engine.manager.target} (pid {unit.main_pid})"))
+    step(Step("stop", StepStatus.RUNNING, f"stopping {engine.manager.target}{_pid(unit.main_pid)}"))
     engine.action("stop")
     t0 = time.monotonic()
     progress.asked = "stop"
@@ -361,3 +381,8 @@ async def _locked_stop(engine: EngineView, step: Callable[[Step], None], guard: 
     await wait_for_release(engine, pids, step, engine.dep.release_timeout_s, guard=guard, purpose="stop")
     return Outcome(Result.DONE, Phase.STOPPED, f"stopped in {took:.1f} s; {steps[-1].detail}", steps=tuple(steps),
                    stop_s=round(took, 1))
+
+
+def _pid(pid: int | None) -> str:
+    """The run's main process, where it has one of bringup's knowing (a Slurm job's is on its nodes: none here)."""
+    return f" (pid {pid})" if pid else ""

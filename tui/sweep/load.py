@@ -39,16 +39,22 @@ class Load:
     """The requests a sweep sends to the run of `engine` at `endpoint`, and the cells measured from them. `step`
     records a step under a configuration's name (the warmup's outcome, each cell's start)."""
 
-    def __init__(self, engine: EngineView, plan: Plan, endpoint: str, request_timeout_s: float, slo: SloSpec | None,
-                 step: Callable[[str, Step], None]) -> None:
+    def __init__(self, engine: EngineView, plan: Plan, endpoint: Callable[[], str], request_timeout_s: float,
+                 slo: SloSpec | None, step: Callable[[str, Step], None]) -> None:
         self.engine = engine
         self.plan = plan
-        self.endpoint = endpoint
+        #: the URL that reaches the configuration's run, asked at each request batch: a forwarded port, and on a
+        #: scheduler's deployment the node the run landed on, may change from one configuration to the next
+        self._endpoint = endpoint
         self.request_timeout_s = request_timeout_s
         self.slo = slo
         self._step = step
         #: the model the server serves, asked at each warmup (a configuration may serve it under another name)
         self.model = ""
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint()
 
     def _client(self, concurrency: int) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.endpoint, trust_env=False, limits=server_http.limits(concurrency + 4),

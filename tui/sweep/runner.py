@@ -19,7 +19,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -102,12 +102,13 @@ class SweepResult:
 
 
 class SweepRunner:
-    def __init__(self, engine: SweepEngine, plan: Plan, recorder: Recorder, endpoint: str,
+    def __init__(self, engine: SweepEngine, plan: Plan, recorder: Recorder, endpoint: str | Callable[[], str],
                  options: SweepOptions) -> None:
         self.engine = engine
         self.plan = plan
         self.rec = recorder
-        self.endpoint = endpoint.rstrip("/")
+        #: the URL that reaches the run now (a function: the engine's, which follows a forward or a placed run)
+        self._endpoint = endpoint if callable(endpoint) else (lambda: endpoint)
         self.opt = options
         self.stop_requested = False
         self.original_argv: list[str] = []
@@ -122,7 +123,11 @@ class SweepRunner:
         s = plan.slo
         slo = SloSpec(s.ttft_ms, s.tpot_ms, s.e2el_ms, s.describe()) if s else None
         #: the warmup and the cells' requests, on the configuration's ready run
-        self.load = Load(engine, plan, self.endpoint, options.request_timeout_s, slo, self._step)
+        self.load = Load(engine, plan, lambda: self.endpoint, options.request_timeout_s, slo, self._step)
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint().rstrip("/")
 
     def request_stop(self) -> None:
         """Ctrl-C: stop after the current step (a restart, or a cell), keeping everything measured."""
