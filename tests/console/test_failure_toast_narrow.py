@@ -17,11 +17,12 @@ from tui.model import Phase
 
 @pytest.mark.parametrize("size", [(80, 24), (99, 30)], ids=["80x24", "99x30"])
 async def test_a_failures_toasts_leave_the_log_whole(tmp_path: Path, size: tuple[int, int]) -> None:
-    app, w = console(tmp_path)
-    app.live = True  # a run seen failing: the record is offered (one toast), and the start's failure (another)
+    app, w = console(tmp_path)  # not live: the picture is the one fed, no engine's update races it
     async with app.run_test(size=size, notifications=True) as pilot:
-        await feed(Phase.READY, gib=127.0, util=0)(pilot)
         await feed(Phase.FAILED, gib=127.0, util=0, failure=True, logs=True)(pilot)
+        # the two toasts a run seen failing brings: the record's offer (as record_offer words it) and the start's end
+        app.notify("sim failed: i writes its incident record (bringup record sim 3f9c2a1be0d8)", timeout=30,
+                   markup=False)
         app.post_message(RestartFinished(failed_own_restart(), "start", "s"))
         shown = app.screen.query("Toast")
         assert await until(pilot, lambda: len(app.screen.query("Toast")) >= 2), [str(t.region) for t in shown]

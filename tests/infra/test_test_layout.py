@@ -43,8 +43,6 @@ NOT_CONSOLE_IMPORTS = ("subprocess", "tests.helpers.e2e", "tests.helpers.testhos
                        "tests.helpers.tmux", "tests.helpers.sim_process")
 #: modules of another helper's work in progress that break a rule, with why: each to be moved, then taken out here
 WAITING: dict[str, str] = {
-    "tests/unit/test_slurm_parse.py": "runs its generated scripts through bash: those two tests belong in tests/e2e",
-    "tests/unit/test_slurm_batch.py": "runs its generated batch script through bash: that test belongs in tests/e2e",
 }
 
 

@@ -49,6 +49,8 @@ class Load:
         self.request_timeout_s = request_timeout_s
         self.slo = slo
         self._step = step
+        #: why the last warmup failed (said in the configuration's record)
+        self.warmup_error = ""
         #: the model the server serves, asked at each warmup (a configuration may serve it under another name)
         self.model = ""
 
@@ -71,11 +73,16 @@ class Load:
                                                                               self.plan.dataset),
                                              cell.output_tokens, self.request_timeout_s) for i in range(n)]
         except BenchError as e:
-            self._step(config.name, Step("warmup", StepStatus.FAILED, str(e)))
+            self.warmup_error = str(e)
+            self._step(config.name, Step("warmup", StepStatus.FAILED, self.warmup_error))
             return False
         ok = sum(r.ok for r in results)
-        self._step(config.name, Step("warmup", StepStatus.DONE if ok == n else StepStatus.FAILED,
-                                     f"{ok}/{plural(n, 'warmup request')} in {time.time() - t0:.1f} s"))
+        said = f"{ok}/{plural(n, 'warmup request')} in {time.time() - t0:.1f} s"
+        self._step(config.name, Step("warmup", StepStatus.DONE if ok == n else StepStatus.FAILED, said))
+        if n and not ok:  # not one answer: the cells would only measure failures (a wrong endpoint, a server that
+            # refuses every generation); the configuration failed, said as such, not a clean "0 valid cells"
+            self.warmup_error = f"no warmup request succeeded ({said})"
+            return False
         return True
 
     async def _counters(self) -> SpecCounters | None:

@@ -242,6 +242,7 @@ class SweepRunner:
         if not ready:
             return
         if not await self.load.warmup(config):
+            self._warmup_failed(config)
             return
         for cell in todo:
             if self.stop_requested:
@@ -339,6 +340,15 @@ class SweepRunner:
         self.rec.write_log(config.name, [f"# {config.name}: {out.message}", f"# argv: {' '.join(argv)}", *record,
                                          *info.excerpt])
         self._record_config(config, argv, out.invocation, "failed", attempts, info, None)
+        self.failed.append(config.name)
+
+    def _warmup_failed(self, config: SweepConfig) -> None:
+        """Ready, but its warmup got no answer: none of its cells is measured, so the configuration failed (a sweep
+        whose every warmup failed said "0 configurations failed" and exited 0)."""
+        info = FailureInfo("ready", "warmup", (self.load.warmup_error,), "the server was ready but did not answer "
+                           "the sweep's requests: check its endpoint and `bringup bench` against it")
+        self._record_config(config, config.argv(self.original_argv, self.specs), self.engine.state.invocation,
+                            "failed", 1, info, None)
         self.failed.append(config.name)
 
     def _record_config(self, config: SweepConfig, argv: Sequence[str], invocation: str, status: str, attempts: int,
