@@ -98,7 +98,10 @@ class CanaryBringup(Bringup):
                                  extra_flags=[FlagConfig(name="api-key", kind="str"),
                                               FlagConfig(name="scenario", kind="choice",
                                                          choices=["dflash-graph-crash"])])
-        echo = process_deployment([*self.sim_command(free_port()), "--hf-token", ECHOED_HF], free_port(),
+        # a small share of each GPU: it starts beside `sim` on the same simulated GPUs (a start that would not fit
+        # there is refused before it runs, tests/e2e/test_release_others_memory.py), then fails on its own
+        echo = process_deployment([*self.sim_command(free_port()), "--mem-fraction-static", "0.05",
+                                   "--hf-token", ECHOED_HF], free_port(),
                                   stop_timeout_s=self.stop_timeout_s, env=env)
         ConfigFile(state_dir=self.state_dir, hosts={"simhost": sim_host(self.sim_state)},
                    deployments={self.name: sim, "echo": echo}).write(self.config)
