@@ -346,7 +346,7 @@ async def test_a_crash_loop_under_restart_always_keeps_the_last_failure(conf: Pa
         async def words_say_it() -> bool:
             nonlocal text
             text = (await asyncio.to_thread(bringup, conf, "status", "remote")).stdout
-            return "CRASH LOOP" in text
+            return "CRASH LOOP" in text and "runs failed" in text  # its own look sees the runs before, as the JSON did
 
         await until_awaited(lambda: f"status --json to show the crash loop: {st.get('phase')} {st.get('failure')}",
                             json_says_it, 30, every=0)
