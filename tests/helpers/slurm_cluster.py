@@ -228,7 +228,7 @@ def _job(line: str) -> Job:
 @contextmanager
 def held(timeout: float = 1800) -> Iterator[None]:
     """The cluster for this pytest session alone. Every session on this machine shares the one cluster, and each
-    test cancels every job on it to start from idle: two sessions at once (a developer's, a helper's) cancelled
+    test cancels every job on it to start from idle: two sessions at once (two developers' runs) cancelled
     each other's jobs mid-test. In CI one xdist worker runs all of its tests, and nothing waits here. The lock is
     an flock, so a killed session leaves none behind."""
     SESSION_LOCK.parent.mkdir(parents=True, exist_ok=True)

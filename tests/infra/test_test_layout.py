@@ -41,7 +41,7 @@ NOT_UNIT_FIXTURES = ("make_bringup", "testhost", "testhost_ssh", "ssh_config", "
 #: modules no console test imports: what starts a process is an e2e test
 NOT_CONSOLE_IMPORTS = ("subprocess", "tests.helpers.e2e", "tests.helpers.testhost", "tests.helpers.containers",
                        "tests.helpers.tmux", "tests.helpers.sim_process")
-#: modules of another helper's work in progress that break a rule, with why: each to be moved, then taken out here
+#: modules of work in progress that break a rule, with why: each to be moved, then taken out here
 WAITING: dict[str, str] = {
 }
 
