@@ -90,7 +90,9 @@ def clock_lines(out: str) -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.xfail(strict=False, reason="known defect, open: under load `wait` for several deployments can print a line read back from one's history after a later live line of another (1 of 3 CI runs on a 2-core VM)")
+@pytest.mark.xfail(strict=False, reason="known defect, open: under load `wait` for several deployments can "
+                   "print a line read back from one's history after a later live line of another (1 of 3 CI runs "
+                   "on a 2-core VM)")
 def test_waiting_for_several_says_what_each_is_in_time_order(tmp_path: Path) -> None:
     cfg = four(tmp_path)
     names = ["sim-a", "sim-b", "sim-c", "sim-d"]
